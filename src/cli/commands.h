@@ -1,0 +1,12 @@
+#pragma once
+// Each subcommand lives in its own file and registers itself on the app here.
+#include <CLI/CLI.hpp>
+
+namespace orchard::cli {
+
+void register_generate(CLI::App& app);
+void register_info(CLI::App& app);
+void register_perplexity(CLI::App& app);
+void register_make_model(CLI::App& app);
+
+}  // namespace orchard::cli

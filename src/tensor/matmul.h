@@ -1,0 +1,28 @@
+#pragma once
+// The one place where weight matrices multiply activations, so faster kernels swap in here.
+#include <cstdint>
+#include <vector>
+
+#include "tensor/types.h"
+
+namespace orchard {
+
+// A view of a 2-D weight matrix in a file: `rows` rows of `cols` elements, row-major.
+struct MatrixView {
+  DType type = DType::F32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  const void* data = nullptr;
+};
+
+// y[r] = sum_c W[r, c] * x[c] for every row r.  `scratch` is reused between calls.
+void matvec(const MatrixView& w, const float* x, float* y, std::vector<uint8_t>& scratch);
+
+// Y[t, r] = sum_c W[r, c] * X[t, c] for t in [0, n_tokens): a batch of activations.
+void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
+            std::vector<uint8_t>& scratch);
+
+// One row of W as floats (embedding lookup).
+void get_row(const MatrixView& w, int64_t row, float* out);
+
+}  // namespace orchard

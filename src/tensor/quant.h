@@ -1,0 +1,29 @@
+#pragma once
+// Block formats: dequantization, quantization and the scalar reference dot products.
+//
+// Dot products follow ggml's scheme so logits match llama.cpp closely: a weight row of type W is
+// multiplied with activations first converted to vec_dot_type(W) (Q8_0 for Q4_0/Q5_0/Q8_0, Q8_1
+// for Q4_1/Q5_1, Q8_K for the K-quants, F16 for F16, BF16 for BF16, F32 for F32).
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/types.h"
+
+namespace orchard {
+
+// The format activations are converted to before a dot product with weights of type `w`.
+DType vec_dot_type(DType w);
+
+// dst[0..n) = the values of `n` elements stored at `src` in format `t`.
+// Throws orchard::Error for types that are not computable or n not a multiple of the block.
+void dequantize_row(DType t, const void* src, float* dst, int64_t n);
+
+// Stores n floats in format `t` (F32, F16, BF16, Q8_0, Q8_1, Q8_K, Q4_0, Q4_1, Q5_0, Q5_1).
+// Rounding follows ggml's reference quantizers so files we write load identically elsewhere.
+void quantize_row(DType t, const float* src, void* dst, int64_t n);
+
+// sum_i w[i] * x[i], where w holds n elements of type `w_type` and xq holds the same n elements
+// of activations already in vec_dot_type(w_type).
+float vec_dot(DType w_type, const void* w, const void* xq, int64_t n);
+
+}  // namespace orchard
