@@ -40,6 +40,9 @@ class GGUFWriter {
     std::vector<int64_t> ne;
     std::vector<uint8_t> data;
   };
+  // Header, metadata, tensor infos and the padding up to the data section.
+  std::vector<uint8_t> header_bytes() const;
+
   uint64_t alignment_;
   std::vector<std::pair<std::string, GGUFValue>> kv_;
   std::vector<Tensor> tensors_;
