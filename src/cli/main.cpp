@@ -3,16 +3,22 @@
 #include <cstdio>
 #include <exception>
 
-#include "tensor/error.h"
+#include "cli/commands.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Orchard: run large language models on one machine or a cluster of them"};
+  app.set_version_flag("--version", "orchard 0.1.0");
   app.require_subcommand(1);
+  orchard::cli::register_generate(app);
+  orchard::cli::register_info(app);
+  orchard::cli::register_perplexity(app);
+  orchard::cli::register_make_model(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const std::exception& e) {
+    std::fflush(stdout);
     std::fprintf(stderr, "orchard: error: %s\n", e.what());
     return 1;
   }

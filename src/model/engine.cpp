@@ -1,0 +1,116 @@
+#include "model/engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "tensor/error.h"
+
+namespace orchard {
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+std::unique_ptr<Engine> Engine::load(const EngineOptions& opts) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<Engine> e(new Engine());
+  e->file_ = GGUFFile::open(opts.model_path);
+  e->tok_ = Tokenizer::from_gguf(*e->file_);
+  e->model_ = std::make_unique<LlamaModel>(*e->file_);
+  const HParams& hp = e->model_->hparams();
+  if (e->tok_->vocab_size() != hp.n_vocab)
+    throw Error(opts.model_path + ": tokenizer has " + std::to_string(e->tok_->vocab_size()) +
+                " tokens but token_embd.weight has " + std::to_string(hp.n_vocab) + " rows");
+  e->n_ctx_ = opts.n_ctx > 0 ? opts.n_ctx : std::min<int64_t>(hp.n_ctx_train, 4096);
+  e->load_ms_ = ms_since(t0);
+  return e;
+}
+
+std::unique_ptr<KVCache> Engine::new_cache() const {
+  return std::make_unique<KVCache>(model_->hparams(), n_ctx_);
+}
+
+GenerateResult Engine::generate(const std::string& prompt, const GenerateOptions& opts,
+                                const std::function<bool(const std::string&)>& on_text) {
+  return generate_tokens(tok_->encode(prompt, opts.add_special, opts.parse_special), opts, on_text);
+}
+
+GenerateResult Engine::generate_tokens(const std::vector<TokenId>& prompt,
+                                       const GenerateOptions& opts,
+                                       const std::function<bool(const std::string&)>& on_text) {
+  GenerateResult r;
+  r.prompt_tokens = prompt;
+  if (prompt.empty()) throw Error("the prompt is empty (no tokens to start from)");
+  auto kv = new_cache();
+  Sampler sampler(opts.sampling);
+  for (TokenId t : prompt) sampler.accept(t);
+
+  const int64_t n_vocab = hparams().n_vocab;
+  std::vector<float> logits;
+  auto t0 = std::chrono::steady_clock::now();
+  model_->forward(prompt, *kv, logits);
+  r.prompt_ms = ms_since(t0);
+
+  Utf8Streamer stream;
+  std::string emitted;   // text handed to on_text so far
+  std::string held;      // text withheld because it may be the start of a stop string
+  r.finish_reason = "length";
+  auto t1 = std::chrono::steady_clock::now();
+  auto emit = [&](const std::string& s) -> bool {
+    if (s.empty()) return true;
+    emitted += s;
+    return !on_text || on_text(s);
+  };
+  for (int32_t i = 0; i < opts.max_tokens; ++i) {
+    TokenId next = sampler.sample(logits.data(), n_vocab);
+    if (opts.stop_at_eog && tok_->is_eog(next)) {
+      r.finish_reason = "stop";
+      break;
+    }
+    r.tokens.push_back(next);
+    sampler.accept(next);
+    held += stream.push(tok_->token_to_piece(next));
+
+    // Stop strings: emit only text that can no longer be part of a stop string.
+    bool stopped = false;
+    size_t safe = held.size();
+    for (const auto& s : opts.stop) {
+      if (s.empty()) continue;
+      if (auto at = held.find(s); at != std::string::npos) {
+        held.resize(at);
+        stopped = true;
+        safe = held.size();
+        break;
+      }
+      for (size_t k = std::min(s.size() - 1, held.size()); k > 0; --k)
+        if (held.compare(held.size() - k, k, s, 0, k) == 0) {
+          safe = std::min(safe, held.size() - k);
+          break;
+        }
+    }
+    if (!emit(held.substr(0, safe))) {
+      r.finish_reason = "cancelled";
+      break;
+    }
+    held.erase(0, safe);
+    if (stopped) {
+      r.finish_reason = "stop";
+      break;
+    }
+    if (i + 1 == opts.max_tokens) break;
+    if (kv->size() >= kv->capacity()) {
+      r.finish_reason = "length";
+      break;
+    }
+    model_->forward(std::span<const TokenId>(&next, 1), *kv, logits);
+  }
+  if (r.finish_reason != "cancelled") emit(held + stream.flush());
+  r.gen_ms = ms_since(t1);
+  r.text = emitted;
+  return r;
+}
+
+}  // namespace orchard

@@ -1,0 +1,70 @@
+#pragma once
+// A loaded model ready to generate: file mapping, tokenizer, weights, and a generation loop.
+// Kept free of I/O so the CLI, the HTTP server and the node agent all drive the same code.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/gguf.h"
+#include "model/kv_cache.h"
+#include "model/llama.h"
+#include "model/sampler.h"
+#include "model/tokenizer/tokenizer.h"
+
+namespace orchard {
+
+struct EngineOptions {
+  std::string model_path;
+  int threads = 0;        // 0: all hardware threads
+  int64_t n_ctx = 0;      // 0: min(training context, 4096)
+};
+
+struct GenerateOptions {
+  int32_t max_tokens = 128;
+  SamplerOptions sampling;
+  bool add_special = true;              // BOS as the vocabulary asks
+  bool parse_special = false;           // treat "<|…|>" text in the prompt as special tokens
+  bool stop_at_eog = true;
+  std::vector<std::string> stop;        // stop strings (not included in the output)
+};
+
+struct GenerateResult {
+  std::vector<TokenId> prompt_tokens;
+  std::vector<TokenId> tokens;          // generated ids
+  std::string text;                     // generated text
+  std::string finish_reason;            // "stop" (EOG or stop string), "length", "cancelled"
+  double prompt_ms = 0;
+  double gen_ms = 0;
+};
+
+class Engine {
+ public:
+  static std::unique_ptr<Engine> load(const EngineOptions& opts);
+
+  const Tokenizer& tokenizer() const { return *tok_; }
+  LlamaModel& model() { return *model_; }
+  const GGUFFile& file() const { return *file_; }
+  const HParams& hparams() const { return model_->hparams(); }
+  int64_t n_ctx() const { return n_ctx_; }
+  double load_ms() const { return load_ms_; }
+
+  std::unique_ptr<KVCache> new_cache() const;
+
+  // Streams text through `on_text` (valid UTF-8 pieces); returning false from it cancels.
+  GenerateResult generate(const std::string& prompt, const GenerateOptions& opts,
+                          const std::function<bool(const std::string&)>& on_text = {});
+  // Same, from token ids (no tokenization of a prompt).
+  GenerateResult generate_tokens(const std::vector<TokenId>& prompt, const GenerateOptions& opts,
+                                 const std::function<bool(const std::string&)>& on_text = {});
+
+ private:
+  Engine() = default;
+  std::unique_ptr<GGUFFile> file_;
+  std::unique_ptr<Tokenizer> tok_;
+  std::unique_ptr<LlamaModel> model_;
+  int64_t n_ctx_ = 0;
+  double load_ms_ = 0;
+};
+
+}  // namespace orchard

@@ -1,0 +1,43 @@
+#pragma once
+// Keys and values of every position seen so far, per layer, in float32.
+#include <cstdint>
+#include <vector>
+
+#include "model/hparams.h"
+#include "tensor/error.h"
+
+namespace orchard {
+
+class KVCache {
+ public:
+  KVCache(const HParams& hp, int64_t n_ctx)
+      : n_ctx_(n_ctx), kv_dim_(hp.kv_dim()), n_layers_(hp.n_layers),
+        k_(static_cast<size_t>(hp.n_layers * n_ctx * hp.kv_dim())),
+        v_(k_.size()) {}
+
+  int64_t capacity() const { return n_ctx_; }
+  int64_t size() const { return used_; }       // positions filled
+  void clear() { used_ = 0; }
+  // Drops positions >= n (e.g. to re-run a suffix).
+  void truncate(int64_t n) { if (n < used_) used_ = n; }
+
+  // Throws a clear error when `n` more positions do not fit.
+  void reserve(int64_t n) const {
+    if (used_ + n > n_ctx_)
+      throw Error("context is full: " + std::to_string(used_) + " positions used + " +
+                  std::to_string(n) + " new > context size " + std::to_string(n_ctx_) +
+                  " (raise --ctx)");
+  }
+  void advance(int64_t n) { used_ += n; }
+
+  float* k(int64_t layer, int64_t pos) { return &k_[static_cast<size_t>((layer * n_ctx_ + pos) * kv_dim_)]; }
+  float* v(int64_t layer, int64_t pos) { return &v_[static_cast<size_t>((layer * n_ctx_ + pos) * kv_dim_)]; }
+  size_t bytes() const { return (k_.size() + v_.size()) * sizeof(float); }
+
+ private:
+  int64_t n_ctx_, kv_dim_, n_layers_;
+  int64_t used_ = 0;
+  std::vector<float> k_, v_;
+};
+
+}  // namespace orchard

@@ -1,0 +1,120 @@
+#include "model/llama.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/gguf.h"
+#include "tensor/error.h"
+#include "tensor/ops.h"
+
+namespace orchard {
+
+LlamaModel::LlamaModel(const GGUFFile& file)
+    : hp_(HParams::from_gguf(file)), w_(ModelWeights::bind(file, hp_)) {}
+
+void LlamaModel::forward(std::span<const int32_t> tokens, KVCache& kv, std::vector<float>& logits,
+                         bool all_logits) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0) throw Error("forward: no tokens to process");
+  kv.reserve(n);
+  for (int32_t t : tokens)
+    if (t < 0 || t >= hp_.n_vocab)
+      throw Error("token id " + std::to_string(t) + " is outside the vocabulary (size " +
+                  std::to_string(hp_.n_vocab) + ")");
+
+  const int64_t dim = hp_.dim, qd = hp_.q_dim(), kvd = hp_.kv_dim(), ffn = hp_.ffn_dim;
+  const int64_t hd = hp_.head_dim, pos0 = kv.size();
+  const bool neox = hp_.rope_order == RopeOrder::NeoX;
+  std::vector<float> x(n * dim), xn(n * dim), q(n * qd), k(n * kvd), v(n * kvd), att(n * qd),
+      proj(n * dim), gate(n * ffn), up(n * ffn);
+
+  // x = embedding rows of the tokens
+  for (int64_t t = 0; t < n; ++t) get_row(w_.tok_embd, tokens[t], &x[t * dim]);
+
+  for (int64_t l = 0; l < hp_.n_layers; ++l) {
+    const LayerWeights& L = w_.layers[l];
+
+    // xn = rmsnorm(x) · attn_norm
+    for (int64_t t = 0; t < n; ++t) rms_norm(&x[t * dim], L.attn_norm, &xn[t * dim], dim, hp_.rms_eps);
+
+    // q = Wq·xn (+bq), k = Wk·xn (+bk), v = Wv·xn (+bv)
+    matmul(L.wq, xn.data(), n, q.data(), scratch_);
+    matmul(L.wk, xn.data(), n, k.data(), scratch_);
+    matmul(L.wv, xn.data(), n, v.data(), scratch_);
+    if (L.bq) {
+      for (int64_t t = 0; t < n; ++t) {
+        for (int64_t i = 0; i < qd; ++i) q[t * qd + i] += L.bq[i];
+        for (int64_t i = 0; i < kvd; ++i) k[t * kvd + i] += L.bk[i], v[t * kvd + i] += L.bv[i];
+      }
+    }
+
+    for (int64_t t = 0; t < n; ++t) {
+      // qwen3: q_h = rmsnorm(q_h) · q_norm, k_h = rmsnorm(k_h) · k_norm, per head
+      if (L.q_norm) {
+        for (int64_t h = 0; h < hp_.n_heads; ++h) rms_norm(&q[t * qd + h * hd], L.q_norm, &q[t * qd + h * hd], hd, hp_.rms_eps);
+        for (int64_t h = 0; h < hp_.n_kv_heads; ++h) rms_norm(&k[t * kvd + h * hd], L.k_norm, &k[t * kvd + h * hd], hd, hp_.rms_eps);
+      }
+      // q_h, k_h = rope(q_h, pos), rope(k_h, pos)
+      const int64_t pos = pos0 + t;
+      for (int64_t h = 0; h < hp_.n_heads; ++h)
+        rope(&q[t * qd + h * hd], hp_.n_rot, pos, hp_.rope_base, hp_.rope_freq_scale, w_.rope_freqs, neox);
+      for (int64_t h = 0; h < hp_.n_kv_heads; ++h)
+        rope(&k[t * kvd + h * hd], hp_.n_rot, pos, hp_.rope_base, hp_.rope_freq_scale, w_.rope_freqs, neox);
+      std::copy_n(&k[t * kvd], kvd, kv.k(l, pos));
+      std::copy_n(&v[t * kvd], kvd, kv.v(l, pos));
+    }
+
+    // att = softmax(q·Kᵀ / √head_dim + causal mask) · V, per head (GQA: heads share KV heads)
+    attention(l, q.data(), n, pos0, kv, att.data());
+
+    // x = x + Wo·att
+    matmul(L.wo, att.data(), n, proj.data(), scratch_);
+    for (int64_t i = 0; i < n * dim; ++i) x[i] += proj[i];
+
+    // x = x + W_down·(silu(W_gate·xn) ⊙ W_up·xn), xn = rmsnorm(x) · ffn_norm
+    for (int64_t t = 0; t < n; ++t) rms_norm(&x[t * dim], L.ffn_norm, &xn[t * dim], dim, hp_.rms_eps);
+    matmul(L.w_gate, xn.data(), n, gate.data(), scratch_);
+    matmul(L.w_up, xn.data(), n, up.data(), scratch_);
+    swiglu(gate.data(), up.data(), gate.data(), n * ffn);
+    matmul(L.w_down, gate.data(), n, proj.data(), scratch_);
+    for (int64_t i = 0; i < n * dim; ++i) x[i] += proj[i];
+  }
+  kv.advance(n);
+
+  // logits = W_out · rmsnorm(x) · output_norm, for every token or only the last
+  const int64_t first = all_logits ? 0 : n - 1, rows = n - first;
+  for (int64_t t = first; t < n; ++t)
+    rms_norm(&x[t * dim], w_.output_norm, &xn[(t - first) * dim], dim, hp_.rms_eps);
+  logits.resize(static_cast<size_t>(rows * hp_.n_vocab));
+  matmul(w_.output, xn.data(), rows, logits.data(), scratch_);
+}
+
+void LlamaModel::attention(int64_t layer, const float* q, int64_t n, int64_t pos0, KVCache& kv,
+                           float* out) {
+  const int64_t hd = hp_.head_dim, qd = hp_.q_dim(), group = hp_.n_heads / hp_.n_kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  std::vector<float> scores(static_cast<size_t>(pos0 + n));
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t len = pos0 + t + 1;  // causal: this token sees itself and everything before
+    for (int64_t h = 0; h < hp_.n_heads; ++h) {
+      const float* qh = q + t * qd + h * hd;
+      const int64_t kvh = h / group;
+      for (int64_t p = 0; p < len; ++p) {
+        const float* kp = kv.k(layer, p) + kvh * hd;
+        float s = 0;
+        for (int64_t i = 0; i < hd; ++i) s += qh[i] * kp[i];
+        scores[p] = s * scale;
+      }
+      softmax(scores.data(), len);
+      float* oh = out + t * qd + h * hd;
+      std::fill_n(oh, hd, 0.0f);
+      for (int64_t p = 0; p < len; ++p) {
+        const float* vp = kv.v(layer, p) + kvh * hd;
+        const float a = scores[p];
+        for (int64_t i = 0; i < hd; ++i) oh[i] += a * vp[i];
+      }
+    }
+  }
+}
+
+}  // namespace orchard

@@ -1,0 +1,104 @@
+#include "model/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "tensor/error.h"
+
+namespace orchard {
+
+int32_t argmax(const float* x, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (x[i] > x[best]) best = i;
+  return static_cast<int32_t>(best);
+}
+
+Sampler::Sampler(const SamplerOptions& opts) : opts_(opts), rng_(opts.seed) {
+  if (opts.top_p <= 0) throw Error("top_p must be > 0");
+  if (opts.repeat_penalty <= 0) throw Error("repeat_penalty must be > 0");
+}
+
+void Sampler::reset() {
+  rng_.seed(opts_.seed);
+  recent_.clear();
+}
+
+void Sampler::accept(int32_t token) {
+  if (opts_.repeat_last_n <= 0) return;
+  recent_.push_back(token);
+  while (static_cast<int32_t>(recent_.size()) > opts_.repeat_last_n) recent_.pop_front();
+}
+
+int32_t Sampler::sample(const float* logits, int64_t n_vocab) {
+  cand_.resize(static_cast<size_t>(n_vocab));
+  for (int64_t i = 0; i < n_vocab; ++i) cand_[i] = {static_cast<int32_t>(i), logits[i], 0.0f};
+
+  // Repetition penalty (CTRL paper): shrink positive logits, grow negative ones, once per token.
+  if (opts_.repeat_penalty != 1.0f && !recent_.empty()) {
+    std::vector<int32_t> seen(recent_.begin(), recent_.end());
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    for (int32_t id : seen) {
+      if (id < 0 || id >= n_vocab) continue;
+      float& l = cand_[id].logit;
+      l = l > 0 ? l / opts_.repeat_penalty : l * opts_.repeat_penalty;
+    }
+  }
+
+  if (opts_.temperature <= 0) {
+    size_t best = 0;
+    for (size_t i = 1; i < cand_.size(); ++i)
+      if (cand_[i].logit > cand_[best].logit) best = i;
+    return cand_[best].id;
+  }
+
+  auto by_logit = [](const Candidate& a, const Candidate& b) {
+    return a.logit != b.logit ? a.logit > b.logit : a.id < b.id;
+  };
+  size_t keep = cand_.size();
+  if (opts_.top_k > 0 && static_cast<size_t>(opts_.top_k) < keep) {
+    keep = static_cast<size_t>(opts_.top_k);
+    std::partial_sort(cand_.begin(), cand_.begin() + keep, cand_.end(), by_logit);
+    cand_.resize(keep);
+  } else {
+    std::sort(cand_.begin(), cand_.end(), by_logit);
+  }
+
+  // Probabilities at temperature 1 decide the top-p / min-p cut, as in llama.cpp.
+  auto normalize = [&] {
+    const float max = cand_.front().logit;
+    double sum = 0;
+    for (auto& c : cand_) sum += (c.p = std::exp(c.logit - max));
+    for (auto& c : cand_) c.p = static_cast<float>(c.p / sum);
+  };
+  normalize();
+  if (opts_.top_p < 1.0f) {
+    double cum = 0;
+    size_t n = 0;
+    while (n < cand_.size()) {
+      cum += cand_[n++].p;
+      if (cum >= opts_.top_p) break;
+    }
+    cand_.resize(std::max<size_t>(n, 1));
+  }
+  if (opts_.min_p > 0) {
+    const float cut = cand_.front().p * opts_.min_p;
+    size_t n = 1;
+    while (n < cand_.size() && cand_[n].p >= cut) ++n;
+    cand_.resize(n);
+  }
+
+  // p_i ∝ exp(logit_i / T) over the survivors, then one seeded draw.
+  for (auto& c : cand_) c.logit /= opts_.temperature;
+  normalize();
+  std::uniform_real_distribution<double> uni(0.0, 1.0);
+  double r = uni(rng_), cum = 0;
+  for (const auto& c : cand_) {
+    cum += c.p;
+    if (r < cum) return c.id;
+  }
+  return cand_.back().id;
+}
+
+}  // namespace orchard

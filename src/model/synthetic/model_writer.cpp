@@ -1,0 +1,153 @@
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "model/gguf_writer.h"
+#include "model/synthetic/synthetic.h"
+#include "tensor/error.h"
+#include "tensor/quant.h"
+
+namespace orchard {
+namespace {
+
+// splitmix64: tiny, fast, and good enough for weights nobody reads as text.
+struct Rng {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [-a, a]; a = std·√3 gives the wanted standard deviation.
+  float uniform(float a) { return a * (static_cast<float>(next() >> 40) * (2.0f / 16777216.0f) - 1.0f); }
+};
+
+uint64_t hash_name(const std::string& s, uint64_t seed) {
+  uint64_t h = 1469598103934665603ULL ^ seed;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
+// GGUF general.file_type values (llama.cpp's LLAMA_FTYPE numbering).
+uint32_t file_type(DType t) {
+  switch (t) {
+    case DType::F32: return 0;
+    case DType::F16: return 1;
+    case DType::Q4_0: return 2;
+    case DType::Q4_1: return 3;
+    case DType::Q8_0: return 7;
+    case DType::Q5_0: return 8;
+    case DType::Q5_1: return 9;
+    case DType::BF16: return 32;
+    default: throw Error(std::string("make-model cannot write type ") + type_name(t) +
+                         " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1)");
+  }
+}
+
+std::vector<uint8_t> random_matrix(const std::string& name, int64_t rows, int64_t cols, DType type,
+                                   uint64_t seed, float std) {
+  Rng rng{hash_name(name, seed)};
+  const size_t rb = row_bytes(type, cols);
+  std::vector<uint8_t> out(rb * static_cast<size_t>(rows));
+  std::vector<float> row(static_cast<size_t>(cols));
+  const float a = std * std::sqrt(3.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& x : row) x = rng.uniform(a);
+    quantize_row(type, row.data(), out.data() + rb * static_cast<size_t>(r), cols);
+  }
+  return out;
+}
+
+std::vector<uint8_t> ones(int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n), 1.0f);
+  std::vector<uint8_t> out(v.size() * sizeof(float));
+  std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+}  // namespace
+
+void write_synthetic_model(const ModelShape& s, DType type, uint64_t seed, const std::string& path,
+                           const std::function<void(int64_t, int64_t)>& progress) {
+  GGUFWriter w;
+  const int64_t head_dim = s.dim / s.n_heads, kv_dim = s.n_kv_heads * head_dim;
+  w.set_string("general.architecture", "llama");
+  w.set_string("general.name", "orchard-synthetic-" + s.name);
+  w.set_string("general.description",
+               "Random weights (seed " + std::to_string(seed) +
+                   ") made by `orchard make-model`: for demos and benchmarks; its text is meaningless.");
+  w.set_u32("general.file_type", file_type(type));
+  w.set_u32("llama.context_length", static_cast<uint32_t>(s.n_ctx));
+  w.set_u32("llama.embedding_length", static_cast<uint32_t>(s.dim));
+  w.set_u32("llama.block_count", static_cast<uint32_t>(s.n_layers));
+  w.set_u32("llama.feed_forward_length", static_cast<uint32_t>(s.ffn_dim));
+  w.set_u32("llama.attention.head_count", static_cast<uint32_t>(s.n_heads));
+  w.set_u32("llama.attention.head_count_kv", static_cast<uint32_t>(s.n_kv_heads));
+  w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  w.set_u32("llama.rope.dimension_count", static_cast<uint32_t>(head_dim));
+  w.set_f32("llama.rope.freq_base", 10000.0f);
+  w.set_u32("llama.vocab_size", static_cast<uint32_t>(s.n_vocab));
+
+  Vocabulary v = make_vocabulary(s.n_vocab);
+  w.set_string("tokenizer.ggml.model", "llama");
+  w.set_string_array("tokenizer.ggml.tokens", v.tokens);
+  w.set_f32_array("tokenizer.ggml.scores", v.scores);
+  w.set_i32_array("tokenizer.ggml.token_type", v.types);
+  w.set_u32("tokenizer.ggml.bos_token_id", 1);
+  w.set_u32("tokenizer.ggml.eos_token_id", 2);
+  w.set_u32("tokenizer.ggml.unknown_token_id", 0);
+  w.set_bool("tokenizer.ggml.add_bos_token", true);
+  w.set_bool("tokenizer.ggml.add_eos_token", false);
+
+  const int64_t total = 2 + s.n_layers;
+  int64_t done = 0;
+  auto step = [&] { if (progress) progress(++done, total); };
+  const float std = 0.02f;
+  w.add_tensor("token_embd.weight", type, {s.dim, s.n_vocab},
+               random_matrix("token_embd.weight", s.n_vocab, s.dim, type, seed, std));
+  step();
+  for (int64_t l = 0; l < s.n_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    auto mat = [&](const std::string& n, int64_t rows, int64_t cols) {
+      w.add_tensor(p + n, type, {cols, rows}, random_matrix(p + n, rows, cols, type, seed, std));
+    };
+    w.add_tensor(p + "attn_norm.weight", DType::F32, {s.dim}, ones(s.dim));
+    mat("attn_q.weight", s.dim, s.dim);
+    mat("attn_k.weight", kv_dim, s.dim);
+    mat("attn_v.weight", kv_dim, s.dim);
+    mat("attn_output.weight", s.dim, s.dim);
+    w.add_tensor(p + "ffn_norm.weight", DType::F32, {s.dim}, ones(s.dim));
+    mat("ffn_gate.weight", s.ffn_dim, s.dim);
+    mat("ffn_up.weight", s.ffn_dim, s.dim);
+    mat("ffn_down.weight", s.dim, s.ffn_dim);
+    step();
+  }
+  w.add_tensor("output_norm.weight", DType::F32, {s.dim}, ones(s.dim));
+  w.add_tensor("output.weight", type, {s.dim, s.n_vocab},
+               random_matrix("output.weight", s.n_vocab, s.dim, type, seed, std));
+  step();
+  w.write(path);
+}
+
+std::string orchard_home() {
+  if (const char* h = std::getenv("ORCHARD_HOME"); h && *h) return h;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/orchard";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/orchard";
+  return "/tmp/orchard";
+}
+
+std::string default_model_path(bool create_if_missing) {
+  namespace fs = std::filesystem;
+  const fs::path path = fs::path(orchard_home()) / "models" / "orchard-tiny-Q8_0.gguf";
+  if (create_if_missing && !fs::exists(path)) {
+    std::error_code ec;
+    fs::create_directories(path.parent_path(), ec);
+    if (ec) throw Error("cannot create " + path.parent_path().string() + ": " + ec.message());
+    write_synthetic_model(model_shape("tiny"), DType::Q8_0, 42, path.string());
+  }
+  return path.string();
+}
+
+}  // namespace orchard

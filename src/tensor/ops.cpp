@@ -1,0 +1,54 @@
+#include "tensor/ops.h"
+
+#include <cmath>
+
+namespace orchard {
+
+void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps) {
+  // Sum in double as ggml does, so long rows keep their precision.
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * (w ? w[i] : 1.0f);
+}
+
+void softmax(float* x, int64_t n) {
+  float max = x[0];
+  for (int64_t i = 1; i < n; ++i) max = x[i] > max ? x[i] : max;
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void rope(float* head, int64_t n_rot, int64_t pos, float base, float freq_scale,
+          const float* freq_factors, bool neox) {
+  // θ advances geometrically pair by pair, in float like ggml, so angles match its rounding.
+  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
+  float theta = static_cast<float>(pos);
+  const int64_t half = n_rot / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const float ff = freq_factors ? freq_factors[i] : 1.0f;
+    const float angle = freq_scale * (theta / ff);
+    const float c = std::cos(angle), s = std::sin(angle);
+    float* a = neox ? &head[i] : &head[2 * i];
+    float* b = neox ? &head[i + half] : &head[2 * i + 1];
+    const float x0 = *a, x1 = *b;
+    *a = x0 * c - x1 * s;
+    *b = x0 * s + x1 * c;
+    theta *= theta_scale;
+  }
+}
+
+}  // namespace orchard

@@ -1,0 +1,22 @@
+#pragma once
+// Element-wise and row-wise operations of the transformer, in float32.
+#include <cstdint>
+
+namespace orchard {
+
+// out = x / sqrt(mean(x²) + eps) * w   (w may be nullptr for no weight); out may alias x.
+void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps);
+
+// In-place softmax over n values.
+void softmax(float* x, int64_t n);
+
+// out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + e^-g); out may alias gate.
+void swiglu(const float* gate, const float* up, float* out, int64_t n);
+
+// Rotary position embedding of one head (n_rot of its dims rotated) at position `pos`:
+// pair (a, b) -> (a cos θ - b sin θ, a sin θ + b cos θ), θ_i = pos·scale·base^(-2i/n_rot) / f_i.
+// neox: pairs are (i, i + n_rot/2); otherwise (2i, 2i+1).
+void rope(float* head, int64_t n_rot, int64_t pos, float base, float freq_scale,
+          const float* freq_factors, bool neox);
+
+}  // namespace orchard

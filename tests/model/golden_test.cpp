@@ -1,0 +1,173 @@
+// The engine against llama.cpp's golden outputs (../shared/data/golden): greedy token ids,
+// teacher-forced logits within the tolerances the golden READMEs state, and perplexity.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "model/engine.h"
+#include "model/perplexity.h"
+#include "test_data.h"
+
+namespace orchard {
+namespace {
+
+using nlohmann::json;
+
+json read_json(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  if (!in) throw std::runtime_error("cannot open " + p.string());
+  return json::parse(in);
+}
+
+std::unique_ptr<Engine> load(const std::string& rel) {
+  EngineOptions o;
+  o.model_path = test::data_file(rel).string();
+  o.n_ctx = 512;
+  return Engine::load(o);
+}
+
+struct LogitDiff {
+  double max = 0, mean = 0;
+  int argmax_checked = 0, argmax_agree = 0;
+};
+
+// Feeds prompt_ids + generated_ids[:-1] in one batch and compares the logits at the last prompt
+// position onwards with the golden rows. Argmax is compared only where the golden top-1/top-2
+// gap exceeds `gap`.
+LogitDiff teacher_forced(Engine& e, const json& g, const std::vector<float>& golden, double gap) {
+  std::vector<int32_t> ids = g["prompt_ids"].get<std::vector<int32_t>>();
+  const auto gen = g["generated_ids"].get<std::vector<int32_t>>();
+  ids.insert(ids.end(), gen.begin(), gen.end() - 1);
+  const int64_t n_vocab = e.hparams().n_vocab;
+  const size_t rows = gen.size(), first = g["prompt_ids"].size() - 1;
+  EXPECT_EQ(golden.size(), rows * n_vocab);
+  auto kv = e.new_cache();
+  std::vector<float> logits;
+  e.model().forward(ids, *kv, logits, /*all_logits=*/true);
+  LogitDiff d;
+  double sum = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    const float* mine = &logits[(first + r) * n_vocab];
+    const float* ref = &golden[r * n_vocab];
+    for (int64_t i = 0; i < n_vocab; ++i) {
+      const double diff = std::fabs(static_cast<double>(mine[i]) - ref[i]);
+      d.max = std::max(d.max, diff);
+      sum += diff;
+    }
+    const auto& top = g["steps"][r]["top"];
+    if (top[0][1].get<double>() - top[1][1].get<double>() > gap) {
+      ++d.argmax_checked;
+      d.argmax_agree += argmax(mine, n_vocab) == top[0][0].get<int32_t>();
+    }
+  }
+  d.mean = sum / static_cast<double>(rows * n_vocab);
+  return d;
+}
+
+struct StoriesCase {
+  const char* model;   // under shared/data
+  const char* prefix;  // golden file prefix
+  double max_tol, mean_tol, ppl;
+};
+
+class StoriesGolden : public ::testing::TestWithParam<StoriesCase> {};
+
+TEST_P(StoriesGolden, GreedyTokensMatchLlamaCpp) {
+  ORCHARD_REQUIRE_DATA();
+  const auto& c = GetParam();
+  auto e = load(c.model);
+  for (const char* prompt : {"once_upon_a_time", "the_little_dog"}) {
+    json g = read_json(test::data_file(std::string("golden/") + c.prefix + prompt + ".greedy64.kvf32.json"));
+    GenerateOptions o;
+    o.max_tokens = 64;
+    o.sampling = SamplerOptions::greedy();
+    auto r = e->generate(g["prompt"].get<std::string>(), o);
+    EXPECT_EQ(r.prompt_tokens, g["prompt_ids"].get<std::vector<int32_t>>()) << prompt;
+    EXPECT_EQ(r.tokens, g["generated_ids"].get<std::vector<int32_t>>()) << prompt;
+    EXPECT_EQ(r.text, g["generated_text"].get<std::string>()) << prompt;
+  }
+}
+
+TEST_P(StoriesGolden, LogitsWithinTolerance) {
+  ORCHARD_REQUIRE_DATA();
+  const auto& c = GetParam();
+  auto e = load(c.model);
+  for (const char* prompt : {"once_upon_a_time", "the_little_dog"}) {
+    const std::string base = std::string("golden/") + c.prefix + prompt + ".greedy64.kvf32";
+    json g = read_json(test::data_file(base + ".json"));
+    auto golden = test::read_f32(test::data_file(base + ".logits.f32"));
+    LogitDiff d = teacher_forced(*e, g, golden, 2 * c.max_tol);
+    EXPECT_LE(d.max, c.max_tol) << prompt;
+    EXPECT_LE(d.mean, c.mean_tol) << prompt;
+    EXPECT_EQ(d.argmax_agree, d.argmax_checked) << prompt;
+    EXPECT_GT(d.argmax_checked, 32) << prompt;
+    std::printf("%s %s: max |dlogit| %.3g, mean %.3g, argmax %d/%d\n", c.model, prompt, d.max,
+                d.mean, d.argmax_agree, d.argmax_checked);
+  }
+}
+
+TEST_P(StoriesGolden, PerplexityWithinOnePercent) {
+  ORCHARD_REQUIRE_DATA();
+  const auto& c = GetParam();
+  auto e = load(c.model);
+  std::ifstream in(test::data_file("golden/stories260K.ppl_text.txt"), std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  PerplexityResult r = perplexity(*e, text, 128);
+  EXPECT_EQ(r.n_tokens, 791);
+  EXPECT_EQ(r.n_chunks, 6);
+  EXPECT_EQ(r.n_scored, 378);
+  EXPECT_NEAR(r.ppl, c.ppl, 0.01 * c.ppl);
+  std::printf("%s: PPL %.4f (llama.cpp %.4f)\n", c.model, r.ppl, c.ppl);
+}
+
+// Tolerances: golden/README.md. F32 is tight (same math in float32); quantized files use the
+// README's suggestion for an engine computing in float32 with an F32 KV cache.
+INSTANTIATE_TEST_SUITE_P(
+    Stories260K, StoriesGolden,
+    ::testing::Values(StoriesCase{"models/stories260K.gguf", "stories260K.", 1e-3, 1e-4, 4.0211},
+                      StoriesCase{"golden/stories260K.Q8_0.gguf", "stories260K.Q8_0.", 0.75, 0.1, 4.0209},
+                      StoriesCase{"golden/stories260K.Q4_0.gguf", "stories260K.Q4_0.", 0.75, 0.1, 4.3297}),
+    [](const auto& info) {
+      const std::string m = info.param.model;
+      return m.find("Q8_0") != std::string::npos ? std::string("Q8_0")
+             : m.find("Q4_0") != std::string::npos ? std::string("Q4_0") : std::string("F32");
+    });
+
+struct QuantCase {
+  const char* variant;
+  double max_tol, mean_tol;
+};
+
+class QuantZooGolden : public ::testing::TestWithParam<QuantCase> {};
+
+TEST_P(QuantZooGolden, TeacherForcedLogitsWithinTolerance) {
+  ORCHARD_REQUIRE_DATA();
+  const auto& c = GetParam();
+  const std::string base = std::string("golden/quant/randllama.") + c.variant;
+  auto e = load(base + ".gguf");
+  json g = read_json(test::data_file(base + ".once_upon_a_time.greedy16.kvf32.json"));
+  auto golden = test::read_f32(test::data_file(base + ".once_upon_a_time.greedy16.kvf32.logits.f32"));
+  LogitDiff d = teacher_forced(*e, g, golden, 2 * c.max_tol);
+  EXPECT_LE(d.max, c.max_tol);
+  EXPECT_LE(d.mean, c.mean_tol);
+  EXPECT_EQ(d.argmax_agree, d.argmax_checked);
+  std::printf("%s: max |dlogit| %.3g, mean %.3g, argmax %d/%d\n", c.variant, d.max, d.mean,
+              d.argmax_agree, d.argmax_checked);
+}
+
+// Tolerances from golden/quant/README.md ("Suggested tolerances").
+INSTANTIATE_TEST_SUITE_P(
+    RandLlama, QuantZooGolden,
+    ::testing::Values(QuantCase{"F32", 1e-4, 1e-5}, QuantCase{"F16", 2e-3, 3e-4},
+                      QuantCase{"BF16", 1.5e-2, 2e-3}, QuantCase{"Q8_0", 0.04, 0.006},
+                      QuantCase{"Q6_K", 0.06, 0.01}, QuantCase{"Q5_K_S", 0.06, 0.01},
+                      QuantCase{"Q5_1", 0.06, 0.01}, QuantCase{"Q5_0", 0.06, 0.01},
+                      QuantCase{"Q4_K_S", 0.06, 0.01}, QuantCase{"Q4_1", 0.06, 0.01},
+                      QuantCase{"Q4_0", 0.06, 0.01}, QuantCase{"Q3_K_S", 0.06, 0.01},
+                      QuantCase{"Q2_K", 0.06, 0.01}),
+    [](const auto& info) { return std::string(info.param.variant); });
+
+}  // namespace
+}  // namespace orchard
