@@ -1,0 +1,350 @@
+// The K-quants (256-element super-blocks): Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, and the Q8_K
+// activation format.  Layouts follow ggml-common.h.  Each format is first unpacked into its
+// integer levels (one int8 per element, in element order) and its sub-block scales; both the
+// dequantizer and the dot product are written on top of that, with the float arithmetic of
+// ggml-quants.c's dequantize_row_* so results are bitwise those of ggml and gguf-py.
+
+// Under -march=native, GCC would fuse `dl*q - ml` into one FMA (C++ allows contraction), which
+// rounds once instead of twice and so differs from ggml/gguf-py in the last bit.
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "tensor/f16.h"
+#include "tensor/quant_blocks.h"
+
+namespace orchard::detail {
+namespace {
+
+// ---- unpacking ------------------------------------------------------------------------------
+
+// Q2_K: each qs byte holds four 2-bit levels; byte 32n+l gives elements 128n + 32j + l for
+// shifts 2j.  scales[e/16]: low nibble scale, high nibble min.
+void levels_q2_k(const BlockQ2_K& b, int8_t* q) {
+  for (int n = 0; n < 2; ++n)
+    for (int j = 0; j < 4; ++j)
+      for (int l = 0; l < 32; ++l)
+        q[128 * n + 32 * j + l] = static_cast<int8_t>((b.qs[32 * n + l] >> (2 * j)) & 3);
+}
+
+// Q3_K: same 2-bit packing as Q2_K; bit (4n + j) of hmask[l] is the third bit, and a clear bit
+// means "subtract 4", so levels are -4..3.
+void levels_q3_k(const BlockQ3_K& b, int8_t* q) {
+  for (int n = 0; n < 2; ++n)
+    for (int j = 0; j < 4; ++j)
+      for (int l = 0; l < 32; ++l) {
+        const int low = (b.qs[32 * n + l] >> (2 * j)) & 3;
+        const bool high = (b.hmask[l] >> (4 * n + j)) & 1;
+        q[128 * n + 32 * j + l] = static_cast<int8_t>(low - (high ? 0 : 4));
+      }
+}
+
+// Q3_K's sixteen 6-bit scales, stored with a bias of 32: the low nibbles of scales 0-7 and
+// 8-15 are the low and high nibbles of bytes 0-7; bytes 8-11 carry the top two bits, scale
+// 4g+k taking bits 2g..2g+1 of byte 8+k.
+void scales_q3_k(const BlockQ3_K& b, int* sc) {
+  for (int s = 0; s < 16; ++s) {
+    const int g = s / 4;
+    const int k = s % 4;
+    const uint8_t src = b.scales[(g & 1) * 4 + k];
+    const int low = g < 2 ? (src & 0x0F) : (src >> 4);
+    const int high = (b.scales[8 + k] >> (2 * g)) & 3;
+    sc[s] = (low | (high << 4)) - 32;
+  }
+}
+
+// Q4_K/Q5_K: eight 6-bit scales and mins in 12 bytes (ggml's get_scale_min_k4): entries 0-3 in
+// the low 6 bits of bytes 0-3 (scales) and 4-7 (mins); entries 4-7 take their low nibbles from
+// bytes 8-11 and their top two bits from the spare bits 6-7 of bytes 0-7.
+void scale_min_k4(int j, const uint8_t* q, int& sc, int& m) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    sc = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
+    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// Q4_K: qs byte 32j+l holds element 64j+l (low nibble) and 64j+32+l (high nibble).
+void levels_q4_k(const BlockQ4_K& b, int8_t* q) {
+  for (int j = 0; j < 4; ++j)
+    for (int l = 0; l < 32; ++l) {
+      q[64 * j + l] = static_cast<int8_t>(b.qs[32 * j + l] & 0x0F);
+      q[64 * j + 32 + l] = static_cast<int8_t>(b.qs[32 * j + l] >> 4);
+    }
+}
+
+// Q5_K: Q4_K's nibbles plus a fifth bit: bit 2j of qh[l] for element 64j+l, bit 2j+1 for
+// element 64j+32+l.
+void levels_q5_k(const BlockQ5_K& b, int8_t* q) {
+  for (int j = 0; j < 4; ++j)
+    for (int l = 0; l < 32; ++l) {
+      const int h0 = ((b.qh[l] >> (2 * j)) & 1) << 4;
+      const int h1 = ((b.qh[l] >> (2 * j + 1)) & 1) << 4;
+      q[64 * j + l] = static_cast<int8_t>((b.qs[32 * j + l] & 0x0F) | h0);
+      q[64 * j + 32 + l] = static_cast<int8_t>((b.qs[32 * j + l] >> 4) | h1);
+    }
+}
+
+// Q6_K: per half (n = 0, 1) of 128 elements, ql[64n + l] and ql[64n + 32 + l] hold the low
+// nibbles of elements l, 32+l (low nibble) and 64+l, 96+l (high nibble); qh[32n + l] holds the
+// four 2-bit high parts in that same order.  Levels are stored with a bias of 32.
+void levels_q6_k(const BlockQ6_K& b, int8_t* q) {
+  for (int n = 0; n < 2; ++n) {
+    const uint8_t* ql = b.ql + 64 * n;
+    const uint8_t* qh = b.qh + 32 * n;
+    int8_t* out = q + 128 * n;
+    for (int l = 0; l < 32; ++l) {
+      out[l] = static_cast<int8_t>(((ql[l] & 0x0F) | (((qh[l] >> 0) & 3) << 4)) - 32);
+      out[l + 32] = static_cast<int8_t>(((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4)) - 32);
+      out[l + 64] = static_cast<int8_t>(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+      out[l + 96] = static_cast<int8_t>(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+    }
+  }
+}
+
+// Sum of q[i] * x[i] over `n` elements.
+int dot_i8(const int8_t* q, const int8_t* x, int n) {
+  int s = 0;
+  for (int i = 0; i < n; ++i) s += q[i] * x[i];
+  return s;
+}
+
+// ggml's nearest_int: adding 1.5*2^23 leaves round-to-nearest-even(f) in the low mantissa bits
+// (valid for |f| < 2^22, which the callers guarantee).
+int nearest_int(float f) {
+  const float v = f + 12582912.0f;
+  int32_t i;
+  std::memcpy(&i, &v, sizeof i);
+  return (i & 0x007FFFFF) - 0x00400000;
+}
+
+}  // namespace
+
+// ---- dequantization -------------------------------------------------------------------------
+
+void dequantize_q2_k(const void* src, float* y, int64_t nb) {
+  const auto* b = static_cast<const BlockQ2_K*>(src);
+  int8_t q[kQK_K];
+  for (int64_t i = 0; i < nb; ++i) {
+    levels_q2_k(b[i], q);
+    const float d = fp16_to_fp32(b[i].d);
+    const float dmin = fp16_to_fp32(b[i].dmin);
+    for (int g = 0; g < 16; ++g) {
+      const float dl = d * static_cast<float>(b[i].scales[g] & 0x0F);
+      const float ml = dmin * static_cast<float>(b[i].scales[g] >> 4);
+      for (int l = 0; l < 16; ++l) *y++ = dl * static_cast<float>(q[16 * g + l]) - ml;
+    }
+  }
+}
+
+void dequantize_q3_k(const void* src, float* y, int64_t nb) {
+  const auto* b = static_cast<const BlockQ3_K*>(src);
+  int8_t q[kQK_K];
+  int sc[16];
+  for (int64_t i = 0; i < nb; ++i) {
+    levels_q3_k(b[i], q);
+    scales_q3_k(b[i], sc);
+    const float d = fp16_to_fp32(b[i].d);
+    for (int g = 0; g < 16; ++g) {
+      const float dl = d * static_cast<float>(sc[g]);
+      for (int l = 0; l < 16; ++l) *y++ = dl * static_cast<float>(q[16 * g + l]);
+    }
+  }
+}
+
+// Q4_K and Q5_K share the scale/min layout and the formula d*sc*q - dmin*m per 32 elements.
+static void dequantize_k4_levels(uint16_t d16, uint16_t dmin16, const uint8_t* scales,
+                                 const int8_t* q, float* y) {
+  const float d = fp16_to_fp32(d16);
+  const float dmin = fp16_to_fp32(dmin16);
+  for (int s = 0; s < 8; ++s) {
+    int sc, m;
+    scale_min_k4(s, scales, sc, m);
+    const float ds = d * static_cast<float>(sc);
+    const float ms = dmin * static_cast<float>(m);
+    for (int l = 0; l < 32; ++l) y[32 * s + l] = ds * static_cast<float>(q[32 * s + l]) - ms;
+  }
+}
+
+void dequantize_q4_k(const void* src, float* y, int64_t nb) {
+  const auto* b = static_cast<const BlockQ4_K*>(src);
+  int8_t q[kQK_K];
+  for (int64_t i = 0; i < nb; ++i, y += kQK_K) {
+    levels_q4_k(b[i], q);
+    dequantize_k4_levels(b[i].d, b[i].dmin, b[i].scales, q, y);
+  }
+}
+
+void dequantize_q5_k(const void* src, float* y, int64_t nb) {
+  const auto* b = static_cast<const BlockQ5_K*>(src);
+  int8_t q[kQK_K];
+  for (int64_t i = 0; i < nb; ++i, y += kQK_K) {
+    levels_q5_k(b[i], q);
+    dequantize_k4_levels(b[i].d, b[i].dmin, b[i].scales, q, y);
+  }
+}
+
+void dequantize_q6_k(const void* src, float* y, int64_t nb) {
+  const auto* b = static_cast<const BlockQ6_K*>(src);
+  int8_t q[kQK_K];
+  for (int64_t i = 0; i < nb; ++i) {
+    levels_q6_k(b[i], q);
+    const float d = fp16_to_fp32(b[i].d);
+    for (int g = 0; g < 16; ++g) {
+      const float ds = d * static_cast<float>(b[i].scales[g]);  // (d * sc) * q, as ggml
+      for (int l = 0; l < 16; ++l) *y++ = ds * static_cast<float>(q[16 * g + l]);
+    }
+  }
+}
+
+void dequantize_q8_k(const void* src, float* y, int64_t nb) {
+  const auto* b = static_cast<const BlockQ8_K*>(src);
+  for (int64_t i = 0; i < nb; ++i)
+    for (int j = 0; j < kQK_K; ++j) *y++ = b[i].d * static_cast<float>(b[i].qs[j]);
+}
+
+// ---- Q8_K quantization (ggml's quantize_row_q8_K_ref) ----------------------------------------
+
+void quantize_q8_k(const float* x, void* dst, int64_t nb) {
+  auto* b = static_cast<BlockQ8_K*>(dst);
+  for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
+    // The signed value of largest magnitude maps to exactly -127 (not +-128: ggml keeps the
+    // range symmetric for its IQ kernels).
+    float amax = 0.0f;
+    float max = 0.0f;
+    for (int j = 0; j < kQK_K; ++j) {
+      if (std::fabs(x[j]) > amax) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
+    }
+    if (amax == 0.0f) {
+      b[i].d = 0.0f;
+      std::memset(b[i].qs, 0, sizeof b[i].qs);
+      std::memset(b[i].bsums, 0, sizeof b[i].bsums);  // ggml leaves them unset; we zero them
+      continue;
+    }
+    const float iscale = -127.0f / max;
+    for (int j = 0; j < kQK_K; ++j)
+      b[i].qs[j] = static_cast<int8_t>(std::min(127, nearest_int(iscale * x[j])));
+    for (int g = 0; g < kQK_K / 16; ++g) {
+      int sum = 0;
+      for (int l = 0; l < 16; ++l) sum += b[i].qs[16 * g + l];
+      b[i].bsums[g] = static_cast<int16_t>(sum);
+    }
+    b[i].d = 1.0f / iscale;
+  }
+}
+
+// ---- dot products with Q8_K ------------------------------------------------------------------
+// Per super-block: an exact integer sum of scale * sum(q_w * q_x) over sub-blocks, then one
+// float multiply by d_w * d_x.  Mins use Q8_K's bsums: sum over a sub-block of m * q_x.
+
+float vec_dot_q2_k_q8_k(const void* w, const void* xq, int64_t nb) {
+  const auto* a = static_cast<const BlockQ2_K*>(w);
+  const auto* x = static_cast<const BlockQ8_K*>(xq);
+  int8_t q[kQK_K];
+  float sum = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    levels_q2_k(a[i], q);
+    int isum = 0;
+    int summs = 0;
+    for (int g = 0; g < 16; ++g) {
+      isum += (a[i].scales[g] & 0x0F) * dot_i8(q + 16 * g, x[i].qs + 16 * g, 16);
+      summs += (a[i].scales[g] >> 4) * x[i].bsums[g];
+    }
+    const float dall = x[i].d * fp16_to_fp32(a[i].d);
+    const float dmin = x[i].d * fp16_to_fp32(a[i].dmin);
+    sum += dall * static_cast<float>(isum) - dmin * static_cast<float>(summs);
+  }
+  return sum;
+}
+
+float vec_dot_q3_k_q8_k(const void* w, const void* xq, int64_t nb) {
+  const auto* a = static_cast<const BlockQ3_K*>(w);
+  const auto* x = static_cast<const BlockQ8_K*>(xq);
+  int8_t q[kQK_K];
+  int sc[16];
+  float sum = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    levels_q3_k(a[i], q);
+    scales_q3_k(a[i], sc);
+    int isum = 0;
+    for (int g = 0; g < 16; ++g) isum += sc[g] * dot_i8(q + 16 * g, x[i].qs + 16 * g, 16);
+    sum += fp16_to_fp32(a[i].d) * x[i].d * static_cast<float>(isum);
+  }
+  return sum;
+}
+
+// Q4_K and Q5_K differ only in their levels.
+static float dot_k4_levels(uint16_t d16, uint16_t dmin16, const uint8_t* scales, const int8_t* q,
+                           const BlockQ8_K& x) {
+  int isum = 0;
+  int summs = 0;
+  for (int s = 0; s < 8; ++s) {
+    int sc, m;
+    scale_min_k4(s, scales, sc, m);
+    isum += sc * dot_i8(q + 32 * s, x.qs + 32 * s, 32);
+    summs += m * (x.bsums[2 * s] + x.bsums[2 * s + 1]);
+  }
+  const float d = fp16_to_fp32(d16) * x.d;
+  const float dmin = fp16_to_fp32(dmin16) * x.d;
+  return d * static_cast<float>(isum) - dmin * static_cast<float>(summs);
+}
+
+float vec_dot_q4_k_q8_k(const void* w, const void* xq, int64_t nb) {
+  const auto* a = static_cast<const BlockQ4_K*>(w);
+  const auto* x = static_cast<const BlockQ8_K*>(xq);
+  int8_t q[kQK_K];
+  float sum = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    levels_q4_k(a[i], q);
+    sum += dot_k4_levels(a[i].d, a[i].dmin, a[i].scales, q, x[i]);
+  }
+  return sum;
+}
+
+float vec_dot_q5_k_q8_k(const void* w, const void* xq, int64_t nb) {
+  const auto* a = static_cast<const BlockQ5_K*>(w);
+  const auto* x = static_cast<const BlockQ8_K*>(xq);
+  int8_t q[kQK_K];
+  float sum = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    levels_q5_k(a[i], q);
+    sum += dot_k4_levels(a[i].d, a[i].dmin, a[i].scales, q, x[i]);
+  }
+  return sum;
+}
+
+float vec_dot_q6_k_q8_k(const void* w, const void* xq, int64_t nb) {
+  const auto* a = static_cast<const BlockQ6_K*>(w);
+  const auto* x = static_cast<const BlockQ8_K*>(xq);
+  int8_t q[kQK_K];
+  float sum = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    levels_q6_k(a[i], q);
+    int isum = 0;
+    for (int g = 0; g < 16; ++g) isum += a[i].scales[g] * dot_i8(q + 16 * g, x[i].qs + 16 * g, 16);
+    sum += fp16_to_fp32(a[i].d) * x[i].d * static_cast<float>(isum);
+  }
+  return sum;
+}
+
+float vec_dot_q8_k_q8_k(const void* w, const void* xq, int64_t nb) {
+  const auto* a = static_cast<const BlockQ8_K*>(w);
+  const auto* x = static_cast<const BlockQ8_K*>(xq);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < nb; ++i)
+    sum += a[i].d * x[i].d * static_cast<float>(dot_i8(a[i].qs, x[i].qs, kQK_K));
+  return sum;
+}
+
+}  // namespace orchard::detail
