@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -138,6 +139,37 @@ TEST(TokenizerLoad, LongTextEncodesInLinearishTime) {
   const double seconds = thread_cpu_seconds() - start;
   EXPECT_EQ(t.tokenizer->decode(ids), text);
   EXPECT_LT(seconds, 1.0);
+
+  const auto spm = load("tokenizer/ggml-vocab-llama-spm.gguf");
+  const double spm_start = thread_cpu_seconds();
+  const auto spm_ids = spm.tokenizer->encode(text, false);
+  EXPECT_LT(thread_cpu_seconds() - spm_start, 1.0);
+  EXPECT_EQ(spm.tokenizer->decode(spm_ids), text);
+}
+
+TEST(TokenizerLoad, VocabsWithoutVectorsLoadAndRoundTrip) {
+  ORCHARD_REQUIRE_DATA();
+  // baichuan: SPM without tokenizer.ggml.pre; gpt-neox: BPE without it (falls back to 'default').
+  for (const char* vocab : {"baichuan", "gpt-neox"}) {
+    const auto t = load(std::string("tokenizer/ggml-vocab-") + vocab + ".gguf");
+    for (const std::string text : {"Hello, world! 3333 \xD0\xBD\xD0\xB5\xD1\x89\xD0\xBE", "  two  spaces\n\tand tabs"}) {
+      const auto ids = t.tokenizer->encode(text, false);
+      EXPECT_FALSE(ids.empty()) << vocab;
+      EXPECT_EQ(t.tokenizer->decode(ids), text) << vocab;
+    }
+  }
+}
+
+TEST(TokenizerLoad, InvalidUtf8InputIsEncodedWithoutLoss) {
+  ORCHARD_REQUIRE_DATA();
+  const std::string text = "ok \xFF\xFE broken \xE2\x82 end \x80";
+  // Not falcon or deepseek-*: their byte-level alphabets lack 0xFE/0xFF (never in valid UTF-8).
+  // Falcon then drops the bytes (no UNK); DeepSeek has "\xC3\xBF" etc. only as user-defined
+  // tokens, which decode as that text.
+  for (const char* vocab : {"llama-spm", "llama-bpe", "qwen2", "gpt-2"}) {
+    const auto t = load(std::string("tokenizer/ggml-vocab-") + vocab + ".gguf");
+    EXPECT_EQ(t.tokenizer->decode(t.tokenizer->encode(text, false)), text) << vocab;
+  }
 }
 
 TEST(SpmTokenizer, Stories260KPromptWithBos) {

@@ -138,8 +138,10 @@ void SpmTokenizer::encode_escaped(std::string_view text, Scratch& scratch,
   auto& symbols = scratch.symbols;
   symbols.clear();
   for (size_t offset = 0; offset < text.size();) {
-    const size_t len = std::min(utf8::sequence_length(static_cast<uint8_t>(text[offset])),
-                                text.size() - offset);
+    // Invalid UTF-8 becomes one symbol per byte. (llama.cpp trusts the lead byte, so a cut-off
+    // character swallows the next bytes, possibly half of a '▁', and decodes differently.)
+    size_t len = 1;
+    if (utf8::classify(text.substr(offset), &len) != utf8::Prefix::Complete) len = 1;
     const auto index = static_cast<int32_t>(symbols.size());
     symbols.push_back({static_cast<uint32_t>(offset), static_cast<uint32_t>(len), index - 1,
                        offset + len < text.size() ? index + 1 : -1});

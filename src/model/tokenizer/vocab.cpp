@@ -1,6 +1,7 @@
 #include "model/tokenizer/vocab.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "model/gguf.h"
 #include "tensor/error.h"
