@@ -15,12 +15,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Run {
+struct CmdResult {
   int code;
   std::string out;  // stdout and stderr together
 };
 
-Run run(const std::string& args) {
+CmdResult run(const std::string& args) {
   const std::string cmd = test::orchard_binary() + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return {-1, ""};
@@ -39,11 +39,11 @@ fs::path temp_dir() {
 }
 
 TEST(Cli, HelpListsSubcommandsAndEachHasHelp) {
-  Run r = run("--help");
+  CmdResult r = run("--help");
   EXPECT_EQ(r.code, 0);
   for (const char* sub : {"generate", "info", "perplexity", "make-model"}) {
     EXPECT_NE(r.out.find(sub), std::string::npos) << sub;
-    Run h = run(std::string(sub) + " --help");
+    CmdResult h = run(std::string(sub) + " --help");
     EXPECT_EQ(h.code, 0) << sub;
     EXPECT_NE(h.out.find("OPTIONS"), std::string::npos) << h.out;
   }
@@ -57,7 +57,7 @@ TEST(Cli, UnknownSubcommandFails) {
 TEST(Cli, GenerateStreamsGoldenTextAndStats) {
   ORCHARD_REQUIRE_DATA();
   const auto model = test::data_file("models/stories260K.gguf").string();
-  Run r = run("generate -m " + model + " -p 'Once upon a time' -n 64 --temp 0 -t 1");
+  CmdResult r = run("generate -m " + model + " -p 'Once upon a time' -n 64 --temp 0 -t 1");
   ASSERT_EQ(r.code, 0) << r.out;
   std::ifstream in(test::data_file("golden/stories260K.once_upon_a_time.greedy64.kvf32.json"));
   auto g = nlohmann::json::parse(in);
@@ -69,7 +69,7 @@ TEST(Cli, GenerateStreamsGoldenTextAndStats) {
 
 TEST(Cli, InfoPrintsMetadataAndTensors) {
   ORCHARD_REQUIRE_DATA();
-  Run r = run("info " + test::data_file("models/stories260K.gguf").string());
+  CmdResult r = run("info " + test::data_file("models/stories260K.gguf").string());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("llama.embedding_length"), std::string::npos);
   EXPECT_NE(r.out.find("token_embd.weight"), std::string::npos);
@@ -79,11 +79,11 @@ TEST(Cli, CorruptOrMissingModelGivesClearErrorAndNonZeroExit) {
   const fs::path d = temp_dir();
   const fs::path bad = d / "bad.gguf";
   std::ofstream(bad) << "GGUF this is not a model";
-  Run r = run("generate -m " + bad.string() + " -n 4");
+  CmdResult r = run("generate -m " + bad.string() + " -n 4");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("bad.gguf"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("terminate"), std::string::npos) << r.out;  // no uncaught exception
-  Run m = run("info " + (d / "missing.gguf").string());
+  CmdResult m = run("info " + (d / "missing.gguf").string());
   EXPECT_NE(m.code, 0);
   EXPECT_NE(m.out.find("missing.gguf"), std::string::npos) << m.out;
   fs::remove_all(d);
@@ -92,13 +92,13 @@ TEST(Cli, CorruptOrMissingModelGivesClearErrorAndNonZeroExit) {
 TEST(Cli, MakeModelThenGenerateSaysTextIsMeaningless) {
   const fs::path d = temp_dir();
   const fs::path model = d / "tiny.gguf";
-  Run mk = run("make-model --shape tiny --type Q4_0 -o " + model.string());
+  CmdResult mk = run("make-model --shape tiny --type Q4_0 -o " + model.string());
   ASSERT_EQ(mk.code, 0) << mk.out;
   EXPECT_NE(mk.out.find("meaningless"), std::string::npos);
-  Run g = run("generate -m " + model.string() + " -p 'the water' -n 8 --seed 3");
+  CmdResult g = run("generate -m " + model.string() + " -p 'the water' -n 8 --seed 3");
   EXPECT_EQ(g.code, 0) << g.out;
   EXPECT_NE(g.out.find("generation 8 tokens"), std::string::npos) << g.out;
-  Run bad = run("make-model --shape nope -o " + (d / "x.gguf").string());
+  CmdResult bad = run("make-model --shape nope -o " + (d / "x.gguf").string());
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.out.find("unknown model shape 'nope'"), std::string::npos) << bad.out;
   fs::remove_all(d);
@@ -106,7 +106,7 @@ TEST(Cli, MakeModelThenGenerateSaysTextIsMeaningless) {
 
 TEST(Cli, DefaultModelIsBuiltInWhenNoneGiven) {
   const fs::path d = temp_dir();
-  // Run with a private home so the test never touches the user's cache.
+  // CmdResult with a private home so the test never touches the user's cache.
   const std::string env = "ORCHARD_HOME=" + (d / "home").string() + " ";
   const std::string cmd = env + test::orchard_binary() + " generate -n 4 -p 'the' 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
@@ -122,7 +122,7 @@ TEST(Cli, DefaultModelIsBuiltInWhenNoneGiven) {
 
 TEST(Cli, PerplexityMatchesGolden) {
   ORCHARD_REQUIRE_DATA();
-  Run r = run("perplexity -m " + test::data_file("models/stories260K.gguf").string() + " -f " +
+  CmdResult r = run("perplexity -m " + test::data_file("models/stories260K.gguf").string() + " -f " +
               test::data_file("golden/stories260K.ppl_text.txt").string() + " -c 128");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("PPL = 4.02"), std::string::npos) << r.out;

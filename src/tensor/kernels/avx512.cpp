@@ -1,0 +1,98 @@
+// AVX-512 kernels (256-bit VNNI integer dots, 512-bit float FMAs) for x86-64 CPUs with
+// AVX512F/BW/VL/VNNI (Ice Lake, Zen 4 and later). Compiled for that target whatever the build's
+// -march, and only called when the CPU reports the features.
+#if defined(__x86_64__)
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
+// GCC 12's own AVX-512 headers trip these (their _mm512_undefined_* helpers); not our code.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include "tensor/kernels/gemm_tiles.h"
+#include "tensor/kernels/kernels.h"
+#include "tensor/kernels/x86_int8_tiles.h"
+
+namespace orchard::kernels {
+namespace {
+
+using x86::f16;
+
+struct VnniOps {
+  static __m256i dot(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
+};
+
+template <int RB, int TB> using Q4_0Tile = x86::Q4_0Tile<VnniOps, RB, TB>;
+template <int RB, int TB> using Q8_0Tile = x86::Q8_0Tile<VnniOps, RB, TB>;
+template <int RB, int TB> using Q4_KTile = x86::Q4_KTile<VnniOps, RB, TB>;
+template <int RB, int TB> using Q6_KTile = x86::Q6_KTile<VnniOps, RB, TB>;
+
+// Float weights, 16 elements per step; `Load` widens W's and X's storage to float.
+template <class Load>
+struct FloatTiles {
+  template <int RB, int TB>
+  struct Tile {
+    static void run(const uint8_t* w, size_t wrb, const uint8_t* x, size_t xrb, int64_t n, float* y,
+                    int64_t ldy) {
+      __m512 acc[RB][TB];
+      for (int r = 0; r < RB; ++r)
+        for (int t = 0; t < TB; ++t) acc[r][t] = _mm512_setzero_ps();
+      int64_t i = 0;
+      for (; i + 16 <= n; i += 16) {
+        __m512 xv[TB];
+        for (int t = 0; t < TB; ++t) xv[t] = Load::load16(x + t * xrb, i);
+        for (int r = 0; r < RB; ++r) {
+          const __m512 wv = Load::load16(w + r * wrb, i);
+          for (int t = 0; t < TB; ++t) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
+        }
+      }
+      for (int r = 0; r < RB; ++r)
+        for (int t = 0; t < TB; ++t) {
+          float s = _mm512_reduce_add_ps(acc[r][t]);
+          for (int64_t j = i; j < n; ++j) s += Load::one(w + r * wrb, j) * Load::one(x + t * xrb, j);
+          y[t * ldy + r] = s;
+        }
+    }
+  };
+};
+
+struct LoadF32 {
+  static __m512 load16(const uint8_t* p, int64_t i) { return _mm512_loadu_ps(reinterpret_cast<const float*>(p) + i); }
+  static float one(const uint8_t* p, int64_t i) { return reinterpret_cast<const float*>(p)[i]; }
+};
+struct LoadF16 {
+  static __m512 load16(const uint8_t* p, int64_t i) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(p) + i)));
+  }
+  static float one(const uint8_t* p, int64_t i) { return f16(reinterpret_cast<const uint16_t*>(p)[i]); }
+};
+
+template <int RB, int TB> using F32Tile = FloatTiles<LoadF32>::Tile<RB, TB>;
+template <int RB, int TB> using F16Tile = FloatTiles<LoadF16>::Tile<RB, TB>;
+
+}  // namespace
+
+Kernels lookup_avx512(DType w) {
+  switch (w) {
+    case DType::Q4_0: return {gemm_tiled<Q4_0Tile>, nullptr};
+    case DType::Q8_0: return {gemm_tiled<Q8_0Tile>, nullptr};
+    case DType::Q4_K: return {gemm_tiled<Q4_KTile>, nullptr};
+    case DType::Q6_K: return {gemm_tiled<Q6_KTile>, nullptr};
+    case DType::F32: return {gemm_tiled<F32Tile>, nullptr};
+    case DType::F16: return {gemm_tiled<F16Tile>, nullptr};
+    default: return {};
+  }
+}
+
+}  // namespace orchard::kernels
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#endif  // __x86_64__

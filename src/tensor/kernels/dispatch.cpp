@@ -1,0 +1,78 @@
+#include <cstdlib>
+#include <cstring>
+
+#include "tensor/kernels/kernels.h"
+
+namespace orchard::kernels {
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Avx2: return "avx2";
+    case Isa::Avx512: return "avx512";
+    case Isa::Neon: return "neon";
+    default: return "scalar";
+  }
+}
+
+namespace {
+
+Isa best_supported() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+      __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma"))
+    return Isa::Avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+    return Isa::Avx2;
+  return Isa::Scalar;
+#elif defined(__aarch64__)
+  return Isa::Neon;  // NEON is mandatory on AArch64
+#else
+  return Isa::Scalar;
+#endif
+}
+
+bool at_most(Isa want, Isa best) {
+  if (want == Isa::Scalar) return true;
+  if (want == Isa::Neon) return best == Isa::Neon;
+  if (best == Isa::Avx512) return want == Isa::Avx2 || want == Isa::Avx512;
+  return want == best;
+}
+
+}  // namespace
+
+Isa detect_isa() {
+  static const Isa isa = [] {
+    const Isa best = best_supported();
+    if (const char* env = std::getenv("ORCHARD_ISA")) {
+      for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Neon})
+        if (std::strcmp(env, isa_name(i)) == 0 && at_most(i, best)) return i;
+    }
+    return best;
+  }();
+  return isa;
+}
+
+Kernels lookup(DType w, Isa isa) {
+  switch (isa) {
+    case Isa::Avx512: {
+      Kernels k = lookup_avx512(w);
+      if (!k.gemm) k = lookup_avx2(w);
+      return k;
+    }
+    case Isa::Avx2: return lookup_avx2(w);
+    case Isa::Neon: return lookup_neon(w);
+    default: return {};
+  }
+}
+
+#if !defined(__x86_64__)
+Kernels lookup_avx2(DType) { return {}; }
+Kernels lookup_avx512(DType) { return {}; }
+#endif
+#if !defined(__aarch64__)
+Kernels lookup_neon(DType) { return {}; }
+#endif
+
+}  // namespace orchard::kernels

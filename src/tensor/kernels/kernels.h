@@ -1,0 +1,38 @@
+#pragma once
+// SIMD kernels behind matmul, chosen once at run time from the CPU's features.
+//
+// A GEMM kernel computes y[t·ldy + r] = W[r] · X[t] for rows r < nrows of W and activation rows
+// t < ntok. W rows lie `wrb` bytes apart in the weight's format; X rows lie `xrb` bytes apart,
+// already converted to vec_dot_type(W); `nb` is the number of blocks in a row. ntok == 1 is the
+// matrix-vector product of token generation; larger ntok is prompt processing, where kernels
+// tile rows × tokens so each weight block is unpacked once for several tokens.
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/types.h"
+
+namespace orchard::kernels {
+
+using GemmFn = void (*)(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* x, size_t xrb,
+                        int64_t ntok, int64_t nb, float* y, int64_t ldy);
+using QuantizeFn = void (*)(const float* src, void* dst, int64_t nb);
+
+struct Kernels {
+  GemmFn gemm = nullptr;          // nullptr: use the scalar reference
+  QuantizeFn quantize_x = nullptr;  // fast activation conversion, or nullptr
+};
+
+enum class Isa { Scalar, Avx2, Avx512, Neon };
+const char* isa_name(Isa isa);
+// The best ISA this CPU supports (ORCHARD_ISA=scalar|avx2|avx512|neon overrides, for tests and
+// benchmarks; an override the CPU lacks is ignored).
+Isa detect_isa();
+// Kernels for weights of type `w` on `isa`; fields are nullptr where that ISA has none.
+Kernels lookup(DType w, Isa isa);
+
+// Per-ISA tables (each file compiles only where its ISA exists; see dispatch.cpp).
+Kernels lookup_avx2(DType w);
+Kernels lookup_avx512(DType w);
+Kernels lookup_neon(DType w);
+
+}  // namespace orchard::kernels

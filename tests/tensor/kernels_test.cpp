@@ -1,0 +1,104 @@
+// Every SIMD GEMM kernel against the scalar reference dot product, on shapes that exercise the
+// row and token tiles and their remainders.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "tensor/f16.h"
+#include "tensor/kernels/kernels.h"
+#include "tensor/quant.h"
+#include "tensor/types.h"
+
+namespace orchard {
+namespace {
+
+using kernels::Isa;
+
+std::vector<Isa> available_isas() {
+  std::vector<Isa> out;
+  const Isa best = kernels::detect_isa();
+  if (best == Isa::Avx512) out = {Isa::Avx2, Isa::Avx512};
+  if (best == Isa::Avx2) out = {Isa::Avx2};
+  if (best == Isa::Neon) out = {Isa::Neon};
+  return out;
+}
+
+// K-quants have no quantizer here: their blocks get random bits with sane fp16 scales, which
+// exercises every bit of the packing just as well.
+void fill_weights(DType wt, std::vector<uint8_t>& w, int64_t n, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const TypeInfo& info = type_info(wt);
+  if (wt == DType::Q4_K || wt == DType::Q5_K || wt == DType::Q6_K) {
+    for (auto& b : w) b = static_cast<uint8_t>(rng());
+    const size_t d_at = wt == DType::Q6_K ? 208 : 0;
+    for (size_t b = 0; b < w.size(); b += info.block_bytes) {
+      const uint16_t d = fp32_to_fp16(0.01f * (1.0f + std::fabs(nd(rng))));
+      std::memcpy(&w[b + d_at], &d, 2);
+      if (wt != DType::Q6_K) {
+        const uint16_t dmin = fp32_to_fp16(0.005f * std::fabs(nd(rng)));
+        std::memcpy(&w[b + 2], &dmin, 2);
+      }
+    }
+    return;
+  }
+  std::vector<float> tmp(static_cast<size_t>(n));
+  for (auto& v : tmp) v = nd(rng);
+  quantize_row(wt, tmp.data(), w.data(), n);
+}
+
+void check(DType wt, Isa isa, int64_t rows, int64_t ntok, int64_t cols) {
+  const kernels::Kernels k = kernels::lookup(wt, isa);
+  if (!k.gemm) return;
+  std::mt19937 rng(static_cast<uint32_t>(rows * 131 + ntok * 7 + cols));
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const DType xt = vec_dot_type(wt);
+  const size_t wrb = row_bytes(wt, cols), xrb = row_bytes(xt, cols);
+  std::vector<uint8_t> w(wrb * rows), x(xrb * ntok);
+  std::vector<float> tmp(cols);
+  fill_weights(wt, w, rows * cols, rng);
+  for (int64_t t = 0; t < ntok; ++t) {
+    for (auto& v : tmp) v = nd(rng);
+    quantize_row(xt, tmp.data(), x.data() + t * xrb, cols);
+  }
+  const int64_t nb = cols / type_info(wt).block_elems;
+  const int64_t ldy = rows + 3;  // a stride wider than the rows catches indexing slips
+  std::vector<float> y(ldy * ntok, -12345.0f);
+  k.gemm(w.data(), wrb, rows, x.data(), xrb, ntok, nb, y.data(), ldy);
+  for (int64_t t = 0; t < ntok; ++t)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float ref = vec_dot(wt, w.data() + r * wrb, x.data() + t * xrb, cols);
+      const float tol = 1e-4f * std::sqrt(static_cast<float>(cols)) * (1.0f + std::fabs(ref));
+      ASSERT_NEAR(y[t * ldy + r], ref, tol) << type_name(wt) << " " << kernels::isa_name(isa)
+                                            << " rows " << rows << " ntok " << ntok << " cols "
+                                            << cols << " at r " << r << " t " << t;
+    }
+  for (int64_t t = 0; t < ntok; ++t)
+    for (int64_t r = rows; r < ldy; ++r) ASSERT_EQ(y[t * ldy + r], -12345.0f) << "wrote outside the rows";
+}
+
+TEST(Kernels, SimdGemmMatchesScalarReference) {
+  const auto isas = available_isas();
+  if (isas.empty()) GTEST_SKIP() << "no SIMD kernels on this CPU";
+  for (Isa isa : isas)
+    for (DType wt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
+                     DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K})
+      for (int64_t rows : {1, 3, 4, 9})
+        for (int64_t ntok : {1, 2, 4, 7, 70})
+          for (int64_t cols : {256, 512}) check(wt, isa, rows, ntok, cols);
+}
+
+TEST(Kernels, FloatKernelsHandleRowTails) {
+  for (Isa isa : available_isas())
+    for (DType wt : {DType::F32, DType::F16}) check(wt, isa, 5, 5, 37);
+}
+
+TEST(Kernels, DetectsAnIsaAndNamesIt) {
+  const char* name = kernels::isa_name(kernels::detect_isa());
+  EXPECT_TRUE(std::string(name) == "scalar" || std::string(name) == "avx2" ||
+              std::string(name) == "avx512" || std::string(name) == "neon");
+}
+
+}  // namespace
+}  // namespace orchard
