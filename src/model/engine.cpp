@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "tensor/error.h"
+#include "tensor/threadpool.h"
 
 namespace orchard {
 namespace {
@@ -16,6 +17,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 std::unique_ptr<Engine> Engine::load(const EngineOptions& opts) {
   auto t0 = std::chrono::steady_clock::now();
+  set_threads(opts.threads);
   std::unique_ptr<Engine> e(new Engine());
   e->file_ = GGUFFile::open(opts.model_path);
   e->tok_ = Tokenizer::from_gguf(*e->file_);

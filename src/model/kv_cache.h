@@ -11,7 +11,7 @@ namespace orchard {
 class KVCache {
  public:
   KVCache(const HParams& hp, int64_t n_ctx)
-      : n_ctx_(n_ctx), kv_dim_(hp.kv_dim()), n_layers_(hp.n_layers),
+      : n_ctx_(n_ctx), kv_dim_(hp.kv_dim()),
         k_(static_cast<size_t>(hp.n_layers * n_ctx * hp.kv_dim())),
         v_(k_.size()) {}
 
@@ -35,7 +35,7 @@ class KVCache {
   size_t bytes() const { return (k_.size() + v_.size()) * sizeof(float); }
 
  private:
-  int64_t n_ctx_, kv_dim_, n_layers_;
+  int64_t n_ctx_, kv_dim_;
   int64_t used_ = 0;
   std::vector<float> k_, v_;
 };

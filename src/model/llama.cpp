@@ -6,6 +6,7 @@
 #include "model/gguf.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
+#include "tensor/threadpool.h"
 
 namespace orchard {
 
@@ -93,10 +94,12 @@ void LlamaModel::attention(int64_t layer, const float* q, int64_t n, int64_t pos
                            float* out) {
   const int64_t hd = hp_.head_dim, qd = hp_.q_dim(), group = hp_.n_heads / hp_.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  std::vector<float> scores(static_cast<size_t>(pos0 + n));
-  for (int64_t t = 0; t < n; ++t) {
-    const int64_t len = pos0 + t + 1;  // causal: this token sees itself and everything before
-    for (int64_t h = 0; h < hp_.n_heads; ++h) {
+  // Every (token, head) pair is independent: threads take contiguous runs of them.
+  global_pool().parallel_for(n * hp_.n_heads, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores(static_cast<size_t>(pos0 + n));
+    for (int64_t job = begin; job < end; ++job) {
+      const int64_t t = job / hp_.n_heads, h = job % hp_.n_heads;
+      const int64_t len = pos0 + t + 1;  // causal: this token sees itself and everything before
       const float* qh = q + t * qd + h * hd;
       const int64_t kvh = h / group;
       for (int64_t p = 0; p < len; ++p) {
@@ -114,7 +117,7 @@ void LlamaModel::attention(int64_t layer, const float* q, int64_t n, int64_t pos
         for (int64_t i = 0; i < hd; ++i) oh[i] += a * vp[i];
       }
     }
-  }
+  });
 }
 
 }  // namespace orchard

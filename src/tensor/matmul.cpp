@@ -1,12 +1,16 @@
-// Matrix-vector products on the scalar vec_dot kernels.  Activations are converted once per
-// token into the weight's vec_dot_type, as ggml does, so our logits round like llama.cpp's.
+// Matrix products: activations are converted once per token into the weight's vec_dot_type,
+// as ggml does (so logits round like llama.cpp's), then the best GEMM kernel for this CPU runs
+// over rows split between the pool's threads; the scalar vec_dot is the fallback.
 #include "tensor/matmul.h"
 
+#include <array>
 #include <string>
 
 #include "tensor/error.h"
+#include "tensor/kernels/kernels.h"
 #include "tensor/quant.h"
 #include "tensor/quant_blocks.h"
+#include "tensor/threadpool.h"
 
 namespace orchard {
 namespace {
@@ -25,27 +29,56 @@ size_t checked_row_bytes(const MatrixView& w, const char* what) {
   return row_bytes(w.type, w.cols);
 }
 
+// The SIMD kernel for a weight type on this CPU, looked up once per type.
+kernels::GemmFn fast_gemm(DType t) {
+  static const auto table = [] {
+    std::array<kernels::GemmFn, 64> fns{};
+    const kernels::Isa isa = kernels::detect_isa();
+    for (uint32_t id = 0; id < fns.size(); ++id)
+      if (const TypeInfo* info = type_info(id); info && info->computable)
+        fns[id] = kernels::lookup(static_cast<DType>(id), isa).gemm;
+    return fns;
+  }();
+  const auto id = static_cast<uint32_t>(t);
+  return id < table.size() ? table[id] : nullptr;
+}
+
 }  // namespace
 
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
             std::vector<uint8_t>& scratch) {
   const size_t w_row = checked_row_bytes(w, "matmul");
   if (n_tokens < 0) throw Error("matmul: negative token count " + std::to_string(n_tokens));
+  if (n_tokens == 0 || w.rows == 0) return;
   const DType xt = vec_dot_type(w.type);
   const size_t x_row = row_bytes(xt, w.cols);
   scratch.resize(x_row * static_cast<size_t>(n_tokens));
-  for (int64_t t = 0; t < n_tokens; ++t)
-    quantize_row(xt, x + t * w.cols, scratch.data() + static_cast<size_t>(t) * x_row, w.cols);
+  ThreadPool& pool = global_pool();
+  pool.parallel_for(n_tokens, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      quantize_row(xt, x + t * w.cols, scratch.data() + static_cast<size_t>(t) * x_row, w.cols);
+  });
 
-  const detail::VecDotFn dot = detail::find_vec_dot(w.type);
   const int64_t nb = w.cols / type_info(w.type).block_elems;
   const auto* wbytes = static_cast<const uint8_t*>(w.data);
-  // Weight rows outermost: each row is read from memory once for the whole batch.
-  for (int64_t r = 0; r < w.rows; ++r) {
-    const uint8_t* wr = wbytes + static_cast<size_t>(r) * w_row;
-    for (int64_t t = 0; t < n_tokens; ++t)
-      y[t * w.rows + r] = dot(wr, scratch.data() + static_cast<size_t>(t) * x_row, nb);
+  const uint8_t* xq = scratch.data();
+  // Threads split the weight rows, so each row streams from memory once, by one thread; the
+  // grain keeps row tiles of 4 whole and chunks big enough to amortise the fork.
+  const kernels::GemmFn gemm = fast_gemm(w.type);
+  if (gemm) {
+    pool.parallel_for(w.rows, 16, [&](int64_t r0, int64_t r1) {
+      gemm(wbytes + static_cast<size_t>(r0) * w_row, w_row, r1 - r0, xq, x_row, n_tokens, nb, y + r0, w.rows);
+    });
+    return;
   }
+  const detail::VecDotFn dot = detail::find_vec_dot(w.type);
+  pool.parallel_for(w.rows, 16, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* wr = wbytes + static_cast<size_t>(r) * w_row;
+      for (int64_t t = 0; t < n_tokens; ++t)
+        y[t * w.rows + r] = dot(wr, xq + static_cast<size_t>(t) * x_row, nb);
+    }
+  });
 }
 
 void matvec(const MatrixView& w, const float* x, float* y, std::vector<uint8_t>& scratch) {

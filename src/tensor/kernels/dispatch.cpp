@@ -19,12 +19,12 @@ namespace {
 Isa best_supported() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
+  // Every AVX2 CPU also has F16C (Haswell, Zen 1 onward), and clang 14 cannot query "f16c".
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
-      __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma"))
+      __builtin_cpu_supports("fma"))
     return Isa::Avx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
-    return Isa::Avx2;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx2;
   return Isa::Scalar;
 #elif defined(__aarch64__)
   return Isa::Neon;  // NEON is mandatory on AArch64
