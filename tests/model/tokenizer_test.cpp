@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
@@ -111,6 +112,23 @@ INSTANTIATE_TEST_SUITE_P(AllVocabs, TokenizerVectors,
                              if (ch == '-') ch = '_';
                            return name;
                          });
+
+TEST(TokenizerLoad, EncodeIsSafeFromManyThreads) {
+  ORCHARD_REQUIRE_DATA();
+  // As llama.cpp's test-tokenizer-0 does: one tokenizer, all vectors on several threads at once.
+  const auto t = load("tokenizer/ggml-vocab-qwen2.gguf");
+  const auto cases = read_vectors("qwen2");
+  std::vector<int> mismatches(4, 0);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 4; ++k)
+    threads.emplace_back([&, k] {
+      for (int round = 0; round < 5; ++round)
+        for (const auto& c : cases)
+          if (t.tokenizer->encode(c.text, false) != c.ids) ++mismatches[k];
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches, std::vector<int>(4, 0));
+}
 
 TEST(TokenizerLoad, LargeBpeVocabsLoadWellUnderASecond) {
   ORCHARD_REQUIRE_DATA();

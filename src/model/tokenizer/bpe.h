@@ -3,6 +3,11 @@
 // pre-tokenizer, each piece is mapped to the byte-level alphabet, and adjacent symbols are merged
 // lowest merge rank first (rank = index in tokenizer.ggml.merges), as in llama.cpp's
 // llm_tokenizer_bpe.
+//
+// decode(encode(x)) == x for any bytes the vocabulary's alphabet covers (all 256 in most; falcon
+// and DeepSeek lack 0xFE/0xFF, which never occur in valid UTF-8: such bytes become UNK or are
+// dropped). decode() does not apply Hugging Face's clean_up_tokenization_spaces (" ." -> "."),
+// which would break that round trip.
 #include <array>
 #include <cstdint>
 #include <string>

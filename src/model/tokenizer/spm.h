@@ -5,6 +5,14 @@
 // U+2581 '▁', then repeatedly merging the adjacent pair whose concatenation is the vocabulary
 // entry with the highest score (leftmost on ties). Characters that end up as no token are spelled
 // with the <0xXX> byte tokens, or UNK when the vocabulary has none.
+//
+// decode(encode(x)) == x for every x except where the text itself is ambiguous:
+//  - a literal U+2581 '▁' in x comes back as ' ' (SentencePiece cannot tell them apart);
+//  - with parse_special, each text run after a special token gets its own dummy-prefix space,
+//    and decode() removes only the one at the start of the sequence (llama.cpp behaves alike);
+//  - characters with neither a token nor a byte token become UNK.
+// Not reproduced from llama.cpp: its name-based hack that strips whitespace after Phi-3 special
+// tokens (rstrip), which only matters with parse_special.
 #include <array>
 #include <string>
 #include <vector>
