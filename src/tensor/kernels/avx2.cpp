@@ -40,18 +40,25 @@ struct FloatTiles {
     static void run(const uint8_t* w, size_t wrb, const uint8_t* x, size_t xrb, int64_t n, float* y,
                     int64_t ldy) {
       __m256 acc[RB][TB];
+      #pragma GCC unroll 8
       for (int r = 0; r < RB; ++r)
+        #pragma GCC unroll 8
         for (int t = 0; t < TB; ++t) acc[r][t] = _mm256_setzero_ps();
       int64_t i = 0;
       for (; i + 8 <= n; i += 8) {
         __m256 xv[TB];
+        #pragma GCC unroll 8
         for (int t = 0; t < TB; ++t) xv[t] = Load::load8(x + t * xrb, i);
+        #pragma GCC unroll 8
         for (int r = 0; r < RB; ++r) {
           const __m256 wv = Load::load8(w + r * wrb, i);
+          #pragma GCC unroll 8
           for (int t = 0; t < TB; ++t) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
         }
       }
+      #pragma GCC unroll 8
       for (int r = 0; r < RB; ++r)
+        #pragma GCC unroll 8
         for (int t = 0; t < TB; ++t) {
           float s = hsum256(acc[r][t]);
           for (int64_t j = i; j < n; ++j) s += Load::one(w + r * wrb, j) * Load::one(x + t * xrb, j);

@@ -16,7 +16,10 @@ inline void gemm_tiled(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_
   for (int64_t t0 = 0; t0 < ntok; t0 += kTokenChunk) {
     const int64_t t1 = t0 + kTokenChunk < ntok ? t0 + kTokenChunk : ntok;
     int64_t r = 0;
-    for (; r + 4 <= nrows; r += 4) {
+    // One token (generation) streams one weight row at a time: measured 2× faster than
+    // interleaving four row streams, which starves the hardware prefetcher.
+    if (ntok > 1)
+      for (; r + 4 <= nrows; r += 4) {
       int64_t t = t0;
       for (; t + 4 <= t1; t += 4) Tile<4, 4>::run(w + r * wrb, wrb, x + t * xrb, xrb, nb, y + t * ldy + r, ldy);
       for (; t < t1; ++t) Tile<4, 1>::run(w + r * wrb, wrb, x + t * xrb, xrb, nb, y + t * ldy + r, ldy);

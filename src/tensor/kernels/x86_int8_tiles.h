@@ -38,30 +38,37 @@ struct Q4_0Tile {
   static void run(const uint8_t* w, size_t wrb, const uint8_t* x, size_t xrb, int64_t nb, float* y,
                   int64_t ldy) {
     __m256 acc[RB][TB];
+    #pragma GCC unroll 8
     for (int r = 0; r < RB; ++r)
+      #pragma GCC unroll 8
       for (int t = 0; t < TB; ++t) acc[r][t] = _mm256_setzero_ps();
     const __m256i low4 = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8);
     for (int64_t b = 0; b < nb; ++b) {
       __m256i xq[TB], xs[TB];
       float dx[TB];
+      #pragma GCC unroll 8
       for (int t = 0; t < TB; ++t) {
         const auto* xb = reinterpret_cast<const BlockQ8_0*>(x + t * xrb) + b;
         xq[t] = load32(xb->qs);
         xs[t] = Ops::dot(eight, xq[t]);
         dx[t] = f16(xb->d);
       }
+      #pragma GCC unroll 8
       for (int r = 0; r < RB; ++r) {
         const auto* wb = reinterpret_cast<const BlockQ4_0*>(w + r * wrb) + b;
         const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb->qs));
         const __m256i wq = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), low4);
         const float dw = f16(wb->d);
+        #pragma GCC unroll 8
         for (int t = 0; t < TB; ++t) {
           const __m256i s = _mm256_sub_epi32(Ops::dot(wq, xq[t]), xs[t]);
           acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw * dx[t]), acc[r][t]);
         }
       }
     }
+    #pragma GCC unroll 8
     for (int r = 0; r < RB; ++r)
+      #pragma GCC unroll 8
       for (int t = 0; t < TB; ++t) y[t * ldy + r] = hsum256(acc[r][t]);
   }
 };
@@ -71,28 +78,35 @@ struct Q8_0Tile {
   static void run(const uint8_t* w, size_t wrb, const uint8_t* x, size_t xrb, int64_t nb, float* y,
                   int64_t ldy) {
     __m256 acc[RB][TB];
+    #pragma GCC unroll 8
     for (int r = 0; r < RB; ++r)
+      #pragma GCC unroll 8
       for (int t = 0; t < TB; ++t) acc[r][t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       __m256i xq[TB];
       float dx[TB];
+      #pragma GCC unroll 8
       for (int t = 0; t < TB; ++t) {
         const auto* xb = reinterpret_cast<const BlockQ8_0*>(x + t * xrb) + b;
         xq[t] = load32(xb->qs);
         dx[t] = f16(xb->d);
       }
+      #pragma GCC unroll 8
       for (int r = 0; r < RB; ++r) {
         const auto* wb = reinterpret_cast<const BlockQ8_0*>(w + r * wrb) + b;
         const __m256i wq = load32(wb->qs);
         const __m256i wa = _mm256_sign_epi8(wq, wq);
         const float dw = f16(wb->d);
+        #pragma GCC unroll 8
         for (int t = 0; t < TB; ++t) {
           const __m256i s = Ops::dot(wa, _mm256_sign_epi8(xq[t], wq));
           acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw * dx[t]), acc[r][t]);
         }
       }
     }
+    #pragma GCC unroll 8
     for (int r = 0; r < RB; ++r)
+      #pragma GCC unroll 8
       for (int t = 0; t < TB; ++t) y[t * ldy + r] = hsum256(acc[r][t]);
   }
 };
@@ -114,25 +128,32 @@ struct Q4_KTile {
                   int64_t ldy) {
     __m256 acc[RB][TB];
     float mins[RB][TB] = {};
+    #pragma GCC unroll 8
     for (int r = 0; r < RB; ++r)
+      #pragma GCC unroll 8
       for (int t = 0; t < TB; ++t) acc[r][t] = _mm256_setzero_ps();
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     for (int64_t b = 0; b < nb; ++b) {
+      #pragma GCC unroll 8
       for (int r = 0; r < RB; ++r) {
         const auto* wb = reinterpret_cast<const BlockQ4_K*>(w + r * wrb) + b;
         __m256i q[8];
         int sc[8], m[8];
+        #pragma GCC unroll 8
         for (int j = 0; j < 4; ++j) {
           const __m256i bytes = load32(wb->qs + 32 * j);
           q[2 * j] = _mm256_and_si256(bytes, low4);
           q[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
         }
+        #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) q4_k_scale_min(wb->scales, j, sc[j], m[j]);
         const float d = f16(wb->d), dmin = f16(wb->dmin);
+        #pragma GCC unroll 8
         for (int t = 0; t < TB; ++t) {
           const auto* xb = reinterpret_cast<const BlockQ8_K*>(x + t * xrb) + b;
           __m256i isum = _mm256_setzero_si256();
           int msum = 0;
+          #pragma GCC unroll 8
           for (int j = 0; j < 8; ++j) {
             isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(Ops::dot(q[j], load32(xb->qs + 32 * j)),
                                                              _mm256_set1_epi32(sc[j])));
@@ -143,7 +164,9 @@ struct Q4_KTile {
         }
       }
     }
+    #pragma GCC unroll 8
     for (int r = 0; r < RB; ++r)
+      #pragma GCC unroll 8
       for (int t = 0; t < TB; ++t) y[t * ldy + r] = hsum256(acc[r][t]) - mins[r][t];
   }
 };
@@ -155,10 +178,12 @@ struct Q6_KTile {
     float acc[RB][TB] = {};
     const __m256i low4 = _mm256_set1_epi8(0x0F), three = _mm256_set1_epi8(3);
     for (int64_t b = 0; b < nb; ++b) {
+      #pragma GCC unroll 8
       for (int r = 0; r < RB; ++r) {
         const auto* wb = reinterpret_cast<const BlockQ6_K*>(w + r * wrb) + b;
         // q[k] holds elements 32k … 32k+31 as unsigned 6-bit values.
         __m256i q[8];
+        #pragma GCC unroll 8
         for (int n = 0; n < 2; ++n) {
           const __m256i l0 = load32(wb->ql + 64 * n), l1 = load32(wb->ql + 64 * n + 32);
           const __m256i h = load32(wb->qh + 32 * n);
@@ -172,15 +197,18 @@ struct Q6_KTile {
         }
         // Lanes 0-3 of a dot cover sub-block 2k, lanes 4-7 sub-block 2k+1.
         __m256i scale[8];
+        #pragma GCC unroll 8
         for (int k = 0; k < 8; ++k) {
           const int s0 = wb->scales[2 * k], s1 = wb->scales[2 * k + 1];
           scale[k] = _mm256_setr_epi32(s0, s0, s0, s0, s1, s1, s1, s1);
         }
         const float d = f16(wb->d);
+        #pragma GCC unroll 8
         for (int t = 0; t < TB; ++t) {
           const auto* xb = reinterpret_cast<const BlockQ8_K*>(x + t * xrb) + b;
           __m256i isum = _mm256_setzero_si256();
           int corr = 0;
+          #pragma GCC unroll 8
           for (int k = 0; k < 8; ++k) {
             isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(Ops::dot(q[k], load32(xb->qs + 32 * k)), scale[k]));
             corr += wb->scales[2 * k] * xb->bsums[2 * k] + wb->scales[2 * k + 1] * xb->bsums[2 * k + 1];
@@ -192,7 +220,9 @@ struct Q6_KTile {
         }
       }
     }
+    #pragma GCC unroll 8
     for (int r = 0; r < RB; ++r)
+      #pragma GCC unroll 8
       for (int t = 0; t < TB; ++t) y[t * ldy + r] = acc[r][t];
   }
 };
