@@ -8,5 +8,6 @@ void register_generate(CLI::App& app);
 void register_info(CLI::App& app);
 void register_perplexity(CLI::App& app);
 void register_make_model(CLI::App& app);
+void register_bench(CLI::App& app);
 
 }  // namespace orchard::cli

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   orchard::cli::register_info(app);
   orchard::cli::register_perplexity(app);
   orchard::cli::register_make_model(app);
+  orchard::cli::register_bench(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

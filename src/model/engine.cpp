@@ -19,7 +19,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opts) {
   auto t0 = std::chrono::steady_clock::now();
   set_threads(opts.threads);
   std::unique_ptr<Engine> e(new Engine());
-  e->file_ = GGUFFile::open(opts.model_path);
+  e->file_ = GGUFFile::open(opts.model_path, opts.mmap ? GGUFLoad::Map : GGUFLoad::Read);
   e->tok_ = Tokenizer::from_gguf(*e->file_);
   e->model_ = std::make_unique<LlamaModel>(*e->file_);
   const HParams& hp = e->model_->hparams();

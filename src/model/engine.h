@@ -18,6 +18,7 @@ struct EngineOptions {
   std::string model_path;
   int threads = 0;        // 0: all hardware threads
   int64_t n_ctx = 0;      // 0: min(training context, 4096)
+  bool mmap = false;      // run from the page cache instead of a huge-page copy (less memory, slower)
 };
 
 struct GenerateOptions {

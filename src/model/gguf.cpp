@@ -76,7 +76,39 @@ int64_t GGUFTensorInfo::n_elements() const {
   return n;
 }
 
-std::unique_ptr<GGUFFile> GGUFFile::open(const std::string& path) {
+namespace {
+
+// Copies the file into private anonymous memory backed by transparent huge pages. Page-cache
+// pages are 4 KiB, and streaming every weight through 4 KiB TLB entries once per token ran the
+// generation kernels at ~40 % of the speed they reach on huge pages (measured, docs/benchmarks.md).
+void* read_into_anonymous_memory(int fd, const std::string& path, size_t size) {
+  void* mem = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    const int err = errno;
+    ::close(fd);
+    throw Error(path + ": cannot allocate " + std::to_string(size) + " bytes to load the file: " +
+                std::strerror(err));
+  }
+  ::madvise(mem, size, MADV_HUGEPAGE);
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pread(fd, static_cast<char*>(mem) + done, size - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : 0;
+      ::munmap(mem, size);
+      ::close(fd);
+      throw Error(path + ": read failed after " + std::to_string(done) + " of " + std::to_string(size) +
+                  " bytes: " + (err ? std::strerror(err) : "unexpected end of file"));
+    }
+    done += static_cast<size_t>(n);
+  }
+  return mem;
+}
+
+}  // namespace
+
+std::unique_ptr<GGUFFile> GGUFFile::open(const std::string& path, GGUFLoad mode) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
   struct stat st {};
@@ -94,11 +126,17 @@ std::unique_ptr<GGUFFile> GGUFFile::open(const std::string& path) {
     throw Error(path + ": file is empty (0 bytes), not a GGUF file");
   }
   const size_t size = static_cast<size_t>(st.st_size);
-  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int map_errno = errno;
-  ::close(fd);  // the mapping keeps the file alive
-  if (map == MAP_FAILED) throw Error(path + ": cannot memory-map " + std::to_string(size) + " bytes: " +
-                                     std::strerror(map_errno));
+  void* map = nullptr;
+  if (mode == GGUFLoad::Map) {
+    map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    const int map_errno = errno;
+    ::close(fd);  // the mapping keeps the file alive
+    if (map == MAP_FAILED) throw Error(path + ": cannot memory-map " + std::to_string(size) + " bytes: " +
+                                       std::strerror(map_errno));
+  } else {
+    map = read_into_anonymous_memory(fd, path, size);
+    ::close(fd);
+  }
 
   std::unique_ptr<GGUFFile> file(new GGUFFile());
   file->name_ = path;

@@ -50,10 +50,14 @@ struct GGUFTensorInfo {
   int64_t n_elements() const;
 };
 
+// How a file's bytes reach memory: Map shares the page cache (cheap to open, for inspecting);
+// Read copies them into huge-page-backed private memory (for running: much faster to stream).
+enum class GGUFLoad { Map, Read };
+
 class GGUFFile {
  public:
-  // Maps and validates `path`; throws orchard::Error("<path>: <what is wrong>").
-  static std::unique_ptr<GGUFFile> open(const std::string& path);
+  // Loads and validates `path`; throws orchard::Error("<path>: <what is wrong>").
+  static std::unique_ptr<GGUFFile> open(const std::string& path, GGUFLoad mode = GGUFLoad::Map);
   // Parses a buffer the caller keeps alive (used by the fuzzer and tests). `name` prefixes errors.
   static std::unique_ptr<GGUFFile> from_memory(std::span<const uint8_t> bytes,
                                                const std::string& name = "<memory>");

@@ -1,7 +1,7 @@
 #pragma once
 // Keys and values of every position seen so far, per layer, in float32.
 #include <cstdint>
-#include <vector>
+#include <memory>
 
 #include "model/hparams.h"
 #include "tensor/error.h"
@@ -12,8 +12,11 @@ class KVCache {
  public:
   KVCache(const HParams& hp, int64_t n_ctx)
       : n_ctx_(n_ctx), kv_dim_(hp.kv_dim()),
-        k_(static_cast<size_t>(hp.n_layers * n_ctx * hp.kv_dim())),
-        v_(k_.size()) {}
+        elems_(static_cast<size_t>(hp.n_layers * n_ctx * hp.kv_dim())),
+        // Left uninitialised: only positions already written are ever read, and a large
+        // context then costs memory only as it fills.
+        k_(new float[elems_]),
+        v_(new float[elems_]) {}
 
   int64_t capacity() const { return n_ctx_; }
   int64_t size() const { return used_; }       // positions filled
@@ -32,12 +35,13 @@ class KVCache {
 
   float* k(int64_t layer, int64_t pos) { return &k_[static_cast<size_t>((layer * n_ctx_ + pos) * kv_dim_)]; }
   float* v(int64_t layer, int64_t pos) { return &v_[static_cast<size_t>((layer * n_ctx_ + pos) * kv_dim_)]; }
-  size_t bytes() const { return (k_.size() + v_.size()) * sizeof(float); }
+  size_t bytes() const { return 2 * elems_ * sizeof(float); }
 
  private:
   int64_t n_ctx_, kv_dim_;
   int64_t used_ = 0;
-  std::vector<float> k_, v_;
+  size_t elems_;
+  std::unique_ptr<float[]> k_, v_;
 };
 
 }  // namespace orchard

@@ -29,18 +29,19 @@ size_t checked_row_bytes(const MatrixView& w, const char* what) {
   return row_bytes(w.type, w.cols);
 }
 
-// The SIMD kernel for a weight type on this CPU, looked up once per type.
-kernels::GemmFn fast_gemm(DType t) {
+// The SIMD kernels for a weight type on this CPU, looked up once per type.
+const kernels::Kernels& fast_kernels(DType t) {
   static const auto table = [] {
-    std::array<kernels::GemmFn, 64> fns{};
+    std::array<kernels::Kernels, 64> ks{};
     const kernels::Isa isa = kernels::detect_isa();
-    for (uint32_t id = 0; id < fns.size(); ++id)
+    for (uint32_t id = 0; id < ks.size(); ++id)
       if (const TypeInfo* info = type_info(id); info && info->computable)
-        fns[id] = kernels::lookup(static_cast<DType>(id), isa).gemm;
-    return fns;
+        ks[id] = kernels::lookup(static_cast<DType>(id), isa);
+    return ks;
   }();
+  static const kernels::Kernels none{};
   const auto id = static_cast<uint32_t>(t);
-  return id < table.size() ? table[id] : nullptr;
+  return id < table.size() ? table[id] : none;
 }
 
 }  // namespace
@@ -50,22 +51,30 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
   const size_t w_row = checked_row_bytes(w, "matmul");
   if (n_tokens < 0) throw Error("matmul: negative token count " + std::to_string(n_tokens));
   if (n_tokens == 0 || w.rows == 0) return;
+  const kernels::Kernels& k = fast_kernels(w.type);
+  ThreadPool& pool = global_pool();
+  const auto* wbytes = static_cast<const uint8_t*>(w.data);
+  if (n_tokens == 1 && k.gemv) {
+    k.gemv_prepare(x, w.cols, scratch);
+    const uint8_t* xp = scratch.data();
+    pool.parallel_for(w.rows, 16, [&](int64_t r0, int64_t r1) {
+      k.gemv(wbytes + static_cast<size_t>(r0) * w_row, w_row, r1 - r0, xp, w.cols, y + r0);
+    });
+    return;
+  }
   const DType xt = vec_dot_type(w.type);
   const size_t x_row = row_bytes(xt, w.cols);
   scratch.resize(x_row * static_cast<size_t>(n_tokens));
-  ThreadPool& pool = global_pool();
   pool.parallel_for(n_tokens, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t)
       quantize_row(xt, x + t * w.cols, scratch.data() + static_cast<size_t>(t) * x_row, w.cols);
   });
 
   const int64_t nb = w.cols / type_info(w.type).block_elems;
-  const auto* wbytes = static_cast<const uint8_t*>(w.data);
   const uint8_t* xq = scratch.data();
   // Threads split the weight rows, so each row streams from memory once, by one thread; the
   // grain keeps row tiles of 4 whole and chunks big enough to amortise the fork.
-  const kernels::GemmFn gemm = fast_gemm(w.type);
-  if (gemm) {
+  if (const kernels::GemmFn gemm = k.gemm) {
     pool.parallel_for(w.rows, 16, [&](int64_t r0, int64_t r1) {
       gemm(wbytes + static_cast<size_t>(r0) * w_row, w_row, r1 - r0, xq, x_row, n_tokens, nb, y + r0, w.rows);
     });

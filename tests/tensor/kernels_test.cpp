@@ -89,6 +89,35 @@ TEST(Kernels, SimdGemmMatchesScalarReference) {
           for (int64_t cols : {256, 512}) check(wt, isa, rows, ntok, cols);
 }
 
+// The one-token kernels with their own activation layout, against the scalar reference on the
+// activations quantized the standard way.
+TEST(Kernels, GemvMatchesScalarReference) {
+  for (Isa isa : available_isas())
+    for (DType wt : {DType::Q4_0, DType::Q8_0, DType::F16})
+      for (int64_t cols : {32, 64, 96, 2048}) {
+        const kernels::Kernels k = kernels::lookup(wt, isa);
+        if (!k.gemv) continue;
+        std::mt19937 rng(static_cast<uint32_t>(cols));
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        const int64_t rows = 7;
+        const size_t wrb = row_bytes(wt, cols);
+        std::vector<uint8_t> w(wrb * rows);
+        fill_weights(wt, w, rows * cols, rng);
+        std::vector<float> x(cols);
+        for (auto& v : x) v = nd(rng);
+        std::vector<uint8_t> prepared, xq(row_bytes(vec_dot_type(wt), cols));
+        k.gemv_prepare(x.data(), cols, prepared);
+        quantize_row(vec_dot_type(wt), x.data(), xq.data(), cols);
+        std::vector<float> y(rows);
+        k.gemv(w.data(), wrb, rows, prepared.data(), cols, y.data());
+        for (int64_t r = 0; r < rows; ++r) {
+          const float ref = vec_dot(wt, w.data() + r * wrb, xq.data(), cols);
+          ASSERT_NEAR(y[r], ref, 1e-4f * std::sqrt(static_cast<float>(cols)) * (1.0f + std::fabs(ref)))
+              << type_name(wt) << " " << kernels::isa_name(isa) << " cols " << cols << " row " << r;
+        }
+      }
+}
+
 TEST(Kernels, FloatKernelsHandleRowTails) {
   for (Isa isa : available_isas())
     for (DType wt : {DType::F32, DType::F16}) check(wt, isa, 5, 5, 37);

@@ -86,12 +86,12 @@ template <int RB, int TB> using F16Tile = FloatTiles<LoadF16>::Tile<RB, TB>;
 
 Kernels lookup_avx2(DType w) {
   switch (w) {
-    case DType::Q4_0: return {gemm_tiled<Q4_0Tile>, nullptr};
-    case DType::Q8_0: return {gemm_tiled<Q8_0Tile>, nullptr};
-    case DType::Q4_K: return {gemm_tiled<Q4_KTile>, nullptr};
-    case DType::Q6_K: return {gemm_tiled<Q6_KTile>, nullptr};
-    case DType::F32: return {gemm_tiled<F32Tile>, nullptr};
-    case DType::F16: return {gemm_tiled<F16Tile>, nullptr};
+    case DType::Q4_0: return {gemm_tiled<Q4_0Tile>};
+    case DType::Q8_0: return {gemm_tiled<Q8_0Tile>};
+    case DType::Q4_K: return {gemm_tiled<Q4_KTile>};
+    case DType::Q6_K: return {gemm_tiled<Q6_KTile>};
+    case DType::F32: return {gemm_tiled<F32Tile>};
+    case DType::F16: return {gemm_tiled<F16Tile>};
     default: return {};
   }
 }

@@ -8,6 +8,7 @@
 // tile rows × tokens so each weight block is unpacked once for several tokens.
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "tensor/types.h"
 
@@ -17,9 +18,16 @@ using GemmFn = void (*)(const uint8_t* w, size_t wrb, int64_t nrows, const uint8
                         int64_t ntok, int64_t nb, float* y, int64_t ldy);
 using QuantizeFn = void (*)(const float* src, void* dst, int64_t nb);
 
+// Matrix-vector product over activations in a kernel-specific layout (`prepare` makes it from
+// float activations, quantized exactly as vec_dot_type(W) would be): y[r] = W[r] · x.
+using GemvPrepareFn = void (*)(const float* x, int64_t n, std::vector<uint8_t>& out);
+using GemvFn = void (*)(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* xp, int64_t n,
+                        float* y);
+
 struct Kernels {
-  GemmFn gemm = nullptr;          // nullptr: use the scalar reference
-  QuantizeFn quantize_x = nullptr;  // fast activation conversion, or nullptr
+  GemmFn gemm = nullptr;            // nullptr: use the scalar reference
+  GemvPrepareFn gemv_prepare = nullptr;  // optional faster path for one token
+  GemvFn gemv = nullptr;
 };
 
 enum class Isa { Scalar, Avx2, Avx512, Neon };
@@ -34,5 +42,7 @@ Kernels lookup(DType w, Isa isa);
 Kernels lookup_avx2(DType w);
 Kernels lookup_avx512(DType w);
 Kernels lookup_neon(DType w);
+// Adds the one-token kernels of avx512_gemv_*.cpp to `k`.
+void add_avx512_gemv(DType w, Kernels& k);
 
 }  // namespace orchard::kernels

@@ -1,0 +1,110 @@
+// `orchard bench`: prompt-processing and generation speed in the style of llama-bench
+// (pp = one batch of P tokens from an empty cache, tg = N tokens one at a time), median of
+// repetitions, one row per thread count.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "model/engine.h"
+#include "model/synthetic/synthetic.h"
+#include "tensor/kernels/kernels.h"
+#include "tensor/threadpool.h"
+
+namespace orchard::cli {
+namespace {
+
+struct Stat {
+  double median, stddev;
+};
+
+Stat stats(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  double mean = 0, var = 0;
+  for (double x : v) mean += x;
+  mean /= static_cast<double>(v.size());
+  for (double x : v) var += (x - mean) * (x - mean);
+  const double sd = v.size() > 1 ? std::sqrt(var / static_cast<double>(v.size() - 1)) : 0;
+  return {v[v.size() / 2], sd};
+}
+
+std::vector<int> parse_list(const std::string& s) {
+  std::vector<int> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) out.push_back(std::stoi(item));
+  return out;
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app) {
+  struct Opts {
+    std::string model, threads = "0";
+    int pp = 512, tg = 128, reps = 5;
+    bool mmap = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand(
+      "bench", "Measure prompt processing (pp) and generation (tg) tokens/s, llama-bench style");
+  cmd->add_option("-m,--model", o->model, "GGUF model file (default: the built-in model)");
+  cmd->add_option("-p,--n-prompt", o->pp, "Prompt tokens for pp (0: skip)")->capture_default_str();
+  cmd->add_option("-n,--n-gen", o->tg, "Generated tokens for tg (0: skip)")->capture_default_str();
+  cmd->add_option("-r,--repetitions", o->reps, "Repetitions (median reported)")->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads, "Comma-separated thread counts, e.g. 1,2 (0: all)")
+      ->capture_default_str();
+  cmd->add_flag("--mmap", o->mmap, "Run from the page cache instead of a huge-page copy");
+  cmd->callback([o] {
+    if (o->reps < 1) throw CLI::ValidationError("--repetitions", "must be at least 1");
+    EngineOptions eo;
+    eo.model_path = o->model.empty() ? default_model_path() : o->model;
+    eo.n_ctx = std::max(o->pp, o->tg) + 1;
+    eo.mmap = o->mmap;
+    auto engine = Engine::load(eo);
+    const HParams& hp = engine->hparams();
+    std::printf("model: %s (%s, %lld layers, dim %lld), kernels: %s\n", eo.model_path.c_str(),
+                hp.arch.c_str(), static_cast<long long>(hp.n_layers), static_cast<long long>(hp.dim),
+                kernels::isa_name(kernels::detect_isa()));
+    std::printf("| threads | test | t/s (median of %d) | stddev |\n|---:|---|---:|---:|\n", o->reps);
+    std::mt19937 rng(1234);
+    std::uniform_int_distribution<int32_t> tok(3, static_cast<int32_t>(hp.n_vocab - 1));
+    auto kv = engine->new_cache();
+    std::vector<float> logits;
+    for (int threads : parse_list(o->threads)) {
+      set_threads(threads);
+      const int shown = global_pool().size();
+      auto run = [&](const char* name, int n, auto&& body) {
+        if (n <= 0) return;
+        body();  // warm-up: maps pages and fills caches
+        std::vector<double> tps;
+        for (int r = 0; r < o->reps; ++r) {
+          auto t0 = std::chrono::steady_clock::now();
+          body();
+          const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          tps.push_back(n / s);
+        }
+        const Stat st = stats(tps);
+        std::printf("| %d | %s%d | %.2f | %.2f |\n", shown, name, n, st.median, st.stddev);
+        std::fflush(stdout);
+      };
+      run("pp", o->pp, [&] {
+        std::vector<int32_t> ids(static_cast<size_t>(o->pp));
+        for (auto& t : ids) t = tok(rng);
+        kv->clear();
+        engine->model().forward(ids, *kv, logits);
+      });
+      run("tg", o->tg, [&] {
+        kv->clear();
+        for (int i = 0; i < o->tg; ++i) {
+          const int32_t t = tok(rng);
+          engine->model().forward(std::span<const int32_t>(&t, 1), *kv, logits);
+        }
+      });
+    }
+  });
+}
+
+}  // namespace orchard::cli
