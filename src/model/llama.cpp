@@ -102,12 +102,8 @@ void LlamaModel::attention(int64_t layer, const float* q, int64_t n, int64_t pos
       const int64_t len = pos0 + t + 1;  // causal: this token sees itself and everything before
       const float* qh = q + t * qd + h * hd;
       const int64_t kvh = h / group;
-      for (int64_t p = 0; p < len; ++p) {
-        const float* kp = kv.k(layer, p) + kvh * hd;
-        float s = 0;
-        for (int64_t i = 0; i < hd; ++i) s += qh[i] * kp[i];
-        scores[p] = s * scale;
-      }
+      dot_rows_f32(kv.k(layer, 0) + kvh * hd, len, hd, hp_.kv_dim(), qh, scores.data());
+      for (int64_t p = 0; p < len; ++p) scores[p] *= scale;
       softmax(scores.data(), len);
       float* oh = out + t * qd + h * hd;
       std::fill_n(oh, hd, 0.0f);

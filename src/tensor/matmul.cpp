@@ -90,6 +90,21 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
   });
 }
 
+void dot_rows_f32(const float* w, int64_t rows, int64_t cols, int64_t stride, const float* x, float* y) {
+  const auto* wb = reinterpret_cast<const uint8_t*>(w);
+  const auto* xb = reinterpret_cast<const uint8_t*>(x);
+  const size_t wrb = static_cast<size_t>(stride) * sizeof(float);
+  if (const kernels::GemmFn gemm = fast_kernels(DType::F32).gemm) {
+    gemm(wb, wrb, rows, xb, static_cast<size_t>(cols) * sizeof(float), 1, cols, y, rows);
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    float s = 0;
+    for (int64_t c = 0; c < cols; ++c) s += w[r * stride + c] * x[c];
+    y[r] = s;
+  }
+}
+
 void matvec(const MatrixView& w, const float* x, float* y, std::vector<uint8_t>& scratch) {
   matmul(w, x, 1, y, scratch);
 }

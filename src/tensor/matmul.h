@@ -22,6 +22,10 @@ void matvec(const MatrixView& w, const float* x, float* y, std::vector<uint8_t>&
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
             std::vector<uint8_t>& scratch);
 
+// y[r] = Σ_c w[r·stride + c] · x[c] on the calling thread only (for use inside parallel work,
+// e.g. attention scores against the rows of a KV cache).
+void dot_rows_f32(const float* w, int64_t rows, int64_t cols, int64_t stride, const float* x, float* y);
+
 // One row of W as floats (embedding lookup).
 void get_row(const MatrixView& w, int64_t row, float* out);
 
