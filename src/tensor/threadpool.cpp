@@ -1,6 +1,7 @@
 #include "tensor/threadpool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -16,8 +17,22 @@ namespace orchard {
 namespace {
 
 // Spin long enough to cover the gap between two matmuls of one token (~tens of µs), short
-// enough that an idle engine does not burn a core.
-constexpr int kSpinIterations = 1 << 16;
+// enough that an idle engine does not burn a core. Measured in time, not iterations, so it
+// holds under emulation (qemu) and on slow cores alike.
+constexpr auto kSpinTime = std::chrono::microseconds(200);
+
+// Spins until done() or the spin time is up; returns done().
+template <class Done>
+bool spin_until(Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpinTime;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      ORCHARD_PAUSE();
+    }
+    if (std::chrono::steady_clock::now() > deadline) return done();
+  }
+}
 
 int resolve(int n) {
   if (n > 0) return n;
@@ -44,11 +59,8 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::worker(int ith) {
   uint64_t seen = 0;
   for (;;) {
-    uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; gen == seen && spin < kSpinIterations; ++spin) {
-      ORCHARD_PAUSE();
-      gen = generation_.load(std::memory_order_acquire);
-    }
+    uint64_t gen = seen;
+    spin_until([&] { return (gen = generation_.load(std::memory_order_acquire)) != seen; });
     if (gen == seen) {
       std::unique_lock<std::mutex> lock(mu_);
       sleepers_.fetch_add(1);
@@ -77,7 +89,10 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
     wake_.notify_all();
   }
   fn(0, n_);
-  while (pending_.load(std::memory_order_acquire) != 0) ORCHARD_PAUSE();
+  // With more threads than free cores a worker may be descheduled: after the spin, give the
+  // core away instead of burning the time slice it needs.
+  while (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; }))
+    std::this_thread::yield();
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain,
