@@ -2,6 +2,8 @@
 # Cross-builds Orchard for aarch64 and runs the kernel and engine tests under qemu-user, so the
 # NEON kernels are checked against the scalar reference on every change. Two builds: plain
 # Armv8-A NEON, and Armv8.2-A with the int8 dot-product instruction (as on Apple silicon).
+# Binaries are linked statically: Debian 12's qemu-user (7.2) hangs creating threads in
+# dynamically linked aarch64 programs on this machine, and statically linked ones run fine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""
@@ -23,7 +25,7 @@ for variant in armv8-a armv8.2-a+dotprod; do
   [[ $variant == *dotprod ]] && dir=build-arm-dotprod
   cmake -S . -B "$dir" -G Ninja -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
-    -DCMAKE_CXX_FLAGS="-march=$variant" >/dev/null
+    -DCMAKE_CXX_FLAGS="-march=$variant" -DCMAKE_EXE_LINKER_FLAGS=-static >/dev/null
   cmake --build "$dir" -j "$(nproc)" --target tensor_tests model_tests
   ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" -R '^(Kernels|AllWeightTypes|Matmul|Quant|Zoo|Fp16|Bf16|ThreadPool|Stories260K|RandLlama|Sampler|SyntheticModel)'
 done

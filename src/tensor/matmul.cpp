@@ -54,11 +54,23 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
   const kernels::Kernels& k = fast_kernels(w.type);
   ThreadPool& pool = global_pool();
   const auto* wbytes = static_cast<const uint8_t*>(w.data);
-  if (n_tokens == 1 && k.gemv) {
-    k.gemv_prepare(x, w.cols, scratch);
-    const uint8_t* xp = scratch.data();
+  if (k.prepare) {  // kernels with their own activation layout
+    const size_t pb = k.prep_bytes(w.cols);
+    scratch.resize(pb * static_cast<size_t>(n_tokens));
+    uint8_t* xp = scratch.data();
+    if (n_tokens == 1) {
+      k.prepare(x, w.cols, xp);
+      pool.parallel_for(w.rows, 16, [&](int64_t r0, int64_t r1) {
+        k.gemv(wbytes + static_cast<size_t>(r0) * w_row, w_row, r1 - r0, xp, w.cols, y + r0);
+      });
+      return;
+    }
+    pool.parallel_for(n_tokens, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) k.prepare(x + t * w.cols, w.cols, xp + static_cast<size_t>(t) * pb);
+    });
     pool.parallel_for(w.rows, 16, [&](int64_t r0, int64_t r1) {
-      k.gemv(wbytes + static_cast<size_t>(r0) * w_row, w_row, r1 - r0, xp, w.cols, y + r0);
+      k.gemm_prepared(wbytes + static_cast<size_t>(r0) * w_row, w_row, r1 - r0, xp, pb, n_tokens, w.cols,
+                      y + r0, w.rows);
     });
     return;
   }

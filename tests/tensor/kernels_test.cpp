@@ -89,14 +89,14 @@ TEST(Kernels, SimdGemmMatchesScalarReference) {
           for (int64_t cols : {256, 512}) check(wt, isa, rows, ntok, cols);
 }
 
-// The one-token kernels with their own activation layout, against the scalar reference on the
-// activations quantized the standard way.
-TEST(Kernels, GemvMatchesScalarReference) {
+// The kernels with their own activation layout (one token and tiles of tokens), against the
+// scalar reference on the activations quantized the standard way.
+TEST(Kernels, PreparedLayoutKernelsMatchScalarReference) {
   for (Isa isa : available_isas())
     for (DType wt : {DType::Q4_0, DType::Q8_0, DType::F16})
       for (int64_t cols : {32, 64, 96, 2048}) {
         const kernels::Kernels k = kernels::lookup(wt, isa);
-        if (!k.gemv) continue;
+        if (!k.prepare) continue;
         std::mt19937 rng(static_cast<uint32_t>(cols));
         std::normal_distribution<float> nd(0.0f, 1.0f);
         const int64_t rows = 7;
@@ -105,8 +105,8 @@ TEST(Kernels, GemvMatchesScalarReference) {
         fill_weights(wt, w, rows * cols, rng);
         std::vector<float> x(cols);
         for (auto& v : x) v = nd(rng);
-        std::vector<uint8_t> prepared, xq(row_bytes(vec_dot_type(wt), cols));
-        k.gemv_prepare(x.data(), cols, prepared);
+        std::vector<uint8_t> prepared(k.prep_bytes(cols)), xq(row_bytes(vec_dot_type(wt), cols));
+        k.prepare(x.data(), cols, prepared.data());
         quantize_row(vec_dot_type(wt), x.data(), xq.data(), cols);
         std::vector<float> y(rows);
         k.gemv(w.data(), wrb, rows, prepared.data(), cols, y.data());
@@ -114,6 +114,25 @@ TEST(Kernels, GemvMatchesScalarReference) {
           const float ref = vec_dot(wt, w.data() + r * wrb, xq.data(), cols);
           ASSERT_NEAR(y[r], ref, 1e-4f * std::sqrt(static_cast<float>(cols)) * (1.0f + std::fabs(ref)))
               << type_name(wt) << " " << kernels::isa_name(isa) << " cols " << cols << " row " << r;
+        }
+        // Many tokens: token t is x scaled by (t + 1), so each column of the result differs.
+        for (int64_t ntok : {2, 3, 5, 9}) {
+          const size_t pb = k.prep_bytes(cols), xrb = row_bytes(vec_dot_type(wt), cols);
+          std::vector<uint8_t> xs(pb * ntok), xqs(xrb * ntok);
+          std::vector<float> xt(cols);
+          for (int64_t t = 0; t < ntok; ++t) {
+            for (int64_t i = 0; i < cols; ++i) xt[i] = x[i] * static_cast<float>(t + 1) + 0.01f * t;
+            k.prepare(xt.data(), cols, xs.data() + t * pb);
+            quantize_row(vec_dot_type(wt), xt.data(), xqs.data() + t * xrb, cols);
+          }
+          std::vector<float> ym(rows * ntok);
+          k.gemm_prepared(w.data(), wrb, rows, xs.data(), pb, ntok, cols, ym.data(), rows);
+          for (int64_t t = 0; t < ntok; ++t)
+            for (int64_t r = 0; r < rows; ++r) {
+              const float ref = vec_dot(wt, w.data() + r * wrb, xqs.data() + t * xrb, cols);
+              ASSERT_NEAR(ym[t * rows + r], ref, 1e-4f * std::sqrt(static_cast<float>(cols)) * (1.0f + std::fabs(ref)))
+                  << "gemm_prepared " << type_name(wt) << " cols " << cols << " ntok " << ntok << " t " << t << " r " << r;
+            }
         }
       }
 }

@@ -59,7 +59,7 @@ Kernels lookup(DType w, Isa isa) {
     case Isa::Avx512: {
       Kernels k = lookup_avx512(w);
       if (!k.gemm) k = lookup_avx2(w);
-      add_avx512_gemv(w, k);
+      add_avx512_prepared(w, k);
       return k;
     }
     case Isa::Avx2: return lookup_avx2(w);
@@ -71,7 +71,7 @@ Kernels lookup(DType w, Isa isa) {
 #if !defined(__x86_64__)
 Kernels lookup_avx2(DType) { return {}; }
 Kernels lookup_avx512(DType) { return {}; }
-void add_avx512_gemv(DType, Kernels&) {}
+void add_avx512_prepared(DType, Kernels&) {}
 #endif
 #if !defined(__aarch64__)
 Kernels lookup_neon(DType) { return {}; }

@@ -18,16 +18,21 @@ using GemmFn = void (*)(const uint8_t* w, size_t wrb, int64_t nrows, const uint8
                         int64_t ntok, int64_t nb, float* y, int64_t ldy);
 using QuantizeFn = void (*)(const float* src, void* dst, int64_t nb);
 
-// Matrix-vector product over activations in a kernel-specific layout (`prepare` makes it from
-// float activations, quantized exactly as vec_dot_type(W) would be): y[r] = W[r] · x.
-using GemvPrepareFn = void (*)(const float* x, int64_t n, std::vector<uint8_t>& out);
+// Kernels that read activations in a layout of their own: `prepare` writes one token's
+// activations (quantized exactly as vec_dot_type(W) would be) into `prep_bytes(n)` bytes;
+// `gemv` multiplies one prepared token, `gemm_prepared` several prepared tokens whose rows lie
+// prep_bytes(n) apart (GemmFn's xrb), with `nb` = the element count n.
+using PrepBytesFn = size_t (*)(int64_t n);
+using PrepareFn = void (*)(const float* x, int64_t n, uint8_t* out);
 using GemvFn = void (*)(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* xp, int64_t n,
                         float* y);
 
 struct Kernels {
   GemmFn gemm = nullptr;            // nullptr: use the scalar reference
-  GemvPrepareFn gemv_prepare = nullptr;  // optional faster path for one token
+  PrepBytesFn prep_bytes = nullptr;  // the rest: optional, all set or all null
+  PrepareFn prepare = nullptr;
   GemvFn gemv = nullptr;
+  GemmFn gemm_prepared = nullptr;
 };
 
 enum class Isa { Scalar, Avx2, Avx512, Neon };
@@ -42,7 +47,7 @@ Kernels lookup(DType w, Isa isa);
 Kernels lookup_avx2(DType w);
 Kernels lookup_avx512(DType w);
 Kernels lookup_neon(DType w);
-// Adds the one-token kernels of avx512_gemv_*.cpp to `k`.
-void add_avx512_gemv(DType w, Kernels& k);
+// Adds the prepared-layout kernels of avx512_q4_0.cpp to `k`.
+void add_avx512_prepared(DType w, Kernels& k);
 
 }  // namespace orchard::kernels
