@@ -25,7 +25,7 @@ for variant in armv8-a armv8.2-a+dotprod; do
   [[ $variant == *dotprod ]] && dir=build-arm-dotprod
   cmake -S . -B "$dir" -G Ninja -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
-    -DCMAKE_CXX_FLAGS="-march=$variant" -DCMAKE_EXE_LINKER_FLAGS=-static >/dev/null
+    -DCMAKE_CXX_FLAGS="-march=$variant" -DORCHARD_STATIC=ON >/dev/null
   cmake --build "$dir" -j "$(nproc)" --target tensor_tests model_tests
   ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" -R '^(Kernels|AllWeightTypes|Matmul|Quant|Zoo|Fp16|Bf16|ThreadPool|Stories260K|RandLlama|Sampler|SyntheticModel)'
 done

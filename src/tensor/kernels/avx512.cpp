@@ -31,8 +31,8 @@ template <int RB, int TB> using Q8_0Tile = x86::Q8_0Tile<VnniOps, RB, TB>;
 template <int RB, int TB> using Q4_KTile = x86::Q4_KTile<VnniOps, RB, TB>;
 template <int RB, int TB> using Q6_KTile = x86::Q6_KTile<VnniOps, RB, TB>;
 
-// Float weights, 16 elements per step; `Load` widens W's and X's storage to float.
-template <class Load>
+// Float weights, 16 elements per step; `Load` widens W's storage to float, `XLoad` X's.
+template <class Load, class XLoad = Load>
 struct FloatTiles {
   template <int RB, int TB>
   struct Tile {
@@ -47,7 +47,7 @@ struct FloatTiles {
       for (; i + 16 <= n; i += 16) {
         __m512 xv[TB];
         #pragma GCC unroll 8
-        for (int t = 0; t < TB; ++t) xv[t] = Load::load16(x + t * xrb, i);
+        for (int t = 0; t < TB; ++t) xv[t] = XLoad::load16(x + t * xrb, i);
         #pragma GCC unroll 8
         for (int r = 0; r < RB; ++r) {
           const __m512 wv = Load::load16(w + r * wrb, i);
@@ -60,7 +60,7 @@ struct FloatTiles {
         #pragma GCC unroll 8
         for (int t = 0; t < TB; ++t) {
           float s = _mm512_reduce_add_ps(acc[r][t]);
-          for (int64_t j = i; j < n; ++j) s += Load::one(w + r * wrb, j) * Load::one(x + t * xrb, j);
+          for (int64_t j = i; j < n; ++j) s += Load::one(w + r * wrb, j) * XLoad::one(x + t * xrb, j);
           y[t * ldy + r] = s;
         }
     }
@@ -80,6 +80,22 @@ struct LoadF16 {
 
 template <int RB, int TB> using F32Tile = FloatTiles<LoadF32>::Tile<RB, TB>;
 template <int RB, int TB> using F16Tile = FloatTiles<LoadF16>::Tile<RB, TB>;
+template <int RB, int TB> using F16xF32Tile = FloatTiles<LoadF16, LoadF32>::Tile<RB, TB>;
+
+// F16 weights against activations prepared as float32 values already rounded through fp16
+// (exactly the reference's f16 activations), so each activation converts once per token
+// instead of once per row.
+size_t f16_prep_bytes(int64_t n) { return static_cast<size_t>(n) * sizeof(float); }
+void f16_prepare(const float* x, int64_t n, uint8_t* out) {
+  auto* o = reinterpret_cast<float*>(out);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(o + i, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
+  for (; i < n; ++i) o[i] = _cvtsh_ss(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT));
+}
+void f16_gemv(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* xp, int64_t n, float* y) {
+  gemm_tiled<F16xF32Tile>(w, wrb, nrows, xp, f16_prep_bytes(n), 1, n, y, nrows);
+}
 
 }  // namespace
 
@@ -90,7 +106,8 @@ Kernels lookup_avx512(DType w) {
     case DType::Q4_K: return {gemm_tiled<Q4_KTile>};
     case DType::Q6_K: return {gemm_tiled<Q6_KTile>};
     case DType::F32: return {gemm_tiled<F32Tile>};
-    case DType::F16: return {gemm_tiled<F16Tile>};
+    case DType::F16:
+      return {gemm_tiled<F16Tile>, f16_prep_bytes, f16_prepare, f16_gemv, gemm_tiled<F16xF32Tile>};
     default: return {};
   }
 }
