@@ -26,8 +26,14 @@ void LlamaModel::forward(std::span<const int32_t> tokens, KVCache& kv, std::vect
   const int64_t dim = hp_.dim, qd = hp_.q_dim(), kvd = hp_.kv_dim(), ffn = hp_.ffn_dim;
   const int64_t hd = hp_.head_dim, pos0 = kv.size();
   const bool neox = hp_.rope_order == RopeOrder::NeoX;
-  std::vector<float> x(n * dim), xn(n * dim), q(n * qd), k(n * kvd), v(n * kvd), att(n * qd),
-      proj(n * dim), gate(n * ffn), up(n * ffn);
+  // Activations live in buffers kept across calls: fresh ones every call cost page faults.
+  Buffers& b = buf_;
+  for (auto* vec : {&b.x, &b.xn, &b.proj}) vec->resize(static_cast<size_t>(n * dim));
+  for (auto* vec : {&b.q, &b.att}) vec->resize(static_cast<size_t>(n * qd));
+  for (auto* vec : {&b.k, &b.v}) vec->resize(static_cast<size_t>(n * kvd));
+  for (auto* vec : {&b.gate, &b.up}) vec->resize(static_cast<size_t>(n * ffn));
+  std::vector<float> &x = b.x, &xn = b.xn, &q = b.q, &k = b.k, &v = b.v, &att = b.att, &proj = b.proj,
+                     &gate = b.gate, &up = b.up;
 
   // x = embedding rows of the tokens
   for (int64_t t = 0; t < n; ++t) get_row(w_.tok_embd, tokens[t], &x[t * dim]);
@@ -107,11 +113,7 @@ void LlamaModel::attention(int64_t layer, const float* q, int64_t n, int64_t pos
       softmax(scores.data(), len);
       float* oh = out + t * qd + h * hd;
       std::fill_n(oh, hd, 0.0f);
-      for (int64_t p = 0; p < len; ++p) {
-        const float* vp = kv.v(layer, p) + kvh * hd;
-        const float a = scores[p];
-        for (int64_t i = 0; i < hd; ++i) oh[i] += a * vp[i];
-      }
+      for (int64_t p = 0; p < len; ++p) axpy(scores[p], kv.v(layer, p) + kvh * hd, oh, hd);
     }
   });
 }

@@ -32,6 +32,9 @@ class LlamaModel {
   HParams hp_;
   ModelWeights w_;
   std::vector<uint8_t> scratch_;
+  struct Buffers {
+    std::vector<float> x, xn, q, k, v, att, proj, gate, up;
+  } buf_;
 };
 
 }  // namespace orchard

@@ -7,6 +7,9 @@ namespace orchard {
 // out = x / sqrt(mean(x²) + eps) * w   (w may be nullptr for no weight); out may alias x.
 void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps);
 
+// y += a · x over n values (vectorised by the compiler for whatever SIMD the build targets).
+void axpy(float a, const float* x, float* y, int64_t n);
+
 // In-place softmax over n values.
 void softmax(float* x, int64_t n);
 

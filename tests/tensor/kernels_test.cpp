@@ -150,3 +150,40 @@ TEST(Kernels, DetectsAnIsaAndNamesIt) {
 
 }  // namespace
 }  // namespace orchard
+
+namespace orchard {
+namespace {
+
+// The Q4_0 prepared layout must hold exactly the reference Q8_0 quantization, halves rounded
+// away from zero included (the hardware rounds them to even).
+TEST(Kernels, PreparedQ4_0ActivationsAreTheReferenceQuantization) {
+  const kernels::Kernels k = kernels::lookup(DType::Q4_0, kernels::detect_isa());
+  if (!k.prepare || kernels::detect_isa() != kernels::Isa::Avx512) GTEST_SKIP() << "no prepared Q4_0 kernel here";
+  std::vector<float> x(64);
+  for (int i = 0; i < 64; ++i) x[i] = static_cast<float>(i % 9) - 4.5f;  // many exact halves
+  x[5] = 127.0f;                                                        // d = 1 in block A
+  x[40] = -63.5f;                                                       // d = 0.5 in block B
+  std::vector<uint8_t> prep(k.prep_bytes(64));
+  k.prepare(x.data(), 64, prep.data());
+  std::vector<uint8_t> ref(2 * 34);
+  quantize_row(DType::Q8_0, x.data(), ref.data(), 64);
+  const auto* a = reinterpret_cast<const int8_t*>(ref.data() + 2);
+  const auto* b = reinterpret_cast<const int8_t*>(ref.data() + 34 + 2);
+  const auto* q = reinterpret_cast<const int8_t*>(prep.data());
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(q[i], a[i]) << i;
+    EXPECT_EQ(q[16 + i], b[i]) << i;
+    EXPECT_EQ(q[32 + i], a[16 + i]) << i;
+    EXPECT_EQ(q[48 + i], b[16 + i]) << i;
+  }
+  float d[2];
+  std::memcpy(d, prep.data() + 128, sizeof d);
+  uint16_t da, db;
+  std::memcpy(&da, ref.data(), 2);
+  std::memcpy(&db, ref.data() + 34, 2);
+  EXPECT_EQ(d[0], fp16_to_fp32(da));
+  EXPECT_EQ(d[1], fp16_to_fp32(db));
+}
+
+}  // namespace
+}  // namespace orchard
