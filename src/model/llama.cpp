@@ -11,7 +11,9 @@
 namespace orchard {
 
 LlamaModel::LlamaModel(const GGUFFile& file)
-    : hp_(HParams::from_gguf(file)), w_(ModelWeights::bind(file, hp_)) {}
+    : hp_(HParams::from_gguf(file)), w_(ModelWeights::bind(file, hp_)) {
+  w_.pack_for_cpu();
+}
 
 void LlamaModel::forward(std::span<const int32_t> tokens, KVCache& kv, std::vector<float>& logits,
                          bool all_logits) {

@@ -97,4 +97,15 @@ ModelWeights ModelWeights::bind(const GGUFFile& f, const HParams& hp) {
   return w;
 }
 
+void ModelWeights::pack_for_cpu() {
+  auto pack = [&](MatrixView& m) {
+    if (m.packed) return;
+    auto bytes = orchard::pack_for_cpu(m);
+    if (!bytes.empty()) packed.push_back(std::move(bytes));
+  };
+  for (auto& L : layers)
+    for (MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*m);
+  pack(output);
+}
+
 }  // namespace orchard

@@ -37,6 +37,11 @@ struct ModelWeights {
 
   // Small 1-D tensors (norms, biases) stored in F16/BF16 are converted once and kept here.
   std::vector<std::unique_ptr<std::vector<float>>> owned;
+  // Matrices repacked for this CPU's prompt-processing kernel (see pack_for_cpu).
+  std::vector<std::vector<uint8_t>> packed;
+
+  // Repacks every matrix that has a faster many-token layout on this CPU.
+  void pack_for_cpu();
 };
 
 }  // namespace orchard

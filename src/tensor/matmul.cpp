@@ -54,6 +54,21 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
   const kernels::Kernels& k = fast_kernels(w.type);
   ThreadPool& pool = global_pool();
   const auto* wbytes = static_cast<const uint8_t*>(w.data);
+  if (w.packed && k.packed && n_tokens > 1) {  // weights repacked at load for many tokens
+    const kernels::PackedKernels& pk = *k.packed;
+    const size_t pb = pk.prep_bytes(w.cols);
+    scratch.resize(pb * static_cast<size_t>(n_tokens));
+    uint8_t* xp = scratch.data();
+    pool.parallel_for(n_tokens, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) pk.prepare(x + t * w.cols, w.cols, xp + static_cast<size_t>(t) * pb);
+    });
+    const size_t group_bytes = pk.pack_bytes(pk.row_group, w.cols);
+    pool.parallel_for(w.rows, pk.row_group, [&](int64_t r0, int64_t r1) {
+      pk.gemm(w.packed + static_cast<size_t>(r0 / pk.row_group) * group_bytes, 0, r1 - r0, xp, pb, n_tokens,
+              w.cols, y + r0, w.rows);
+    });
+    return;
+  }
   if (k.prepare) {  // kernels with their own activation layout
     const size_t pb = k.prep_bytes(w.cols);
     scratch.resize(pb * static_cast<size_t>(n_tokens));
@@ -115,6 +130,22 @@ void dot_rows_f32(const float* w, int64_t rows, int64_t cols, int64_t stride, co
     for (int64_t c = 0; c < cols; ++c) s += w[r * stride + c] * x[c];
     y[r] = s;
   }
+}
+
+std::vector<uint8_t> pack_for_cpu(MatrixView& w) {
+  const kernels::Kernels& k = fast_kernels(w.type);
+  if (!k.packed || w.rows % k.packed->row_group != 0 || w.rows == 0) return {};
+  const size_t w_row = checked_row_bytes(w, "pack_for_cpu");
+  std::vector<uint8_t> out(k.packed->pack_bytes(w.rows, w.cols));
+  const auto* wbytes = static_cast<const uint8_t*>(w.data);
+  const int64_t group = k.packed->row_group;
+  const size_t group_bytes = k.packed->pack_bytes(group, w.cols);
+  global_pool().parallel_for(w.rows, group, [&](int64_t r0, int64_t r1) {
+    k.packed->pack(wbytes + static_cast<size_t>(r0) * w_row, w_row, r1 - r0, w.cols,
+                   out.data() + static_cast<size_t>(r0 / group) * group_bytes);
+  });
+  w.packed = out.data();
+  return out;
 }
 
 void matvec(const MatrixView& w, const float* x, float* y, std::vector<uint8_t>& scratch) {

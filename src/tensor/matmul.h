@@ -13,7 +13,14 @@ struct MatrixView {
   int64_t rows = 0;
   int64_t cols = 0;
   const void* data = nullptr;
+  // Optional copy of the rows repacked for this CPU's many-token kernel (see pack_for_cpu).
+  const uint8_t* packed = nullptr;
 };
+
+// Repacks `w` for the fastest prompt-processing kernel of this CPU when there is one and its
+// shape fits, pointing w.packed at the returned bytes (keep them alive as long as `w`).
+// Returns an empty vector and leaves `w` alone otherwise.
+std::vector<uint8_t> pack_for_cpu(MatrixView& w);
 
 // y[r] = sum_c W[r, c] * x[c] for every row r.  `scratch` is reused between calls.
 void matvec(const MatrixView& w, const float* x, float* y, std::vector<uint8_t>& scratch);

@@ -24,6 +24,7 @@
 
 #include "tensor/f16.h"
 #include "tensor/kernels/kernels.h"
+#include "tensor/kernels/x86_q8_quantize.h"
 #include "tensor/quant.h"
 #include "tensor/quant_blocks.h"
 
@@ -37,34 +38,14 @@ constexpr size_t kPairBytes = 64 + 64 + 8;
 
 size_t prep_bytes(int64_t n) { return static_cast<size_t>((n / 32 + 1) / 2) * kPairBytes; }
 
-// Q8_0 of one block of 32 activations, bit-identical to the reference quantizer: d = amax/127,
-// q = roundf(x / d) — roundf rounds halves away from zero, which the hardware's round-to-even
-// does not, so ties are fixed up from the truncated value.
-inline __m256i quantize_block(const float* x, float& d_rounded) {
-  const __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
-  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
-  const float d = amax / 127.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  d_rounded = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
-  auto round_half_away = [&](__m512 v) {
-    const __m512 scaled = _mm512_mul_ps(v, _mm512_set1_ps(id));
-    const __m512 t = _mm512_roundscale_ps(scaled, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __m512 frac = _mm512_abs_ps(_mm512_sub_ps(scaled, t));
-    const __mmask16 up = _mm512_cmp_ps_mask(frac, _mm512_set1_ps(0.5f), _CMP_GE_OQ);
-    const __m512 one = _mm512_or_ps(_mm512_set1_ps(1.0f), _mm512_and_ps(scaled, _mm512_set1_ps(-0.0f)));
-    return _mm512_cvttps_epi32(_mm512_mask_add_ps(t, up, t, one));
-  };
-  return _mm256_set_m128i(_mm512_cvtsepi32_epi8(round_half_away(b)), _mm512_cvtsepi32_epi8(round_half_away(a)));
-}
-
 void prepare(const float* x, int64_t n, uint8_t* out) {
   const int64_t nb = n / 32;
   const __m512i eights = _mm512_set1_epi8(8);
   for (int64_t p = 0; p < (nb + 1) / 2; ++p) {
     uint8_t* dst = out + p * kPairBytes;
     float d[2] = {0.0f, 0.0f};
-    const __m256i qa = quantize_block(x + 64 * p, d[0]);
-    const __m256i qb = 2 * p + 1 < nb ? quantize_block(x + 64 * p + 32, d[1]) : _mm256_setzero_si256();
+    const __m256i qa = x86::quantize_block_q8_0(x + 64 * p, d[0]);
+    const __m256i qb = 2 * p + 1 < nb ? x86::quantize_block_q8_0(x + 64 * p + 32, d[1]) : _mm256_setzero_si256();
     // A0..15, B0..15, A16..31, B16..31
     const __m256i lo = _mm256_permute2x128_si256(qa, qb, 0x20);
     const __m256i hi = _mm256_permute2x128_si256(qa, qb, 0x31);

@@ -60,6 +60,7 @@ Kernels lookup(DType w, Isa isa) {
       Kernels k = lookup_avx512(w);
       if (!k.gemm) k = lookup_avx2(w);
       add_avx512_prepared(w, k);
+      k.packed = avx512_packed(w);
       return k;
     }
     case Isa::Avx2: return lookup_avx2(w);
@@ -72,6 +73,7 @@ Kernels lookup(DType w, Isa isa) {
 Kernels lookup_avx2(DType) { return {}; }
 Kernels lookup_avx512(DType) { return {}; }
 void add_avx512_prepared(DType, Kernels&) {}
+const PackedKernels* avx512_packed(DType) { return nullptr; }
 #endif
 #if !defined(__aarch64__)
 Kernels lookup_neon(DType) { return {}; }

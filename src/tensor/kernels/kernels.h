@@ -27,12 +27,27 @@ using PrepareFn = void (*)(const float* x, int64_t n, uint8_t* out);
 using GemvFn = void (*)(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* xp, int64_t n,
                         float* y);
 
+// Kernels over weights repacked once at load: `pack` turns rows [0, rows) (rows a multiple of
+// `row_group`) into pack_bytes(rows, cols) bytes; `gemm` then takes the packed bytes as W
+// (wrb unused) and activations from `prepare` (prep_bytes(n) apart) with nb = n elements.
+using PackBytesFn = size_t (*)(int64_t rows, int64_t cols);
+using PackFn = void (*)(const uint8_t* w, size_t wrb, int64_t rows, int64_t cols, uint8_t* out);
+struct PackedKernels {
+  int64_t row_group;
+  PackBytesFn pack_bytes;
+  PackFn pack;
+  PrepBytesFn prep_bytes;
+  PrepareFn prepare;
+  GemmFn gemm;
+};
+
 struct Kernels {
   GemmFn gemm = nullptr;            // nullptr: use the scalar reference
   PrepBytesFn prep_bytes = nullptr;  // the rest: optional, all set or all null
   PrepareFn prepare = nullptr;
   GemvFn gemv = nullptr;
   GemmFn gemm_prepared = nullptr;
+  const PackedKernels* packed = nullptr;  // optional repacked-weight path for many tokens
 };
 
 enum class Isa { Scalar, Avx2, Avx512, Neon };
@@ -49,5 +64,6 @@ Kernels lookup_avx512(DType w);
 Kernels lookup_neon(DType w);
 // Adds the prepared-layout kernels of avx512_q4_0.cpp to `k`.
 void add_avx512_prepared(DType w, Kernels& k);
+const PackedKernels* avx512_packed(DType w);
 
 }  // namespace orchard::kernels
