@@ -1,0 +1,203 @@
+// Q4_0 and Q8_0 × many tokens on AVX-512 VNNI over weights repacked at load time, 16 rows at a
+// time.
+//
+// A dpbusd lane multiplies 4 bytes by 4 bytes. Packing puts 16 *rows* in the 16 lanes — lane i
+// holds 4 consecutive weights of row i — and broadcasts the matching 4 activations of a token to
+// every lane, so one instruction advances 16 dot products by 4 elements and no horizontal sums
+// are ever needed. Per block of 32 elements and group of 16 rows the packed form is
+//   uint16 d[16]            the rows' fp16 scales
+//   uint8  q[4][16][4]      chunk h, row i: bytes qs[4h..4h+3] of row i's block (low nibbles are
+//                           elements 4h..4h+3, high nibbles elements 16+4h..16+4h+3)
+// 288 bytes, the same as the 16 original blocks. Activations are prepared per token as Q8_0
+// (reference-exact) into: int8 q[32], float d, int32 −8·Σq per block (40 bytes), so
+//   dot_row = Σ_blocks dw·dx·(Σ_i q_w,i·x_i − 8·Σ_i x_i).
+// Q8_0 follows the same plan with the roles of the signed and unsigned operand swapped.
+#if defined(__x86_64__)
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include <cstring>
+#include <vector>
+
+#include "tensor/f16.h"
+#include "tensor/kernels/kernels.h"
+#include "tensor/kernels/x86_q8_quantize.h"
+#include "tensor/quant.h"
+#include "tensor/quant_blocks.h"
+
+namespace orchard::kernels {
+namespace {
+
+using detail::BlockQ4_0;
+using detail::BlockQ8_0;
+
+constexpr int64_t kGroup = 16;
+constexpr size_t kXBlock = 40;  // per (token, block): int8 or uint8 q[32], float d, int32 c
+
+inline __m512i bcast4(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// Q4_0: see the file comment. Weights are the unsigned operand (nibbles 0..15), activations the
+// signed one; the −8 offset enters as the per-token start value −8·Σx.
+struct Q4_0Format {
+  static constexpr size_t kBlock = 32 + 256;
+  static void pack_block(const uint8_t* w, size_t wrb, int64_t b, uint8_t* dst) {
+    for (int64_t i = 0; i < kGroup; ++i) {
+      const auto* blk = reinterpret_cast<const BlockQ4_0*>(w + i * wrb) + b;
+      std::memcpy(dst + 2 * i, &blk->d, 2);
+      for (int h = 0; h < 4; ++h) std::memcpy(dst + 32 + h * 64 + i * 4, blk->qs + 4 * h, 4);
+    }
+  }
+  // wq[g] multiplies activations 4g..4g+3.
+  static void unpack(const uint8_t* pb, __m512i wq[8]) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    for (int h = 0; h < 4; ++h) {
+      const __m512i v = _mm512_loadu_si512(pb + 32 + 64 * h);
+      wq[h] = _mm512_and_si512(v, low4);
+      wq[h + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+    }
+  }
+  static void prepare_block(const float* x, uint8_t* dst) {
+    float d;
+    const __m256i q = x86::quantize_block_q8_0(x, d);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), q);
+    const int32_t sum = _mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q))) +
+                        _mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1)));
+    const int32_t c = -8 * sum;
+    std::memcpy(dst + 32, &d, 4);
+    std::memcpy(dst + 36, &c, 4);
+  }
+  static __m512i start(const uint8_t* /*pb*/, const uint8_t* xb) {
+    int32_t c;
+    std::memcpy(&c, xb + 36, 4);
+    return _mm512_set1_epi32(c);
+  }
+  static __m512i dot(__m512i acc, __m512i wq, const uint8_t* x4) { return _mm512_dpbusd_epi32(acc, wq, bcast4(x4)); }
+};
+
+// Q8_0: weights are signed, so the activations become the unsigned operand as x + 128, and the
+// start value −128·Σw (per row, stored with the packed block) takes the 128 back out.
+struct Q8_0Format {
+  static constexpr size_t kBlock = 32 + 64 + 512;
+  static void pack_block(const uint8_t* w, size_t wrb, int64_t b, uint8_t* dst) {
+    for (int64_t i = 0; i < kGroup; ++i) {
+      const auto* blk = reinterpret_cast<const BlockQ8_0*>(w + i * wrb) + b;
+      std::memcpy(dst + 2 * i, &blk->d, 2);
+      int32_t sum = 0;
+      for (int k = 0; k < 32; ++k) sum += blk->qs[k];
+      const int32_t c = -128 * sum;
+      std::memcpy(dst + 32 + 4 * i, &c, 4);
+      for (int g = 0; g < 8; ++g) std::memcpy(dst + 96 + g * 64 + i * 4, blk->qs + 4 * g, 4);
+    }
+  }
+  static void unpack(const uint8_t* pb, __m512i wq[8]) {
+    for (int g = 0; g < 8; ++g) wq[g] = _mm512_loadu_si512(pb + 96 + 64 * g);
+  }
+  static void prepare_block(const float* x, uint8_t* dst) {
+    float d;
+    const __m256i q = _mm256_xor_si256(x86::quantize_block_q8_0(x, d), _mm256_set1_epi8(static_cast<char>(0x80)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), q);
+    std::memcpy(dst + 32, &d, 4);
+  }
+  static __m512i start(const uint8_t* pb, const uint8_t* /*xb*/) { return _mm512_loadu_si512(pb + 32); }
+  static __m512i dot(__m512i acc, __m512i wq, const uint8_t* x4) { return _mm512_dpbusd_epi32(acc, bcast4(x4), wq); }
+};
+
+template <class F>
+size_t pack_bytes(int64_t rows, int64_t cols) {
+  return static_cast<size_t>(rows / kGroup) * static_cast<size_t>(cols / 32) * F::kBlock;
+}
+
+template <class F>
+void pack(const uint8_t* w, size_t wrb, int64_t rows, int64_t cols, uint8_t* out) {
+  const int64_t nb = cols / 32;
+  for (int64_t g = 0; g < rows / kGroup; ++g)
+    for (int64_t b = 0; b < nb; ++b)
+      F::pack_block(w + g * kGroup * wrb, wrb, b, out + static_cast<size_t>(g * nb + b) * F::kBlock);
+}
+
+size_t prep_bytes(int64_t n) { return static_cast<size_t>(n / 32) * kXBlock; }
+
+template <class F>
+void prepare(const float* x, int64_t n, uint8_t* out) {
+  for (int64_t b = 0; b < n / 32; ++b) F::prepare_block(x + 32 * b, out + b * kXBlock);
+}
+
+// 16 rows × TB tokens over every block.
+template <class F, int TB>
+void group_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb, float* y, int64_t ldy) {
+  __m512 acc[TB];
+#pragma GCC unroll 8
+  for (int t = 0; t < TB; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* pb = wg + b * F::kBlock;
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb)));
+    __m512i wq[8];
+    F::unpack(pb, wq);
+#pragma GCC unroll 8
+    for (int t = 0; t < TB; ++t) {
+      const uint8_t* xb = x + t * xrb + b * kXBlock;
+      float dx;
+      std::memcpy(&dx, xb + 32, 4);
+      // Two chains halve the dependent-dpbusd latency per token.
+      __m512i s0 = F::start(pb, xb), s1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int g = 0; g < 8; g += 2) {
+        s0 = F::dot(s0, wq[g], xb + 4 * g);
+        s1 = F::dot(s1, wq[g + 1], xb + 4 * g + 4);
+      }
+      const __m512 sf = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
+      acc[t] = _mm512_fmadd_ps(sf, _mm512_mul_ps(dw, _mm512_set1_ps(dx)), acc[t]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < TB; ++t) _mm512_storeu_ps(y + t * ldy, acc[t]);
+}
+
+// w: packed groups for rows [0, nrows) (nrows a multiple of 16); x: prepared tokens xrb apart.
+template <class F>
+void gemm(const uint8_t* w, size_t /*wrb*/, int64_t nrows, const uint8_t* x, size_t xrb, int64_t ntok,
+          int64_t n, float* y, int64_t ldy) {
+  const int64_t nb = n / 32;
+  constexpr int64_t kTokenChunk = 64;
+  for (int64_t t0 = 0; t0 < ntok; t0 += kTokenChunk) {
+    const int64_t t1 = t0 + kTokenChunk < ntok ? t0 + kTokenChunk : ntok;
+    for (int64_t g = 0; g < nrows / kGroup; ++g) {
+      const uint8_t* wg = w + static_cast<size_t>(g * nb) * F::kBlock;
+      float* yg = y + g * kGroup;
+      int64_t t = t0;
+      for (; t + 4 <= t1; t += 4) group_tile<F, 4>(wg, nb, x + t * xrb, xrb, yg + t * ldy, ldy);
+      for (; t < t1; ++t) group_tile<F, 1>(wg, nb, x + t * xrb, xrb, yg + t * ldy, ldy);
+    }
+  }
+}
+
+template <class F>
+constexpr PackedKernels kernels_for{kGroup, pack_bytes<F>, pack<F>, prep_bytes, prepare<F>, gemm<F>};
+
+}  // namespace
+
+const PackedKernels* avx512_packed(DType w) {
+  if (w == DType::Q4_0) return &kernels_for<Q4_0Format>;
+  if (w == DType::Q8_0) return &kernels_for<Q8_0Format>;
+  return nullptr;
+}
+
+}  // namespace orchard::kernels
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#endif  // __x86_64__
