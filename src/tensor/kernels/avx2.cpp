@@ -9,6 +9,7 @@
 #endif
 #include <immintrin.h>
 
+#include "tensor/kernels/float_tiles.h"
 #include "tensor/kernels/gemm_tiles.h"
 #include "tensor/kernels/kernels.h"
 #include "tensor/kernels/x86_int8_tiles.h"
@@ -32,55 +33,26 @@ template <int RB, int TB> using Q8_0Tile = x86::Q8_0Tile<Avx2Ops, RB, TB>;
 template <int RB, int TB> using Q4_KTile = x86::Q4_KTile<Avx2Ops, RB, TB>;
 template <int RB, int TB> using Q6_KTile = x86::Q6_KTile<Avx2Ops, RB, TB>;
 
-// Float weights, 8 elements per step; `Load` widens W's and X's storage to float.
-template <class Load>
-struct FloatTiles {
-  template <int RB, int TB>
-  struct Tile {
-    static void run(const uint8_t* w, size_t wrb, const uint8_t* x, size_t xrb, int64_t n, float* y,
-                    int64_t ldy) {
-      __m256 acc[RB][TB];
-      #pragma GCC unroll 8
-      for (int r = 0; r < RB; ++r)
-        #pragma GCC unroll 8
-        for (int t = 0; t < TB; ++t) acc[r][t] = _mm256_setzero_ps();
-      int64_t i = 0;
-      for (; i + 8 <= n; i += 8) {
-        __m256 xv[TB];
-        #pragma GCC unroll 8
-        for (int t = 0; t < TB; ++t) xv[t] = Load::load8(x + t * xrb, i);
-        #pragma GCC unroll 8
-        for (int r = 0; r < RB; ++r) {
-          const __m256 wv = Load::load8(w + r * wrb, i);
-          #pragma GCC unroll 8
-          for (int t = 0; t < TB; ++t) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
-        }
-      }
-      #pragma GCC unroll 8
-      for (int r = 0; r < RB; ++r)
-        #pragma GCC unroll 8
-        for (int t = 0; t < TB; ++t) {
-          float s = hsum256(acc[r][t]);
-          for (int64_t j = i; j < n; ++j) s += Load::one(w + r * wrb, j) * Load::one(x + t * xrb, j);
-          y[t * ldy + r] = s;
-        }
-    }
-  };
+struct V256 {
+  using Reg = __m256;
+  static constexpr int kWidth = 8;
+  static Reg zero() { return _mm256_setzero_ps(); }
+  static Reg fma(Reg a, Reg b, Reg acc) { return _mm256_fmadd_ps(a, b, acc); }
+  static float sum(Reg v) { return hsum256(v); }
 };
-
 struct LoadF32 {
-  static __m256 load8(const uint8_t* p, int64_t i) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p) + i); }
+  static __m256 load(const uint8_t* p, int64_t i) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p) + i); }
   static float one(const uint8_t* p, int64_t i) { return reinterpret_cast<const float*>(p)[i]; }
 };
 struct LoadF16 {
-  static __m256 load8(const uint8_t* p, int64_t i) {
+  static __m256 load(const uint8_t* p, int64_t i) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(p) + i)));
   }
   static float one(const uint8_t* p, int64_t i) { return f16(reinterpret_cast<const uint16_t*>(p)[i]); }
 };
 
-template <int RB, int TB> using F32Tile = FloatTiles<LoadF32>::Tile<RB, TB>;
-template <int RB, int TB> using F16Tile = FloatTiles<LoadF16>::Tile<RB, TB>;
+template <int RB, int TB> using F32Tile = FloatTiles<V256, LoadF32>::Tile<RB, TB>;
+template <int RB, int TB> using F16Tile = FloatTiles<V256, LoadF16>::Tile<RB, TB>;
 
 }  // namespace
 

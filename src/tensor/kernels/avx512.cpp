@@ -13,6 +13,7 @@
 #endif
 #include <immintrin.h>
 
+#include "tensor/kernels/float_tiles.h"
 #include "tensor/kernels/gemm_tiles.h"
 #include "tensor/kernels/kernels.h"
 #include "tensor/kernels/x86_int8_tiles.h"
@@ -31,56 +32,28 @@ template <int RB, int TB> using Q8_0Tile = x86::Q8_0Tile<VnniOps, RB, TB>;
 template <int RB, int TB> using Q4_KTile = x86::Q4_KTile<VnniOps, RB, TB>;
 template <int RB, int TB> using Q6_KTile = x86::Q6_KTile<VnniOps, RB, TB>;
 
-// Float weights, 16 elements per step; `Load` widens W's storage to float, `XLoad` X's.
-template <class Load, class XLoad = Load>
-struct FloatTiles {
-  template <int RB, int TB>
-  struct Tile {
-    static void run(const uint8_t* w, size_t wrb, const uint8_t* x, size_t xrb, int64_t n, float* y,
-                    int64_t ldy) {
-      __m512 acc[RB][TB];
-      #pragma GCC unroll 8
-      for (int r = 0; r < RB; ++r)
-        #pragma GCC unroll 8
-        for (int t = 0; t < TB; ++t) acc[r][t] = _mm512_setzero_ps();
-      int64_t i = 0;
-      for (; i + 16 <= n; i += 16) {
-        __m512 xv[TB];
-        #pragma GCC unroll 8
-        for (int t = 0; t < TB; ++t) xv[t] = XLoad::load16(x + t * xrb, i);
-        #pragma GCC unroll 8
-        for (int r = 0; r < RB; ++r) {
-          const __m512 wv = Load::load16(w + r * wrb, i);
-          #pragma GCC unroll 8
-          for (int t = 0; t < TB; ++t) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
-        }
-      }
-      #pragma GCC unroll 8
-      for (int r = 0; r < RB; ++r)
-        #pragma GCC unroll 8
-        for (int t = 0; t < TB; ++t) {
-          float s = _mm512_reduce_add_ps(acc[r][t]);
-          for (int64_t j = i; j < n; ++j) s += Load::one(w + r * wrb, j) * XLoad::one(x + t * xrb, j);
-          y[t * ldy + r] = s;
-        }
-    }
-  };
+struct V512 {
+  using Reg = __m512;
+  static constexpr int kWidth = 16;
+  static Reg zero() { return _mm512_setzero_ps(); }
+  static Reg fma(Reg a, Reg b, Reg acc) { return _mm512_fmadd_ps(a, b, acc); }
+  static float sum(Reg v) { return _mm512_reduce_add_ps(v); }
 };
 
 struct LoadF32 {
-  static __m512 load16(const uint8_t* p, int64_t i) { return _mm512_loadu_ps(reinterpret_cast<const float*>(p) + i); }
+  static __m512 load(const uint8_t* p, int64_t i) { return _mm512_loadu_ps(reinterpret_cast<const float*>(p) + i); }
   static float one(const uint8_t* p, int64_t i) { return reinterpret_cast<const float*>(p)[i]; }
 };
 struct LoadF16 {
-  static __m512 load16(const uint8_t* p, int64_t i) {
+  static __m512 load(const uint8_t* p, int64_t i) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(p) + i)));
   }
   static float one(const uint8_t* p, int64_t i) { return f16(reinterpret_cast<const uint16_t*>(p)[i]); }
 };
 
-template <int RB, int TB> using F32Tile = FloatTiles<LoadF32>::Tile<RB, TB>;
-template <int RB, int TB> using F16Tile = FloatTiles<LoadF16>::Tile<RB, TB>;
-template <int RB, int TB> using F16xF32Tile = FloatTiles<LoadF16, LoadF32>::Tile<RB, TB>;
+template <int RB, int TB> using F32Tile = FloatTiles<V512, LoadF32>::Tile<RB, TB>;
+template <int RB, int TB> using F16Tile = FloatTiles<V512, LoadF16>::Tile<RB, TB>;
+template <int RB, int TB> using F16xF32Tile = FloatTiles<V512, LoadF16, LoadF32>::Tile<RB, TB>;
 
 // F16 weights against activations prepared as float32 values already rounded through fp16
 // (exactly the reference's f16 activations), so each activation converts once per token

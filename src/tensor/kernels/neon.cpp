@@ -4,6 +4,7 @@
 #if defined(__aarch64__)
 #include <arm_neon.h>
 
+#include "tensor/kernels/float_tiles.h"
 #include "tensor/kernels/gemm_tiles.h"
 #include "tensor/kernels/kernels.h"
 #include "tensor/quant_blocks.h"
@@ -95,48 +96,27 @@ struct Q8_0Tile {
   }
 };
 
-// Float weights, 4 elements per step; `Load` widens W's and X's storage to float.
-template <class Load>
-struct FloatTiles {
-  template <int RB, int TB>
-  struct Tile {
-    static void run(const uint8_t* w, size_t wrb, const uint8_t* x, size_t xrb, int64_t n, float* y,
-                    int64_t ldy) {
-      float32x4_t acc[RB][TB];
-      for (int r = 0; r < RB; ++r)
-        for (int t = 0; t < TB; ++t) acc[r][t] = vdupq_n_f32(0);
-      int64_t i = 0;
-      for (; i + 4 <= n; i += 4) {
-        float32x4_t xv[TB];
-        for (int t = 0; t < TB; ++t) xv[t] = Load::load4(x + t * xrb, i);
-        for (int r = 0; r < RB; ++r) {
-          const float32x4_t wv = Load::load4(w + r * wrb, i);
-          for (int t = 0; t < TB; ++t) acc[r][t] = vfmaq_f32(acc[r][t], wv, xv[t]);
-        }
-      }
-      for (int r = 0; r < RB; ++r)
-        for (int t = 0; t < TB; ++t) {
-          float s = vaddvq_f32(acc[r][t]);
-          for (int64_t j = i; j < n; ++j) s += Load::one(w + r * wrb, j) * Load::one(x + t * xrb, j);
-          y[t * ldy + r] = s;
-        }
-    }
-  };
+struct V128 {
+  using Reg = float32x4_t;
+  static constexpr int kWidth = 4;
+  static Reg zero() { return vdupq_n_f32(0); }
+  static Reg fma(Reg a, Reg b, Reg acc) { return vfmaq_f32(acc, a, b); }
+  static float sum(Reg v) { return vaddvq_f32(v); }
 };
 
 struct LoadF32 {
-  static float32x4_t load4(const uint8_t* p, int64_t i) { return vld1q_f32(reinterpret_cast<const float*>(p) + i); }
+  static float32x4_t load(const uint8_t* p, int64_t i) { return vld1q_f32(reinterpret_cast<const float*>(p) + i); }
   static float one(const uint8_t* p, int64_t i) { return reinterpret_cast<const float*>(p)[i]; }
 };
 struct LoadF16 {
-  static float32x4_t load4(const uint8_t* p, int64_t i) {
+  static float32x4_t load(const uint8_t* p, int64_t i) {
     return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(p) + i)));
   }
   static float one(const uint8_t* p, int64_t i) { return f16(reinterpret_cast<const uint16_t*>(p)[i]); }
 };
 
-template <int RB, int TB> using F32Tile = FloatTiles<LoadF32>::Tile<RB, TB>;
-template <int RB, int TB> using F16Tile = FloatTiles<LoadF16>::Tile<RB, TB>;
+template <int RB, int TB> using F32Tile = FloatTiles<V128, LoadF32>::Tile<RB, TB>;
+template <int RB, int TB> using F16Tile = FloatTiles<V128, LoadF16>::Tile<RB, TB>;
 
 }  // namespace
 
