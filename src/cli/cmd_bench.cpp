@@ -45,7 +45,7 @@ void register_bench(CLI::App& app) {
   struct Opts {
     std::string model, threads = "0";
     int pp = 512, tg = 128, reps = 5;
-    bool mmap = false;
+    bool mmap = false, no_repack = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
@@ -57,12 +57,14 @@ void register_bench(CLI::App& app) {
   cmd->add_option("-t,--threads", o->threads, "Comma-separated thread counts, e.g. 1,2 (0: all)")
       ->capture_default_str();
   cmd->add_flag("--mmap", o->mmap, "Run from the page cache instead of a huge-page copy");
+  cmd->add_flag("--no-repack", o->no_repack, "Skip the repacked weight copy (less memory, slower prompts)");
   cmd->callback([o] {
     if (o->reps < 1) throw CLI::ValidationError("--repetitions", "must be at least 1");
     EngineOptions eo;
     eo.model_path = o->model.empty() ? default_model_path() : o->model;
     eo.n_ctx = std::max(o->pp, o->tg) + 1;
     eo.mmap = o->mmap;
+    eo.repack = !o->no_repack;
     auto engine = Engine::load(eo);
     const HParams& hp = engine->hparams();
     std::printf("model: %s (%s, %lld layers, dim %lld), kernels: %s\n", eo.model_path.c_str(),

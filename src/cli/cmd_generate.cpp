@@ -16,7 +16,7 @@ void register_generate(CLI::App& app) {
     int threads = 0;
     int64_t ctx = 0;
     SamplerOptions s;
-    bool no_bos = false, special = false, mmap = false;
+    bool no_bos = false, special = false, mmap = false, no_repack = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("generate", "Generate text from a prompt with a GGUF model");
@@ -36,6 +36,7 @@ void register_generate(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--seed", o->s.seed, "Sampling seed")->capture_default_str();
   cmd->add_flag("--mmap", o->mmap, "Run from the page cache (less memory; slower generation)");
+  cmd->add_flag("--no-repack", o->no_repack, "Skip the repacked weight copy (less memory, slower prompts)");
   cmd->add_flag("--no-bos", o->no_bos, "Do not add BOS to the prompt");
   cmd->add_flag("--special", o->special, "Parse special-token text such as <|eot_id|> in the prompt");
   cmd->callback([o] {
@@ -47,6 +48,7 @@ void register_generate(CLI::App& app) {
     eo.threads = o->threads;
     eo.n_ctx = o->ctx;
     eo.mmap = o->mmap;
+    eo.repack = !o->no_repack;
     auto engine = Engine::load(eo);
     GenerateOptions go;
     go.max_tokens = o->n;

@@ -21,7 +21,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opts) {
   std::unique_ptr<Engine> e(new Engine());
   e->file_ = GGUFFile::open(opts.model_path, opts.mmap ? GGUFLoad::Map : GGUFLoad::Read);
   e->tok_ = Tokenizer::from_gguf(*e->file_);
-  e->model_ = std::make_unique<LlamaModel>(*e->file_);
+  e->model_ = std::make_unique<LlamaModel>(*e->file_, opts.repack);
   const HParams& hp = e->model_->hparams();
   if (e->tok_->vocab_size() != hp.n_vocab)
     throw Error(opts.model_path + ": tokenizer has " + std::to_string(e->tok_->vocab_size()) +

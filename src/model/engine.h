@@ -19,6 +19,7 @@ struct EngineOptions {
   int threads = 0;        // 0: all hardware threads
   int64_t n_ctx = 0;      // 0: min(training context, 4096)
   bool mmap = false;      // run from the page cache instead of a huge-page copy (less memory, slower)
+  bool repack = true;     // keep a repacked copy of Q4_0/Q8_0 matrices for faster prompts
 };
 
 struct GenerateOptions {

@@ -10,9 +10,9 @@
 
 namespace orchard {
 
-LlamaModel::LlamaModel(const GGUFFile& file)
+LlamaModel::LlamaModel(const GGUFFile& file, bool repack)
     : hp_(HParams::from_gguf(file)), w_(ModelWeights::bind(file, hp_)) {
-  w_.pack_for_cpu();
+  if (repack) w_.pack_for_cpu();
 }
 
 void LlamaModel::forward(std::span<const int32_t> tokens, KVCache& kv, std::vector<float>& logits,

@@ -15,8 +15,9 @@ class GGUFFile;
 
 class LlamaModel {
  public:
-  // Binds weights inside `file`, which must outlive the model.
-  explicit LlamaModel(const GGUFFile& file);
+  // Binds weights inside `file`, which must outlive the model. `repack`: also keep copies of
+  // the matrices in this CPU's fastest prompt-processing layout (more memory, faster prompts).
+  explicit LlamaModel(const GGUFFile& file, bool repack = true);
 
   const HParams& hparams() const { return hp_; }
   const ModelWeights& weights() const { return w_; }

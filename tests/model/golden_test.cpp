@@ -171,3 +171,30 @@ INSTANTIATE_TEST_SUITE_P(
 
 }  // namespace
 }  // namespace orchard
+
+namespace orchard {
+namespace {
+
+// The repacked prompt kernels and the plain ones must agree: same greedy tokens either way.
+TEST(RepackedWeights, SameGreedyTokensWithAndWithoutRepacking) {
+  ORCHARD_REQUIRE_DATA();
+  for (const char* model : {"golden/stories260K.Q8_0.gguf", "golden/stories260K.Q4_0.gguf"}) {
+    std::vector<std::vector<int32_t>> outs;
+    for (bool repack : {true, false}) {
+      EngineOptions o;
+      o.model_path = test::data_file(model).string();
+      o.n_ctx = 256;
+      o.repack = repack;
+      auto e = Engine::load(o);
+      GenerateOptions g;
+      g.max_tokens = 48;
+      g.sampling = SamplerOptions::greedy();
+      outs.push_back(e->generate("Once upon a time, in a small village", g).tokens);
+    }
+    EXPECT_EQ(outs[0], outs[1]) << model;
+    EXPECT_EQ(outs[0].size(), 48u);
+  }
+}
+
+}  // namespace
+}  // namespace orchard
