@@ -1,6 +1,8 @@
 // AVX2 + FMA + F16C kernels (Haswell, Zen 1 and later). Compiled for that target whatever the
 // build's -march, and only called when the CPU reports the features.
 #if defined(__x86_64__)
+#include "tensor/kernels/kernels.h"
+
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
 #else
@@ -11,7 +13,6 @@
 
 #include "tensor/kernels/float_tiles.h"
 #include "tensor/kernels/gemm_tiles.h"
-#include "tensor/kernels/kernels.h"
 #include "tensor/kernels/x86_int8_tiles.h"
 
 namespace orchard::kernels {

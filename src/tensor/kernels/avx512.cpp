@@ -2,20 +2,12 @@
 // AVX512F/BW/VL/VNNI (Ice Lake, Zen 4 and later). Compiled for that target whatever the build's
 // -march, and only called when the CPU reports the features.
 #if defined(__x86_64__)
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
-// GCC 12's own AVX-512 headers trip these (their _mm512_undefined_* helpers); not our code.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
+#include "tensor/kernels/kernels.h"
+
+#include "tensor/kernels/avx512_target_begin.h"
 
 #include "tensor/kernels/float_tiles.h"
 #include "tensor/kernels/gemm_tiles.h"
-#include "tensor/kernels/kernels.h"
 #include "tensor/kernels/x86_int8_tiles.h"
 
 namespace orchard::kernels {
@@ -87,9 +79,5 @@ Kernels lookup_avx512(DType w) {
 
 }  // namespace orchard::kernels
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "tensor/kernels/avx512_target_end.h"
 #endif  // __x86_64__

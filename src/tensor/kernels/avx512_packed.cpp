@@ -13,24 +13,16 @@
 //   dot_row = Σ_blocks dw·dx·(Σ_i q_w,i·x_i − 8·Σ_i x_i).
 // Q8_0 follows the same plan with the roles of the signed and unsigned operand swapped.
 #if defined(__x86_64__)
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
 #include <cstring>
 #include <vector>
-
 #include "tensor/f16.h"
 #include "tensor/kernels/kernels.h"
-#include "tensor/kernels/x86_q8_quantize.h"
 #include "tensor/quant.h"
 #include "tensor/quant_blocks.h"
+
+#include "tensor/kernels/avx512_target_begin.h"
+
+#include "tensor/kernels/x86_q8_quantize.h"
 
 namespace orchard::kernels {
 namespace {
@@ -195,9 +187,5 @@ const PackedKernels* avx512_packed(DType w) {
 
 }  // namespace orchard::kernels
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "tensor/kernels/avx512_target_end.h"
 #endif  // __x86_64__

@@ -9,24 +9,16 @@
 //   float d[2]      dA, dB
 // then W[r]·x = Σ_pairs Σ_lanes lane·dw·dx, with dw·dx spread to the lanes of its block.
 #if defined(__x86_64__)
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
 #include <cstring>
 #include <vector>
-
 #include "tensor/f16.h"
 #include "tensor/kernels/kernels.h"
-#include "tensor/kernels/x86_q8_quantize.h"
 #include "tensor/quant.h"
 #include "tensor/quant_blocks.h"
+
+#include "tensor/kernels/avx512_target_begin.h"
+
+#include "tensor/kernels/x86_q8_quantize.h"
 
 namespace orchard::kernels {
 namespace {
@@ -157,9 +149,5 @@ void add_avx512_prepared(DType w, Kernels& k) {
 
 }  // namespace orchard::kernels
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "tensor/kernels/avx512_target_end.h"
 #endif  // __x86_64__

@@ -15,6 +15,9 @@
 #include "tensor/quant_blocks.h"
 
 namespace orchard::kernels::x86 {
+// Internal linkage on purpose: every kernel file compiles these helpers for its own target ISA,
+// and one shared (ODR-merged) copy could run AVX-512 code on an AVX2-only CPU.
+namespace {
 
 using detail::BlockQ4_0;
 using detail::BlockQ4_K;
@@ -227,4 +230,5 @@ struct Q6_KTile {
   }
 };
 
+}  // namespace
 }  // namespace orchard::kernels::x86

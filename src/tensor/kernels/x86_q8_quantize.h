@@ -3,7 +3,12 @@
 // compiled for AVX-512 (after their target pragma).
 #include <immintrin.h>
 
+#include <cstdint>
+
 namespace orchard::kernels::x86 {
+// Internal linkage on purpose: every kernel file compiles these helpers for its own target ISA,
+// and one shared (ODR-merged) copy could run AVX-512 code on an AVX2-only CPU.
+namespace {
 
 // Q8_0 of one block of 32 activations, bit-identical to the reference quantizer: d = amax/127,
 // q = roundf(x / d) — roundf rounds halves away from zero, which the hardware's round-to-even
@@ -19,10 +24,13 @@ inline __m256i quantize_block_q8_0(const float* x, float& d_rounded) {
     const __m512 t = _mm512_roundscale_ps(scaled, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
     const __m512 frac = _mm512_abs_ps(_mm512_sub_ps(scaled, t));
     const __mmask16 up = _mm512_cmp_ps_mask(frac, _mm512_set1_ps(0.5f), _CMP_GE_OQ);
-    const __m512 one = _mm512_or_ps(_mm512_set1_ps(1.0f), _mm512_and_ps(scaled, _mm512_set1_ps(-0.0f)));
+    // ±1 with the sign of `scaled`, in AVX512F integer ops (the float and/or need AVX512DQ).
+    const __m512i sign = _mm512_and_si512(_mm512_castps_si512(scaled), _mm512_set1_epi32(INT32_MIN));
+    const __m512 one = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(_mm512_set1_ps(1.0f)), sign));
     return _mm512_cvttps_epi32(_mm512_mask_add_ps(t, up, t, one));
   };
   return _mm256_set_m128i(_mm512_cvtsepi32_epi8(round_half_away(b)), _mm512_cvtsepi32_epi8(round_half_away(a)));
 }
 
+}  // namespace
 }  // namespace orchard::kernels::x86
