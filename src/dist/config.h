@@ -1,0 +1,40 @@
+#pragma once
+// How a rank learns who it is and whom to talk to. The launcher (or mpirun,
+// or a person) sets these environment variables; flags may override them.
+//   ORCHARD_RANK, ORCHARD_SIZE     this rank and the number of ranks
+//   ORCHARD_COORD                  host:port where rank 0 listens for the others
+//   ORCHARD_HOST                   the interface this rank listens on (never all of them)
+//   ORCHARD_JOB                    job id; ranks of another job are refused
+//   ORCHARD_SECRET                 cluster secret: HMAC challenge-response on every connection
+//   ORCHARD_BACKEND                tcp | shm | mpi | rdma
+//   ORCHARD_TIMEOUT_S              a silent or dead peer fails the others within this (10)
+//   ORCHARD_CONNECT_TIMEOUT_S      how long ranks wait for each other at start (60)
+//   ORCHARD_LINK_LATENCY_US        emulated per-message latency (tcp)
+//   ORCHARD_LINK_GBPS              emulated link bandwidth cap (tcp)
+//   ORCHARD_RING_BYTES             tcp: messages at least this big use the ring all_sum
+#include <cstddef>
+#include <string>
+
+namespace orchard::dist {
+
+struct Config {
+  int rank = 0;
+  int size = 1;
+  std::string coordinator = "127.0.0.1:0";
+  std::string host = "127.0.0.1";
+  std::string job = "orchard";
+  std::string secret;
+  std::string backend = "tcp";
+  double timeout_s = 10.0;
+  double connect_timeout_s = 60.0;
+  double link_latency_us = 0.0;
+  double link_gbps = 0.0;
+  size_t ring_bytes = 0;  // 0: the measured default
+
+  // Reads the ORCHARD_* variables; throws CommError naming a malformed one.
+  static Config from_env();
+  // True when the environment describes a multi-rank job.
+  static bool in_job();
+};
+
+}  // namespace orchard::dist

@@ -1,0 +1,66 @@
+#include "dist/reduce.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "tensor/f16.h"
+
+namespace orchard::dist {
+
+size_t dtype_size(DType t) { return t == DType::F32 ? 4 : 2; }
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "f32";
+    case DType::F16: return "f16";
+    case DType::BF16: return "bf16";
+  }
+  return "?";
+}
+
+namespace {
+
+float widen(uint16_t v, DType t) { return t == DType::F16 ? fp16_to_fp32(v) : bf16_to_fp32(v); }
+uint16_t narrow(float v, DType t) { return t == DType::F16 ? fp32_to_fp16(v) : fp32_to_bf16(v); }
+
+}  // namespace
+
+void add_into(void* dst, const void* src, size_t count, DType type) {
+  if (type == DType::F32) {
+    float* d = static_cast<float*>(dst);
+    const float* s = static_cast<const float*>(src);
+    for (size_t i = 0; i < count; ++i) d[i] += s[i];
+    return;
+  }
+  uint16_t* d = static_cast<uint16_t*>(dst);
+  const uint16_t* s = static_cast<const uint16_t*>(src);
+  for (size_t i = 0; i < count; ++i) d[i] = narrow(widen(d[i], type) + widen(s[i], type), type);
+}
+
+void sum_sources(void* dst, const void* const* srcs, int n, size_t count, DType type) {
+  if (type == DType::F32) {
+    float* d = static_cast<float*>(dst);
+    // Blocked so each output stays in registers while the sources stream by.
+    constexpr size_t kBlock = 256;
+    float acc[kBlock];
+    for (size_t base = 0; base < count; base += kBlock) {
+      const size_t m = std::min(kBlock, count - base);
+      const float* s0 = static_cast<const float*>(srcs[0]) + base;
+      for (size_t i = 0; i < m; ++i) acc[i] = s0[i];
+      for (int k = 1; k < n; ++k) {
+        const float* sk = static_cast<const float*>(srcs[k]) + base;
+        for (size_t i = 0; i < m; ++i) acc[i] += sk[i];
+      }
+      for (size_t i = 0; i < m; ++i) d[base + i] = acc[i];
+    }
+    return;
+  }
+  uint16_t* d = static_cast<uint16_t*>(dst);
+  for (size_t i = 0; i < count; ++i) {
+    float acc = widen(static_cast<const uint16_t*>(srcs[0])[i], type);
+    for (int k = 1; k < n; ++k) acc += widen(static_cast<const uint16_t*>(srcs[k])[i], type);
+    d[i] = narrow(acc, type);
+  }
+}
+
+}  // namespace orchard::dist

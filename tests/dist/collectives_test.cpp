@@ -1,0 +1,175 @@
+// Collectives against a trivial reference, for every dtype, awkward sizes and
+// 2-5 ranks, on every backend that runs inside one process.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "dist/reduce.h"
+#include "dist/tcp/tcp_group.h"
+#include "dist_harness.h"
+#include "tensor/f16.h"
+
+namespace orchard::dist {
+namespace {
+
+using testing::run_ranks;
+
+// Values whose sums are exact in every dtype, so all ranks and the
+// reference agree bit for bit: small integers times 1/4.
+float value(int rank, size_t i) { return static_cast<float>(static_cast<int>((i * 7 + rank * 13) % 17) - 8) * 0.25f; }
+
+std::vector<uint8_t> filled(DType t, int rank, size_t count) {
+  std::vector<uint8_t> out(count * dtype_size(t));
+  for (size_t i = 0; i < count; ++i) {
+    const float v = value(rank, i);
+    if (t == DType::F32)
+      std::memcpy(out.data() + 4 * i, &v, 4);
+    else {
+      const uint16_t h = t == DType::F16 ? fp32_to_fp16(v) : fp32_to_bf16(v);
+      std::memcpy(out.data() + 2 * i, &h, 2);
+    }
+  }
+  return out;
+}
+
+float read(const std::vector<uint8_t>& buf, DType t, size_t i) {
+  if (t == DType::F32) {
+    float v;
+    std::memcpy(&v, buf.data() + 4 * i, 4);
+    return v;
+  }
+  uint16_t h;
+  std::memcpy(&h, buf.data() + 2 * i, 2);
+  return t == DType::F16 ? fp16_to_fp32(h) : bf16_to_fp32(h);
+}
+
+void expect_sum(const std::vector<uint8_t>& buf, DType t, int n, size_t count, int rank) {
+  for (size_t i = 0; i < count; ++i) {
+    float want = 0;
+    for (int r = 0; r < n; ++r) want += value(r, i);
+    ASSERT_EQ(read(buf, t, i), want) << "element " << i << " of " << count << " on rank " << rank << " ("
+                                      << dtype_name(t) << ", " << n << " ranks)";
+  }
+}
+
+struct Case {
+  const char* backend;
+  int ranks;
+};
+
+class Collectives : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Collectives, AllSumMatchesReferenceForEveryDtypeAndSize) {
+  const Case c = GetParam();
+  const size_t sizes[] = {1, 2, 3, 5, 17, 1000, 4099, 65537, 300001};
+  run_ranks(c.backend, c.ranks, [&](Group& g) {
+    for (DType t : {DType::F32, DType::F16, DType::BF16})
+      for (size_t count : sizes) {
+        auto buf = filled(t, g.rank(), count);
+        g.all_sum(buf.data(), count, t);
+        expect_sum(buf, t, g.size(), count, g.rank());
+      }
+  });
+}
+
+TEST_P(Collectives, AllSumOf16MElements) {
+  const Case c = GetParam();
+  const size_t count = size_t{16} << 20;
+  run_ranks(c.backend, c.ranks, [&](Group& g) {
+    for (DType t : {DType::F32, DType::BF16}) {
+      auto buf = filled(t, g.rank(), count);
+      g.all_sum(buf.data(), count, t);
+      expect_sum(buf, t, g.size(), count, g.rank());
+    }
+  });
+}
+
+TEST_P(Collectives, AllGatherBroadcastSendRecvBarrier) {
+  const Case c = GetParam();
+  run_ranks(c.backend, c.ranks, [&](Group& g) {
+    const int n = g.size(), me = g.rank();
+    for (size_t bytes : {size_t{1}, size_t{100}, size_t{70000}, size_t{1} << 20}) {
+      std::vector<uint8_t> mine(bytes), all(bytes * static_cast<size_t>(n));
+      for (size_t i = 0; i < bytes; ++i) mine[i] = static_cast<uint8_t>(i * 31 + me);
+      g.all_gather(mine.data(), all.data(), bytes);
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < bytes; i += 997)
+          ASSERT_EQ(all[static_cast<size_t>(r) * bytes + i], static_cast<uint8_t>(i * 31 + r));
+      for (int root = 0; root < n; ++root) {
+        std::vector<uint8_t> b(bytes, 0);
+        if (me == root)
+          for (size_t i = 0; i < bytes; ++i) b[i] = static_cast<uint8_t>(i + root);
+        g.broadcast(b.data(), bytes, root);
+        for (size_t i = 0; i < bytes; i += 101) ASSERT_EQ(b[i], static_cast<uint8_t>(i + root));
+      }
+    }
+    // A ring of point-to-point messages: each rank sends to the next.
+    std::vector<int32_t> out(1000, me), in(1000, -1);
+    const int next = (me + 1) % n, prev = (me + n - 1) % n;
+    if (me % 2 == 0) {
+      g.send(out.data(), out.size() * 4, next);
+      g.recv(in.data(), in.size() * 4, prev);
+    } else {
+      g.recv(in.data(), in.size() * 4, prev);
+      g.send(out.data(), out.size() * 4, next);
+    }
+    EXPECT_EQ(in[0], prev);
+    EXPECT_EQ(in[999], prev);
+    g.barrier();
+  });
+}
+
+TEST_P(Collectives, SplitFormsSubgroupsByColorOrderedByKey) {
+  const Case c = GetParam();
+  run_ranks(c.backend, c.ranks, [&](Group& g) {
+    const int me = g.rank();
+    // Even and odd ranks, ordered by descending parent rank.
+    auto sub = g.split(me % 2, -me);
+    ASSERT_NE(sub, nullptr);
+    const int expected_size = (g.size() + (me % 2 == 0 ? 1 : 0)) / 2;
+    EXPECT_EQ(sub->size(), expected_size);
+    std::vector<float> v(10, static_cast<float>(me));
+    sub->all_sum(v.data(), v.size());
+    float want = 0;
+    for (int r = me % 2; r < g.size(); r += 2) want += static_cast<float>(r);
+    EXPECT_EQ(v[9], want);
+    // The parent group still works after the split.
+    std::vector<float> w(3, 1.0f);
+    g.all_sum(w.data(), w.size());
+    EXPECT_EQ(w[0], static_cast<float>(g.size()));
+    auto none = g.split(-1, 0);
+    EXPECT_EQ(none, nullptr);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Collectives,
+                         ::testing::Values(Case{"tcp", 2}, Case{"tcp", 3}, Case{"tcp", 4}, Case{"tcp", 5}),
+                         [](const auto& info) {
+                           return std::string(info.param.backend) + "_" + std::to_string(info.param.ranks) + "ranks";
+                         });
+
+TEST(TcpAllSum, RingAndDirectGiveIdenticalBits) {
+  run_ranks("tcp", 3, [&](Group& g) {
+    auto& tg = dynamic_cast<TcpGroup&>(g);
+    const size_t count = 100003;
+    std::vector<float> a(count), b;
+    for (size_t i = 0; i < count; ++i) a[i] = std::sin(static_cast<float>(i + 1) * (g.rank() + 1));
+    b = a;
+    tg.all_sum_with(a.data(), count, DType::F32, TcpGroup::Algo::kRing);
+    tg.all_sum_with(b.data(), count, DType::F32, TcpGroup::Algo::kDirect);
+    // Results agree to rounding (the ring adds in another order) and every
+    // rank holds the same bits, checked by gathering a checksum.
+    for (size_t i = 0; i < count; i += 13) ASSERT_NEAR(a[i], b[i], 1e-5f);
+    double sum = 0;
+    for (float x : a) sum += x;
+    std::vector<double> sums(3);
+    g.all_gather(&sum, sums.data(), sizeof sum);
+    EXPECT_EQ(sums[0], sums[1]);
+    EXPECT_EQ(sums[1], sums[2]);
+  });
+}
+
+}  // namespace
+}  // namespace orchard::dist
