@@ -145,7 +145,8 @@ TEST_P(Collectives, SplitFormsSubgroupsByColorOrderedByKey) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Collectives,
-                         ::testing::Values(Case{"tcp", 2}, Case{"tcp", 3}, Case{"tcp", 4}, Case{"tcp", 5}),
+                         ::testing::Values(Case{"tcp", 2}, Case{"tcp", 3}, Case{"tcp", 4}, Case{"tcp", 5}, Case{"shm", 2},
+                                           Case{"shm", 3}, Case{"shm", 4}, Case{"shm", 5}),
                          [](const auto& info) {
                            return std::string(info.param.backend) + "_" + std::to_string(info.param.ranks) + "ranks";
                          });

@@ -32,6 +32,10 @@ class TcpGroup : public Group {
   enum class Algo { kAuto, kDirect, kRing };
   void all_sum_with(void* buf, size_t count, DType type, Algo algo);
   size_t ring_bytes() const { return ring_bytes_; }
+  // For backends that bootstrap over tcp (shm): the mesh and, per group
+  // rank, its mesh rank.
+  net::Mesh& mesh() const { return *mesh_; }
+  const std::vector<int>& members() const { return members_; }
 
  private:
   Tag next(Op op) { return Tag{op, id_, seq_++}; }
