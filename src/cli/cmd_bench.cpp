@@ -58,7 +58,9 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--mmap", o->mmap, "Run from the page cache instead of a huge-page copy");
   cmd->add_flag("--no-repack", o->no_repack, "Skip the repacked weight copy (less memory, slower prompts)");
-  cmd->callback([o] {
+  register_bench_comm(*cmd);
+  cmd->callback([o, cmd] {
+    if (cmd->got_subcommand("comm")) return;
     if (o->reps < 1) throw CLI::ValidationError("--repetitions", "must be at least 1");
     EngineOptions eo;
     eo.model_path = o->model.empty() ? default_model_path() : o->model;

@@ -1,0 +1,190 @@
+// `orchard bench comm`: all_sum latency and bus bandwidth against message
+// size, per backend and rank count, in the layout of nccl-tests. Outside a
+// job it starts the ranks itself (orchard launch, or mpirun for mpi); inside
+// one (ORCHARD_RANK set, or under mpirun) it measures and rank 0 prints.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <sstream>
+#include <vector>
+
+#include "cli/commands.h"
+#include "dist/config.h"
+#include "dist/launcher.h"
+#include "dist/make_group.h"
+#include "dist/tcp/tcp_group.h"
+#include "tensor/error.h"
+
+namespace orchard::cli {
+namespace {
+
+struct CommOpts {
+  std::string backends = "tcp,shm,mpi";
+  std::string ranks = "2,3,4";
+  std::string min_bytes = "4", max_bytes = "64M";
+  std::string dtype = "f32", algo = "auto";
+  int iters = 0;
+  bool worker = false;
+};
+
+size_t parse_size(const std::string& s) {
+  size_t used = 0;
+  const double v = std::stod(s, &used);
+  std::string suffix = s.substr(used);
+  double mult = 1;
+  if (suffix == "K" || suffix == "k" || suffix == "KB" || suffix == "KiB") mult = 1024;
+  else if (suffix == "M" || suffix == "MB" || suffix == "MiB") mult = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "GB" || suffix == "GiB") mult = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty()) throw Error("bad size '" + s + "' (use e.g. 8K, 64M)");
+  return static_cast<size_t>(v * mult);
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+dist::DType parse_dtype(const std::string& s) {
+  if (s == "f32") return dist::DType::F32;
+  if (s == "f16") return dist::DType::F16;
+  if (s == "bf16") return dist::DType::BF16;
+  throw Error("--dtype must be f32, f16 or bf16, not '" + s + "'");
+}
+
+bool under_mpirun() { return std::getenv("OMPI_COMM_WORLD_RANK") || std::getenv("PMI_RANK"); }
+
+void run_worker(const CommOpts& o) {
+  dist::Config cfg = dist::Config::from_env();
+  if (under_mpirun()) cfg.backend = "mpi";
+  auto group = dist::make_group(cfg);
+  dist::Group& g = *group;
+  const dist::DType type = parse_dtype(o.dtype);
+  const size_t es = dist::dtype_size(type);
+  auto* tcp = dynamic_cast<dist::TcpGroup*>(&g);
+  dist::TcpGroup::Algo algo = dist::TcpGroup::Algo::kAuto;
+  if (o.algo == "direct") algo = dist::TcpGroup::Algo::kDirect;
+  else if (o.algo == "ring") algo = dist::TcpGroup::Algo::kRing;
+  else if (o.algo != "auto") throw Error("--algo must be auto, direct or ring");
+  const size_t lo = std::max(es, parse_size(o.min_bytes)), hi = parse_size(o.max_bytes);
+  std::vector<uint8_t> buf(std::max(hi, es), 0);
+  const std::string label = std::string(g.backend()) + (std::getenv("ORCHARD_BENCH_LABEL") ? std::string(" ") + std::getenv("ORCHARD_BENCH_LABEL") : "");
+  if (g.rank() == 0) {
+    std::printf("# all_sum %s | backend %s | %d ranks | algorithm %s", o.dtype.c_str(), label.c_str(), g.size(),
+                tcp ? o.algo.c_str() : "built-in");
+    if (tcp) std::printf(" (ring from %zu bytes)", tcp->ring_bytes());
+    std::printf("\n# %10s %12s %11s %12s %12s\n", "bytes", "elements", "time(us)", "algbw(GB/s)", "busbw(GB/s)");
+  }
+  for (size_t bytes = lo; bytes <= hi; bytes *= 2) {
+    const size_t count = bytes / es;
+    int iters = o.iters;
+    if (iters <= 0) iters = bytes <= (64 << 10) ? 2000 : bytes <= (1 << 20) ? 200 : bytes <= (16 << 20) ? 20 : 5;
+    auto one = [&] {
+      if (tcp)
+        tcp->all_sum_with(buf.data(), count, type, algo);
+      else
+        g.all_sum(buf.data(), count, type);
+    };
+    for (int i = 0; i < std::max(2, iters / 10); ++i) one();
+    g.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) one();
+    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+    // The slowest rank's time is the collective's time.
+    std::vector<double> all(static_cast<size_t>(g.size()));
+    g.all_gather(&us, all.data(), sizeof us);
+    const double t = *std::max_element(all.begin(), all.end());
+    const double algbw = static_cast<double>(count * es) / (t * 1e3);
+    const double busbw = algbw * 2.0 * (g.size() - 1) / g.size();
+    if (g.rank() == 0) {
+      std::printf("  %10zu %12zu %11.2f %12.3f %12.3f\n", count * es, count, t, algbw, busbw);
+      std::fflush(stdout);
+    }
+  }
+}
+
+std::string self_exe() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) throw Error("cannot find the orchard executable (/proc/self/exe)");
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+std::vector<std::string> worker_args(const CommOpts& o) {
+  std::vector<std::string> a = {self_exe(), "bench", "comm", "--worker", "--min-bytes", o.min_bytes,
+                                "--max-bytes", o.max_bytes, "--dtype", o.dtype, "--algo", o.algo,
+                                "--iters", std::to_string(o.iters)};
+  return a;
+}
+
+int run_mpi(const CommOpts& o, int n, bool tcp_only) {
+  std::string cmd = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ORCHARD_BENCH_LABEL=";
+  cmd += tcp_only ? "'(btl tcp,self)'" : "'(default btl: shared memory)'";
+  cmd += " mpirun --oversubscribe -n " + std::to_string(n) + (tcp_only ? " --mca btl tcp,self" : "");
+  for (const auto& a : worker_args(o)) cmd += " '" + a + "'";
+  std::fflush(stdout);
+  return std::system(cmd.c_str());
+}
+
+}  // namespace
+
+void register_bench_comm(CLI::App& bench) {
+  auto o = std::make_shared<CommOpts>();
+  auto* cmd = bench.add_subcommand("comm", "all_sum latency and bus bandwidth per backend, nccl-tests style");
+  cmd->footer(
+      "Examples:\n"
+      "  orchard bench comm                          # tcp, shm, mpi with 2, 3, 4 local ranks\n"
+      "  orchard bench comm --backend tcp,shm,mpi,mpi-tcp -n 2 --min-bytes 8K --max-bytes 8K\n"
+      "  orchard launch --hostfile hosts.json -- orchard bench comm   # across machines\n"
+      "mpi runs under mpirun with its default transports; mpi-tcp forces --mca btl tcp,self.\n"
+      "Link emulation: ORCHARD_LINK_LATENCY_US=50 ORCHARD_LINK_GBPS=40 orchard bench comm --backend tcp");
+  cmd->add_option("--backend", o->backends, "Comma-separated: tcp, shm, mpi, mpi-tcp")->capture_default_str();
+  cmd->add_option("-n,--ranks", o->ranks, "Comma-separated rank counts")->capture_default_str();
+  cmd->add_option("--min-bytes", o->min_bytes, "Smallest message (e.g. 4, 8K)")->capture_default_str();
+  cmd->add_option("--max-bytes", o->max_bytes, "Largest message (doubling in between)")->capture_default_str();
+  cmd->add_option("--dtype", o->dtype, "f32, f16 or bf16")->capture_default_str();
+  cmd->add_option("--algo", o->algo, "tcp all_sum algorithm: auto, direct or ring")->capture_default_str();
+  cmd->add_option("--iters", o->iters, "Timed iterations per size (0: by size)");
+  cmd->add_flag("--worker", o->worker, "Internal: measure as one rank of a running job");
+  cmd->callback([o] {
+    if (o->worker || dist::Config::in_job() || under_mpirun()) {
+      run_worker(*o);
+      return;
+    }
+    int failures = 0;
+    for (const std::string& b : split_list(o->backends))
+      for (const std::string& ns : split_list(o->ranks)) {
+        const int n = std::stoi(ns);
+        if (n < 2) throw Error("bench comm: need at least 2 ranks");
+        int rc = 0;
+        if (b == "mpi" || b == "mpi-tcp") {
+          if (!dist::mpi_available()) {
+            std::printf("# mpi: not built into this orchard (install libopenmpi-dev and rebuild)\n");
+            continue;
+          }
+          rc = run_mpi(*o, n, b == "mpi-tcp");
+        } else {
+          dist::LaunchOptions lo;
+          lo.ranks = n;
+          lo.backend = b;
+          lo.command = worker_args(*o);
+          lo.prefix = false;
+          rc = dist::launch(lo);
+        }
+        if (rc != 0) {
+          std::fprintf(stderr, "orchard bench comm: %s with %d ranks failed (status %d)\n", b.c_str(), n, rc);
+          ++failures;
+        }
+        std::printf("\n");
+      }
+    if (failures) std::exit(1);
+  });
+}
+
+}  // namespace orchard::cli
