@@ -8,6 +8,7 @@
 
 #include "dist/reduce.h"
 #include "dist/tcp/tcp_group.h"
+#include "collective_checks.h"
 #include "dist_harness.h"
 #include "tensor/f16.h"
 
@@ -16,42 +17,10 @@ namespace {
 
 using testing::run_ranks;
 
-// Values whose sums are exact in every dtype, so all ranks and the
-// reference agree bit for bit: small integers times 1/4.
-float value(int rank, size_t i) { return static_cast<float>(static_cast<int>((i * 7 + rank * 13) % 17) - 8) * 0.25f; }
-
-std::vector<uint8_t> filled(DType t, int rank, size_t count) {
-  std::vector<uint8_t> out(count * dtype_size(t));
-  for (size_t i = 0; i < count; ++i) {
-    const float v = value(rank, i);
-    if (t == DType::F32)
-      std::memcpy(out.data() + 4 * i, &v, 4);
-    else {
-      const uint16_t h = t == DType::F16 ? fp32_to_fp16(v) : fp32_to_bf16(v);
-      std::memcpy(out.data() + 2 * i, &h, 2);
-    }
-  }
-  return out;
-}
-
-float read(const std::vector<uint8_t>& buf, DType t, size_t i) {
-  if (t == DType::F32) {
-    float v;
-    std::memcpy(&v, buf.data() + 4 * i, 4);
-    return v;
-  }
-  uint16_t h;
-  std::memcpy(&h, buf.data() + 2 * i, 2);
-  return t == DType::F16 ? fp16_to_fp32(h) : bf16_to_fp32(h);
-}
+using testing::filled;
 
 void expect_sum(const std::vector<uint8_t>& buf, DType t, int n, size_t count, int rank) {
-  for (size_t i = 0; i < count; ++i) {
-    float want = 0;
-    for (int r = 0; r < n; ++r) want += value(r, i);
-    ASSERT_EQ(read(buf, t, i), want) << "element " << i << " of " << count << " on rank " << rank << " ("
-                                      << dtype_name(t) << ", " << n << " ranks)";
-  }
+  ASSERT_EQ(testing::check_sum(buf, t, n, count), "") << "on rank " << rank;
 }
 
 struct Case {

@@ -1,0 +1,87 @@
+#pragma once
+// Starts rank processes with their own environment and stderr file, and
+// waits for them with a deadline (a test that hangs is a failed test).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace orchard::dist::testing {
+
+struct Proc {
+  pid_t pid = -1;
+  std::string out_path, err_path;
+  std::optional<int> status;
+
+  std::string err() const { return slurp(err_path); }
+  std::string out() const { return slurp(out_path); }
+  static std::string slurp(const std::string& p) {
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+};
+
+inline Proc spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& tag) {
+  Proc p;
+  p.out_path = ::testing::TempDir() + tag + ".out";
+  p.err_path = ::testing::TempDir() + tag + ".err";
+  p.pid = ::fork();
+  if (p.pid == 0) {
+    const int out = ::open(p.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = ::open(p.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execvp(args[0], args.data());
+    ::_exit(127);
+  }
+  return p;
+}
+
+// Waits for every process until the deadline; returns false if any is
+// still running then (those are killed).
+inline bool wait_all(std::vector<Proc*> procs, std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    bool running = false;
+    for (Proc* p : procs) {
+      if (p->status) continue;
+      int st = 0;
+      if (::waitpid(p->pid, &st, WNOHANG) == p->pid)
+        p->status = st;
+      else
+        running = true;
+    }
+    if (!running) return true;
+    if (std::chrono::steady_clock::now() > deadline) {
+      for (Proc* p : procs)
+        if (!p->status) {
+          ::kill(p->pid, SIGKILL);
+          int st = 0;
+          ::waitpid(p->pid, &st, 0);
+          p->status = st;
+        }
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+inline int exit_code(const Proc& p) {
+  if (!p.status) return -1;
+  return WIFEXITED(*p.status) ? WEXITSTATUS(*p.status) : 128 + WTERMSIG(*p.status);
+}
+
+}  // namespace orchard::dist::testing
