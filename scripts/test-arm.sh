@@ -13,7 +13,7 @@ if ! dpkg --print-foreign-architectures | grep -qx arm64; then
   $SUDO apt-get update
 fi
 need=()
-for p in g++-aarch64-linux-gnu qemu-user libpcre2-dev:arm64 libgtest-dev:arm64; do
+for p in g++-aarch64-linux-gnu qemu-user libpcre2-dev:arm64 libgtest-dev:arm64 libssl-dev:arm64; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 if ((${#need[@]})); then
