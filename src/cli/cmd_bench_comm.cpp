@@ -16,7 +16,7 @@
 #include "dist/config.h"
 #include "dist/launcher.h"
 #include "dist/make_group.h"
-#include "dist/tcp/tcp_group.h"
+#include "dist/transport_group.h"
 #include "tensor/error.h"
 
 namespace orchard::cli {
@@ -67,10 +67,10 @@ void run_worker(const CommOpts& o) {
   dist::Group& g = *group;
   const dist::DType type = parse_dtype(o.dtype);
   const size_t es = dist::dtype_size(type);
-  auto* tcp = dynamic_cast<dist::TcpGroup*>(&g);
-  dist::TcpGroup::Algo algo = dist::TcpGroup::Algo::kAuto;
-  if (o.algo == "direct") algo = dist::TcpGroup::Algo::kDirect;
-  else if (o.algo == "ring") algo = dist::TcpGroup::Algo::kRing;
+  auto* tcp = dynamic_cast<dist::TransportGroup*>(&g);
+  dist::TransportGroup::Algo algo = dist::TransportGroup::Algo::kAuto;
+  if (o.algo == "direct") algo = dist::TransportGroup::Algo::kDirect;
+  else if (o.algo == "ring") algo = dist::TransportGroup::Algo::kRing;
   else if (o.algo != "auto") throw Error("--algo must be auto, direct or ring");
   const size_t lo = std::max(es, parse_size(o.min_bytes)), hi = parse_size(o.max_bytes);
   std::vector<uint8_t> buf(std::max(hi, es), 0);

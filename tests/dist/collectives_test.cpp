@@ -115,20 +115,24 @@ TEST_P(Collectives, SplitFormsSubgroupsByColorOrderedByKey) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, Collectives,
                          ::testing::Values(Case{"tcp", 2}, Case{"tcp", 3}, Case{"tcp", 4}, Case{"tcp", 5}, Case{"shm", 2},
-                                           Case{"shm", 3}, Case{"shm", 4}, Case{"shm", 5}),
+                                           Case{"shm", 3}, Case{"shm", 4}, Case{"shm", 5}, Case{"rdma-fake", 2},
+                                           Case{"rdma-fake", 3}, Case{"rdma-fake", 4}, Case{"rdma-fake", 5}),
                          [](const auto& info) {
-                           return std::string(info.param.backend) + "_" + std::to_string(info.param.ranks) + "ranks";
+                           std::string b = info.param.backend;
+                           for (auto& ch : b)
+                             if (ch == '-') ch = '_';
+                           return b + "_" + std::to_string(info.param.ranks) + "ranks";
                          });
 
 TEST(TcpAllSum, RingAndDirectGiveIdenticalBits) {
   run_ranks("tcp", 3, [&](Group& g) {
-    auto& tg = dynamic_cast<TcpGroup&>(g);
+    auto& tg = dynamic_cast<TransportGroup&>(g);
     const size_t count = 100003;
     std::vector<float> a(count), b;
     for (size_t i = 0; i < count; ++i) a[i] = std::sin(static_cast<float>(i + 1) * (g.rank() + 1));
     b = a;
-    tg.all_sum_with(a.data(), count, DType::F32, TcpGroup::Algo::kRing);
-    tg.all_sum_with(b.data(), count, DType::F32, TcpGroup::Algo::kDirect);
+    tg.all_sum_with(a.data(), count, DType::F32, TransportGroup::Algo::kRing);
+    tg.all_sum_with(b.data(), count, DType::F32, TransportGroup::Algo::kDirect);
     // Results agree to rounding (the ring adds in another order) and every
     // rank holds the same bits, checked by gathering a checksum.
     for (size_t i = 0; i < count; i += 13) ASSERT_NEAR(a[i], b[i], 1e-5f);

@@ -14,6 +14,8 @@
 #include "dist/group.h"
 #include "dist/make_group.h"
 #include "dist/net/socket.h"
+#include "dist/rdma/fake_verbs.h"
+#include "dist/rdma/rdma_group.h"
 
 namespace orchard::dist::testing {
 
@@ -48,7 +50,14 @@ inline void run_ranks(const std::string& backend, int n, const std::function<voi
       try {
         Config c = local_config(backend, r, n, port, job);
         if (tweak) tweak(c);
-        auto g = make_group(c);
+        // "rdma-fake": the rdma backend over the in-process fake verbs.
+        std::unique_ptr<Group> g;
+        if (backend == "rdma-fake") {
+          c.backend = "tcp";
+          g = std::make_unique<RdmaGroup>(std::shared_ptr<TcpGroup>(TcpGroup::create(c)), rdma::make_fake_verbs());
+        } else {
+          g = make_group(c);
+        }
         body(*g);
       } catch (...) {
         errors[static_cast<size_t>(r)] = std::current_exception();
