@@ -95,8 +95,10 @@ void handshake_connect(int fd, const Config& c, int channel, const std::string& 
   if (v.ok != 1) throw CommError(peer + " refused this rank's authentication: the cluster secrets differ");
 }
 
+}  // namespace
+
 // The accepting side; returns false (after logging) for a refused stranger.
-bool handshake_accept(int fd, const Config& c, const std::string& from, Hello* out) {
+static bool handshake_accept(int fd, const Config& c, const std::string& from, Hello* out) {
   const auto deadline = Clock::now() + std::chrono::seconds(5);
   auto refuse = [&](const std::string& why) {
     std::fprintf(stderr, "orchard rank %d: refused connection from %s: %s\n", c.rank, from.c_str(), why.c_str());
@@ -139,7 +141,13 @@ bool handshake_accept(int fd, const Config& c, const std::string& from, Hello* o
   }
 }
 
-}  // namespace
+bool accept_handshake(int fd, const Config& config, const std::string& from, int* rank, int* lane) {
+  Hello h{};
+  if (!handshake_accept(fd, config, from, &h)) return false;
+  *rank = static_cast<int>(h.rank);
+  *lane = h.channel;
+  return true;
+}
 
 std::shared_ptr<Mesh> Mesh::connect(const Config& c, int channels) {
   std::shared_ptr<Mesh> m(new Mesh());

@@ -18,6 +18,11 @@ namespace orchard::dist::net {
 // Bumped whenever the bytes on the wire change.
 constexpr uint16_t kProtocolVersion = 1;
 
+// Runs the accepting side of the handshake on a fresh connection: true and
+// the peer's rank and lane when it authenticated; false (logged) otherwise.
+// Exposed for the fuzzer: this is what a stranger's bytes reach first.
+bool accept_handshake(int fd, const Config& config, const std::string& from, int* rank, int* lane);
+
 class Mesh {
  public:
   static std::shared_ptr<Mesh> connect(const Config& config, int channels);
