@@ -276,6 +276,13 @@ std::shared_ptr<Mesh> Mesh::connect(const Config& c, int channels) {
   return m;
 }
 
+int Mesh::ranks_on_this_host() const {
+  auto ip = [](const std::string& hp) { return hp.substr(0, hp.rfind(':')); };
+  int n = 0;
+  for (const auto& h : hosts_) n += ip(h) == ip(hosts_[rank_]);
+  return n;
+}
+
 Mesh::~Mesh() {
   if (monitor_) monitor_->goodbye();
 }

@@ -36,6 +36,9 @@ class Mesh {
   int data_fd(int peer, int channel = 0) const { return data_[peer][channel].get(); }
   PeerMonitor& monitor() { return *monitor_; }
   const Config& config() const { return config_; }
+  // Ranks sharing this rank's address: when they outnumber the cores,
+  // spinning while waiting only steals time from the rank being waited on.
+  int ranks_on_this_host() const;
 
  private:
   Mesh() = default;

@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "dist/make_group.h"
 #include "dist/net/auth.h"
@@ -97,6 +98,9 @@ ShmGroup::ShmGroup(std::unique_ptr<TcpGroup> boot) : boot_(std::move(boot)), me_
     throw;
   }
   if (me_ == 0) shm::Segment::unlink(name);  // mapped everywhere: the name is no longer needed
+  // More ranks than cores: a spinning waiter holds the core its peer needs.
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  spin_ = static_cast<unsigned>(n_) <= cores ? kSpin : std::chrono::microseconds(2);
   sent_.assign(static_cast<size_t>(n_), 0);
   received_.assign(static_cast<size_t>(n_), 0);
   srcs_.resize(static_cast<size_t>(n_));
@@ -117,7 +121,7 @@ void ShmGroup::wait_until(Ready ready, Blocker blocker) {
   for (int i = 1;; ++i) {
     if (ready()) return;
     cpu_relax();
-    if ((i & 63) == 0 && net::Clock::now() - start > kSpin) break;
+    if ((i & 63) == 0 && net::Clock::now() - start > spin_) break;
   }
   shm::SegmentHeader& h = seg_.header();
   net::PeerMonitor& mon = boot_->mesh().monitor();

@@ -6,6 +6,7 @@
 // ordered pair. Waits spin first (no syscall on the hot path) and only then
 // sleep on a futex. Start-up, split and failure detection go over a small
 // tcp group, whose heartbeats catch a rank that dies while others wait.
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,6 +55,7 @@ class ShmGroup : public Group {
   std::vector<uint32_t> sent_, received_;
   std::vector<const void*> srcs_;
   uint64_t doing_ = 0;
+  std::chrono::microseconds spin_{0};
 };
 
 }  // namespace orchard::dist

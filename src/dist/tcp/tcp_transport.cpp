@@ -14,6 +14,11 @@ namespace orchard::dist {
 namespace {
 
 constexpr auto kSpin = std::chrono::microseconds(50);
+
+std::chrono::microseconds spin_for(const net::Mesh& mesh) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<unsigned>(mesh.ranks_on_this_host()) <= cores ? kSpin : std::chrono::microseconds(0);
+}
 constexpr int kPollSliceMs = 100;
 
 }  // namespace
@@ -27,6 +32,7 @@ TcpTransport::TcpTransport(std::shared_ptr<net::Mesh> mesh, std::vector<int> mem
     sends_[i].items.reserve(16);
     recvs_[i].items.reserve(16);
   }
+  spin_ = spin_for(*mesh_);
   link_free_.assign(n, net::Clock::time_point{});
   pollfds_.reserve(n);
   const Config& c = mesh_->config();
@@ -145,7 +151,7 @@ void TcpTransport::wait() {
     // delivers everything it sent before the FIN, then reports EOF.
     net::PeerMonitor& mon = mesh_->monitor();
     if (!mon.healthy(-1)) mon.raise(-1, during());
-    if (now - last_move < kSpin) continue;
+    if (now - last_move < spin_) continue;
     // Sleep until a socket is ready, an emulated release time, or the next
     // monitor check.
     fds.clear();

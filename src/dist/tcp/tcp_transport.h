@@ -53,6 +53,7 @@ class TcpTransport : public Transport {
   std::vector<net::Clock::time_point> link_free_;
   std::vector<struct pollfd> pollfds_;
   double latency_s_, bytes_per_s_;
+  std::chrono::microseconds spin_{0};
   Tag current_{Op::kSend, 0, 0};
 };
 
