@@ -162,6 +162,7 @@ void register_bench_comm(CLI::App& bench) {
       for (const std::string& ns : split_list(o->ranks)) {
         const int n = std::stoi(ns);
         if (n < 2) throw Error("bench comm: need at least 2 ranks");
+        std::fflush(stdout);  // the ranks write to the same file
         int rc = 0;
         if (b == "mpi" || b == "mpi-tcp") {
           if (!dist::mpi_available()) {
@@ -182,6 +183,7 @@ void register_bench_comm(CLI::App& bench) {
           ++failures;
         }
         std::printf("\n");
+        std::fflush(stdout);
       }
     if (failures) std::exit(1);
   });
