@@ -19,9 +19,13 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opts) {
   auto t0 = std::chrono::steady_clock::now();
   set_threads(opts.threads);
   std::unique_ptr<Engine> e(new Engine());
-  e->file_ = GGUFFile::open(opts.model_path, opts.mmap ? GGUFLoad::Map : GGUFLoad::Read);
+  // A shard maps the file: only the pages of its own tensors become resident.
+  const bool whole = opts.shard.layer_begin == 0 && opts.shard.layer_end < 0 && opts.shard.embed &&
+                     opts.shard.head && opts.shard.kv_head_end < 0 && opts.shard.ffn_end < 0 &&
+                     opts.shard.vocab_end < 0;
+  e->file_ = GGUFFile::open(opts.model_path, opts.mmap || !whole ? GGUFLoad::Map : GGUFLoad::Read);
   e->tok_ = Tokenizer::from_gguf(*e->file_);
-  e->model_ = std::make_unique<LlamaModel>(*e->file_, opts.repack);
+  e->model_ = std::make_unique<LlamaModel>(*e->file_, opts.repack, opts.shard, opts.partial_sum);
   const HParams& hp = e->model_->hparams();
   if (e->tok_->vocab_size() != hp.n_vocab)
     throw Error(opts.model_path + ": tokenizer has " + std::to_string(e->tok_->vocab_size()) +
@@ -32,7 +36,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opts) {
 }
 
 std::unique_ptr<KVCache> Engine::new_cache() const {
-  return std::make_unique<KVCache>(model_->hparams(), n_ctx_);
+  return model_->new_cache(n_ctx_);
 }
 
 GenerateResult Engine::generate(const std::string& prompt, const GenerateOptions& opts,
@@ -43,17 +47,29 @@ GenerateResult Engine::generate(const std::string& prompt, const GenerateOptions
 GenerateResult Engine::generate_tokens(const std::vector<TokenId>& prompt,
                                        const GenerateOptions& opts,
                                        const std::function<bool(const std::string&)>& on_text) {
+  if (prompt.empty()) throw Error("the prompt is empty (no tokens to start from)");
+  auto kv = new_cache();
+  LocalForward local(*model_, *kv);
+  return run(local, prompt, opts, on_text);
+}
+
+GenerateResult Engine::generate_with(Forward& forward, const std::string& prompt, const GenerateOptions& opts,
+                                     const std::function<bool(const std::string&)>& on_text) {
+  return run(forward, tok_->encode(prompt, opts.add_special, opts.parse_special), opts, on_text);
+}
+
+GenerateResult Engine::run(Forward& fwd, const std::vector<TokenId>& prompt, const GenerateOptions& opts,
+                           const std::function<bool(const std::string&)>& on_text) {
   GenerateResult r;
   r.prompt_tokens = prompt;
   if (prompt.empty()) throw Error("the prompt is empty (no tokens to start from)");
-  auto kv = new_cache();
   Sampler sampler(opts.sampling);
   for (TokenId t : prompt) sampler.accept(t);
 
   const int64_t n_vocab = hparams().n_vocab;
   std::vector<float> logits;
   auto t0 = std::chrono::steady_clock::now();
-  model_->forward(prompt, *kv, logits);
+  fwd.feed(prompt, logits);
   r.prompt_ms = ms_since(t0);
 
   Utf8Streamer stream;
@@ -67,49 +83,60 @@ GenerateResult Engine::generate_tokens(const std::vector<TokenId>& prompt,
     return !on_text || on_text(s);
   };
   for (int32_t i = 0; i < opts.max_tokens; ++i) {
-    TokenId next = sampler.sample(logits.data(), n_vocab);
-    if (opts.stop_at_eog && tok_->is_eog(next)) {
-      r.finish_reason = "stop";
-      break;
-    }
-    r.tokens.push_back(next);
-    sampler.accept(next);
-    held += stream.push(tok_->token_to_piece(next));
+    // The sampler decides; everyone else follows its decision (-1: stop here).
+    TokenId decision = -1;
+    if (fwd.is_sampler()) {
+      TokenId next = sampler.sample(logits.data(), n_vocab);
+      bool go_on = true;
+      if (opts.stop_at_eog && tok_->is_eog(next)) {
+        r.finish_reason = "stop";
+        go_on = false;
+      } else {
+        r.tokens.push_back(next);
+        sampler.accept(next);
+        held += stream.push(tok_->token_to_piece(next));
 
-    // Stop strings: emit only text that can no longer be part of a stop string.
-    bool stopped = false;
-    size_t safe = held.size();
-    for (const auto& s : opts.stop) {
-      if (s.empty()) continue;
-      if (auto at = held.find(s); at != std::string::npos) {
-        held.resize(at);
-        stopped = true;
-        safe = held.size();
-        break;
-      }
-      for (size_t k = std::min(s.size() - 1, held.size()); k > 0; --k)
-        if (held.compare(held.size() - k, k, s, 0, k) == 0) {
-          safe = std::min(safe, held.size() - k);
-          break;
+        // Stop strings: emit only text that can no longer be part of a stop string.
+        bool stopped = false;
+        size_t safe = held.size();
+        for (const auto& s : opts.stop) {
+          if (s.empty()) continue;
+          if (auto at = held.find(s); at != std::string::npos) {
+            held.resize(at);
+            stopped = true;
+            safe = held.size();
+            break;
+          }
+          for (size_t k = std::min(s.size() - 1, held.size()); k > 0; --k)
+            if (held.compare(held.size() - k, k, s, 0, k) == 0) {
+              safe = std::min(safe, held.size() - k);
+              break;
+            }
         }
+        if (!emit(held.substr(0, safe))) {
+          r.finish_reason = "cancelled";
+          go_on = false;
+        } else {
+          held.erase(0, safe);
+          if (stopped) {
+            r.finish_reason = "stop";
+            go_on = false;
+          } else if (i + 1 == opts.max_tokens) {
+            go_on = false;
+          } else if (fwd.positions() >= fwd.capacity()) {
+            r.finish_reason = "length";
+            go_on = false;
+          }
+        }
+      }
+      decision = go_on ? next : -1;
     }
-    if (!emit(held.substr(0, safe))) {
-      r.finish_reason = "cancelled";
-      break;
-    }
-    held.erase(0, safe);
-    if (stopped) {
-      r.finish_reason = "stop";
-      break;
-    }
-    if (i + 1 == opts.max_tokens) break;
-    if (kv->size() >= kv->capacity()) {
-      r.finish_reason = "length";
-      break;
-    }
-    model_->forward(std::span<const TokenId>(&next, 1), *kv, logits);
+    decision = fwd.agree(decision);
+    if (decision < 0) break;
+    if (!fwd.is_sampler()) r.tokens.push_back(decision);
+    fwd.feed(std::span<const TokenId>(&decision, 1), logits);
   }
-  if (r.finish_reason != "cancelled") emit(held + stream.flush());
+  if (fwd.is_sampler() && r.finish_reason != "cancelled") emit(held + stream.flush());
   r.gen_ms = ms_since(t1);
   r.text = emitted;
   return r;

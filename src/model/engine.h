@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "model/forward.h"
 #include "model/gguf.h"
 #include "model/kv_cache.h"
 #include "model/llama.h"
@@ -20,6 +21,8 @@ struct EngineOptions {
   int64_t n_ctx = 0;      // 0: min(training context, 4096)
   bool mmap = false;      // run from the page cache instead of a huge-page copy (less memory, slower)
   bool repack = true;     // keep a repacked copy of Q4_0/Q8_0 matrices for faster prompts
+  Shard shard;            // the part of the model this rank holds (all of it by default)
+  PartialSum* partial_sum = nullptr;  // tensor parallel: sums partial results across ranks
 };
 
 struct GenerateOptions {
@@ -59,9 +62,15 @@ class Engine {
   // Same, from token ids (no tokenization of a prompt).
   GenerateResult generate_tokens(const std::vector<TokenId>& prompt, const GenerateOptions& opts,
                                  const std::function<bool(const std::string&)>& on_text = {});
+  // Same through another Forward (a distributed one): every rank calls it; only the sampler's
+  // result holds the text, and only the sampler calls on_text.
+  GenerateResult generate_with(Forward& forward, const std::string& prompt, const GenerateOptions& opts,
+                               const std::function<bool(const std::string&)>& on_text = {});
 
  private:
   Engine() = default;
+  GenerateResult run(Forward& forward, const std::vector<TokenId>& prompt, const GenerateOptions& opts,
+                     const std::function<bool(const std::string&)>& on_text);
   std::unique_ptr<GGUFFile> file_;
   std::unique_ptr<Tokenizer> tok_;
   std::unique_ptr<LlamaModel> model_;

@@ -10,9 +10,11 @@ namespace orchard {
 
 class KVCache {
  public:
-  KVCache(const HParams& hp, int64_t n_ctx)
-      : n_ctx_(n_ctx), kv_dim_(hp.kv_dim()),
-        elems_(static_cast<size_t>(hp.n_layers * n_ctx * hp.kv_dim())),
+  KVCache(const HParams& hp, int64_t n_ctx) : KVCache(hp.n_layers, hp.kv_dim(), n_ctx) {}
+  // A shard's cache: its layers (indexed from 0) and its KV heads.
+  KVCache(int64_t n_layers, int64_t kv_dim, int64_t n_ctx)
+      : n_ctx_(n_ctx), kv_dim_(kv_dim),
+        elems_(static_cast<size_t>(n_layers * n_ctx * kv_dim)),
         // Left uninitialised: only positions already written are ever read, and a large
         // context then costs memory only as it fills.
         k_(new float[elems_]),

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/forward.h"
 #include "model/gguf.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
@@ -10,43 +11,81 @@
 
 namespace orchard {
 
-LlamaModel::LlamaModel(const GGUFFile& file, bool repack)
-    : hp_(HParams::from_gguf(file)), w_(ModelWeights::bind(file, hp_)) {
+LlamaModel::LlamaModel(const GGUFFile& file, bool repack, const Shard& shard, PartialSum* partial_sum)
+    : hp_(HParams::from_gguf(file)), w_(ModelWeights::bind(file, hp_, shard)), partial_sum_(partial_sum) {
+  const Shard& s = w_.shard;
+  if (s.splits_tensors(hp_) && !partial_sum_)
+    throw Error("a tensor-parallel shard (" + s.describe() + ") needs a way to sum partial results");
+  n_kv_heads_ = s.n_kv_heads();
+  n_heads_ = n_kv_heads_ * (hp_.n_heads / hp_.n_kv_heads);
+  q_dim_ = n_heads_ * hp_.head_dim;
+  kv_dim_ = n_kv_heads_ * hp_.head_dim;
+  ffn_dim_ = s.n_ffn();
   if (repack) w_.pack_for_cpu();
+}
+
+void LocalForward::feed(std::span<const TokenId> tokens, std::vector<float>& logits) {
+  model_.forward(tokens, kv_, logits);
+}
+
+std::unique_ptr<KVCache> LlamaModel::new_cache(int64_t n_ctx) const {
+  return std::make_unique<KVCache>(shard().n_layers(), kv_dim_, n_ctx);
 }
 
 void LlamaModel::forward(std::span<const int32_t> tokens, KVCache& kv, std::vector<float>& logits,
                          bool all_logits) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) throw Error("forward: no tokens to process");
-  kv.reserve(n);
+  buf_.x.resize(static_cast<size_t>(n * hp_.dim));
+  embed(tokens, buf_.x.data());
+  run_layers(buf_.x.data(), n, kv);
+  project(buf_.x.data(), n, all_logits, logits);
+}
+
+void LlamaModel::embed(std::span<const int32_t> tokens, float* x) const {
+  if (!shard().embed) throw Error("embed: this shard does not hold the token embeddings");
   for (int32_t t : tokens)
     if (t < 0 || t >= hp_.n_vocab)
       throw Error("token id " + std::to_string(t) + " is outside the vocabulary (size " +
                   std::to_string(hp_.n_vocab) + ")");
+  // x = embedding rows of the tokens
+  for (size_t t = 0; t < tokens.size(); ++t) get_row(w_.tok_embd, tokens[t], x + static_cast<int64_t>(t) * hp_.dim);
+}
 
-  const int64_t dim = hp_.dim, qd = hp_.q_dim(), kvd = hp_.kv_dim(), ffn = hp_.ffn_dim;
+void LlamaModel::matmul_cols(const MatrixView& w, int64_t offset, const float* x, int64_t width, int64_t n,
+                             float* y) {
+  if (offset == 0 && width == w.cols) {
+    matmul(w, x, n, y, scratch_);
+    return;
+  }
+  std::vector<float>& p = buf_.padded;
+  p.assign(static_cast<size_t>(n * w.cols), 0.0f);
+  for (int64_t t = 0; t < n; ++t) std::copy_n(x + t * width, width, &p[static_cast<size_t>(t * w.cols + offset)]);
+  matmul(w, p.data(), n, y, scratch_);
+}
+
+void LlamaModel::run_layers(float* x, int64_t n, KVCache& kv) {
+  if (n == 0) throw Error("forward: no tokens to process");
+  kv.reserve(n);
+  const int64_t dim = hp_.dim, qd = q_dim_, kvd = kv_dim_, ffn = ffn_dim_;
   const int64_t hd = hp_.head_dim, pos0 = kv.size();
   const bool neox = hp_.rope_order == RopeOrder::NeoX;
   // Activations live in buffers kept across calls: fresh ones every call cost page faults.
   Buffers& b = buf_;
-  for (auto* vec : {&b.x, &b.xn, &b.proj}) vec->resize(static_cast<size_t>(n * dim));
+  for (auto* vec : {&b.xn, &b.proj}) vec->resize(static_cast<size_t>(n * dim));
   for (auto* vec : {&b.q, &b.att}) vec->resize(static_cast<size_t>(n * qd));
   for (auto* vec : {&b.k, &b.v}) vec->resize(static_cast<size_t>(n * kvd));
   for (auto* vec : {&b.gate, &b.up}) vec->resize(static_cast<size_t>(n * ffn));
-  std::vector<float> &x = b.x, &xn = b.xn, &q = b.q, &k = b.k, &v = b.v, &att = b.att, &proj = b.proj,
-                     &gate = b.gate, &up = b.up;
+  std::vector<float> &xn = b.xn, &q = b.q, &k = b.k, &v = b.v, &att = b.att, &proj = b.proj, &gate = b.gate,
+                     &up = b.up;
 
-  // x = embedding rows of the tokens
-  for (int64_t t = 0; t < n; ++t) get_row(w_.tok_embd, tokens[t], &x[t * dim]);
-
-  for (int64_t l = 0; l < hp_.n_layers; ++l) {
-    const LayerWeights& L = w_.layers[l];
+  for (int64_t li = 0; li < shard().n_layers(); ++li) {
+    const LayerWeights& L = w_.layers[static_cast<size_t>(li)];
 
     // xn = rmsnorm(x) · attn_norm
     for (int64_t t = 0; t < n; ++t) rms_norm(&x[t * dim], L.attn_norm, &xn[t * dim], dim, hp_.rms_eps);
 
-    // q = Wq·xn (+bq), k = Wk·xn (+bk), v = Wv·xn (+bv)
+    // q = Wq·xn (+bq), k = Wk·xn (+bk), v = Wv·xn (+bv)   (this shard's heads only)
     matmul(L.wq, xn.data(), n, q.data(), scratch_);
     matmul(L.wk, xn.data(), n, k.data(), scratch_);
     matmul(L.wv, xn.data(), n, v.data(), scratch_);
@@ -60,57 +99,64 @@ void LlamaModel::forward(std::span<const int32_t> tokens, KVCache& kv, std::vect
     for (int64_t t = 0; t < n; ++t) {
       // qwen3: q_h = rmsnorm(q_h) · q_norm, k_h = rmsnorm(k_h) · k_norm, per head
       if (L.q_norm) {
-        for (int64_t h = 0; h < hp_.n_heads; ++h) rms_norm(&q[t * qd + h * hd], L.q_norm, &q[t * qd + h * hd], hd, hp_.rms_eps);
-        for (int64_t h = 0; h < hp_.n_kv_heads; ++h) rms_norm(&k[t * kvd + h * hd], L.k_norm, &k[t * kvd + h * hd], hd, hp_.rms_eps);
+        for (int64_t h = 0; h < n_heads_; ++h) rms_norm(&q[t * qd + h * hd], L.q_norm, &q[t * qd + h * hd], hd, hp_.rms_eps);
+        for (int64_t h = 0; h < n_kv_heads_; ++h) rms_norm(&k[t * kvd + h * hd], L.k_norm, &k[t * kvd + h * hd], hd, hp_.rms_eps);
       }
       // q_h, k_h = rope(q_h, pos), rope(k_h, pos)
       const int64_t pos = pos0 + t;
-      for (int64_t h = 0; h < hp_.n_heads; ++h)
+      for (int64_t h = 0; h < n_heads_; ++h)
         rope(&q[t * qd + h * hd], hp_.n_rot, pos, hp_.rope_base, hp_.rope_freq_scale, w_.rope_freqs, neox);
-      for (int64_t h = 0; h < hp_.n_kv_heads; ++h)
+      for (int64_t h = 0; h < n_kv_heads_; ++h)
         rope(&k[t * kvd + h * hd], hp_.n_rot, pos, hp_.rope_base, hp_.rope_freq_scale, w_.rope_freqs, neox);
-      std::copy_n(&k[t * kvd], kvd, kv.k(l, pos));
-      std::copy_n(&v[t * kvd], kvd, kv.v(l, pos));
+      std::copy_n(&k[t * kvd], kvd, kv.k(li, pos));
+      std::copy_n(&v[t * kvd], kvd, kv.v(li, pos));
     }
 
     // att = softmax(q·Kᵀ / √head_dim + causal mask) · V, per head (GQA: heads share KV heads)
-    attention(l, q.data(), n, pos0, kv, att.data());
+    attention(li, q.data(), n, pos0, kv, att.data());
 
-    // x = x + Wo·att
-    matmul(L.wo, att.data(), n, proj.data(), scratch_);
+    // x = x + Σ_ranks Wo·att   (each tensor-parallel rank holds some heads' columns of Wo)
+    matmul_cols(L.wo, L.wo_offset, att.data(), qd, n, proj.data());
+    if (partial_sum_) partial_sum_->sum(proj.data(), static_cast<size_t>(n * dim));
     for (int64_t i = 0; i < n * dim; ++i) x[i] += proj[i];
 
-    // x = x + W_down·(silu(W_gate·xn) ⊙ W_up·xn), xn = rmsnorm(x) · ffn_norm
+    // x = x + Σ_ranks W_down·(silu(W_gate·xn) ⊙ W_up·xn), xn = rmsnorm(x) · ffn_norm
     for (int64_t t = 0; t < n; ++t) rms_norm(&x[t * dim], L.ffn_norm, &xn[t * dim], dim, hp_.rms_eps);
     matmul(L.w_gate, xn.data(), n, gate.data(), scratch_);
     matmul(L.w_up, xn.data(), n, up.data(), scratch_);
     swiglu(gate.data(), up.data(), gate.data(), n * ffn);
-    matmul(L.w_down, gate.data(), n, proj.data(), scratch_);
+    matmul_cols(L.w_down, L.down_offset, gate.data(), ffn, n, proj.data());
+    if (partial_sum_) partial_sum_->sum(proj.data(), static_cast<size_t>(n * dim));
     for (int64_t i = 0; i < n * dim; ++i) x[i] += proj[i];
   }
   kv.advance(n);
+}
 
+void LlamaModel::project(const float* x, int64_t n, bool all_logits, std::vector<float>& logits) {
+  if (!shard().head) throw Error("project: this shard does not hold the output head");
+  const int64_t dim = hp_.dim;
   // logits = W_out · rmsnorm(x) · output_norm, for every token or only the last
   const int64_t first = all_logits ? 0 : n - 1, rows = n - first;
+  buf_.xn.resize(static_cast<size_t>(rows * dim));
   for (int64_t t = first; t < n; ++t)
-    rms_norm(&x[t * dim], w_.output_norm, &xn[(t - first) * dim], dim, hp_.rms_eps);
-  logits.resize(static_cast<size_t>(rows * hp_.n_vocab));
-  matmul(w_.output, xn.data(), rows, logits.data(), scratch_);
+    rms_norm(&x[t * dim], w_.output_norm, &buf_.xn[static_cast<size_t>((t - first) * dim)], dim, hp_.rms_eps);
+  logits.resize(static_cast<size_t>(rows * shard().n_vocab()));
+  matmul(w_.output, buf_.xn.data(), rows, logits.data(), scratch_);
 }
 
 void LlamaModel::attention(int64_t layer, const float* q, int64_t n, int64_t pos0, KVCache& kv,
                            float* out) {
-  const int64_t hd = hp_.head_dim, qd = hp_.q_dim(), group = hp_.n_heads / hp_.n_kv_heads;
+  const int64_t hd = hp_.head_dim, qd = q_dim_, group = hp_.n_heads / hp_.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   // Every (token, head) pair is independent: threads take contiguous runs of them.
-  global_pool().parallel_for(n * hp_.n_heads, 1, [&](int64_t begin, int64_t end) {
+  global_pool().parallel_for(n * n_heads_, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> scores(static_cast<size_t>(pos0 + n));
     for (int64_t job = begin; job < end; ++job) {
-      const int64_t t = job / hp_.n_heads, h = job % hp_.n_heads;
+      const int64_t t = job / n_heads_, h = job % n_heads_;
       const int64_t len = pos0 + t + 1;  // causal: this token sees itself and everything before
       const float* qh = q + t * qd + h * hd;
       const int64_t kvh = h / group;
-      dot_rows_f32(kv.k(layer, 0) + kvh * hd, len, hd, hp_.kv_dim(), qh, scores.data());
+      dot_rows_f32(kv.k(layer, 0) + kvh * hd, len, hd, kv_dim_, qh, scores.data());
       for (int64_t p = 0; p < len; ++p) scores[p] *= scale;
       softmax(scores.data(), len);
       float* oh = out + t * qd + h * hd;

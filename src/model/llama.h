@@ -1,5 +1,6 @@
 #pragma once
-// The Llama-family forward pass (llama, qwen2, qwen3) over a batch of consecutive tokens.
+// The Llama-family forward pass (llama, qwen2, qwen3) over a batch of consecutive tokens, for
+// the whole model or one rank's shard of it (a run of layers, a slice of every layer).
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -7,6 +8,7 @@
 
 #include "model/hparams.h"
 #include "model/kv_cache.h"
+#include "model/shard.h"
 #include "model/weights.h"
 
 namespace orchard {
@@ -17,24 +19,44 @@ class LlamaModel {
  public:
   // Binds weights inside `file`, which must outlive the model. `repack`: also keep copies of
   // the matrices in this CPU's fastest prompt-processing layout (more memory, faster prompts).
-  explicit LlamaModel(const GGUFFile& file, bool repack = true);
+  // `shard`: the part this rank holds; `partial_sum` (required when the shard splits tensors)
+  // adds the tensor-parallel partial results up across ranks.
+  explicit LlamaModel(const GGUFFile& file, bool repack = true, const Shard& shard = Shard{},
+                      PartialSum* partial_sum = nullptr);
 
   const HParams& hparams() const { return hp_; }
   const ModelWeights& weights() const { return w_; }
+  const Shard& shard() const { return w_.shard; }
 
-  // Feeds `tokens` at positions kv.size() … kv.size()+n-1 and appends their keys/values to `kv`.
-  // `logits` receives n × n_vocab values when all_logits, else only the last token's n_vocab.
+  // A cache for this shard's layers and KV heads.
+  std::unique_ptr<KVCache> new_cache(int64_t n_ctx) const;
+
+  // The whole model: feeds `tokens` at positions kv.size() … kv.size()+n-1 and appends their
+  // keys/values to `kv`. `logits` receives n × n_vocab values when all_logits, else only the
+  // last token's n_vocab.
   void forward(std::span<const int32_t> tokens, KVCache& kv, std::vector<float>& logits,
                bool all_logits = false);
 
+  // The same in pieces, for pipeline stages (x is n × dim, the residual stream):
+  void embed(std::span<const int32_t> tokens, float* x) const;           // needs shard().embed
+  void run_layers(float* x, int64_t n, KVCache& kv);                      // the shard's layers
+  // This shard's vocabulary slice of the logits (rows × n_vocab_local), for the last token or
+  // all n.
+  void project(const float* x, int64_t n, bool all_logits, std::vector<float>& logits);
+
  private:
   void attention(int64_t layer, const float* q, int64_t n, int64_t pos0, KVCache& kv, float* out);
+  // y = W·x for a column slice (see LayerWeights::wo_offset): x is placed into zero padding.
+  void matmul_cols(const MatrixView& w, int64_t offset, const float* x, int64_t width, int64_t n, float* y);
 
   HParams hp_;
   ModelWeights w_;
+  PartialSum* partial_sum_;
+  // Local sizes: this shard's heads, KV heads and FFN columns.
+  int64_t n_heads_, n_kv_heads_, q_dim_, kv_dim_, ffn_dim_;
   std::vector<uint8_t> scratch_;
   struct Buffers {
-    std::vector<float> x, xn, q, k, v, att, proj, gate, up;
+    std::vector<float> x, xn, q, k, v, att, proj, gate, up, padded;
   } buf_;
 };
 

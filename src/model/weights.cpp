@@ -1,5 +1,8 @@
 #include "model/weights.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "model/gguf.h"
 #include "tensor/error.h"
 #include "tensor/quant.h"
@@ -41,6 +44,34 @@ class Binder {
     return MatrixView{t->type, rows, cols, f_.tensor_data(*t)};
   }
 
+  // Rows [r0, r1) of a rows × cols matrix: a view into the file.
+  MatrixView rows_of(const std::string& name, int64_t rows, int64_t cols, int64_t r0, int64_t r1) {
+    MatrixView m = matrix(name, rows, cols);
+    m.data = static_cast<const uint8_t*>(m.data) + static_cast<size_t>(r0) * row_bytes(m.type, cols);
+    m.rows = r1 - r0;
+    return m;
+  }
+
+  // Columns [c0, c1), widened to whole quantization blocks and copied; *offset is where c0
+  // falls inside the copy.
+  MatrixView cols_of(const std::string& name, int64_t rows, int64_t cols, int64_t c0, int64_t c1, int64_t* offset) {
+    MatrixView m = matrix(name, rows, cols);
+    *offset = 0;
+    if (c0 == 0 && c1 == cols) return m;
+    const int64_t block = type_info(m.type).block_elems;
+    const int64_t b0 = c0 / block * block, b1 = std::min(cols, (c1 + block - 1) / block * block);
+    const size_t src_row = row_bytes(m.type, cols), skip = row_bytes(m.type, b0), keep = row_bytes(m.type, b1 - b0);
+    std::vector<uint8_t> copy(keep * static_cast<size_t>(rows));
+    const auto* src = static_cast<const uint8_t*>(m.data);
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(copy.data() + keep * static_cast<size_t>(r), src + src_row * static_cast<size_t>(r) + skip, keep);
+    w_.sliced.push_back(std::move(copy));
+    m.data = w_.sliced.back().data();
+    m.cols = b1 - b0;
+    *offset = c0 - b0;
+    return m;
+  }
+
   const float* vector(const std::string& name, int64_t n, bool required = true) {
     const GGUFTensorInfo* t = find(name, required);
     if (!t) return nullptr;
@@ -62,36 +93,45 @@ class Binder {
 
 }  // namespace
 
-ModelWeights ModelWeights::bind(const GGUFFile& f, const HParams& hp) {
+ModelWeights ModelWeights::bind(const GGUFFile& f, const HParams& hp, const Shard& requested) {
   ModelWeights w;
+  const Shard s = requested.resolved(hp);
+  w.shard = s;
   Binder b(f, w);
-  w.tok_embd = b.matrix("token_embd.weight", hp.n_vocab, hp.dim);
-  w.output_norm = b.vector("output_norm.weight", hp.dim);
-  w.output = b.matrix("output.weight", hp.n_vocab, hp.dim, /*required=*/false);
-  if (!w.output.data) w.output = w.tok_embd;  // tied embeddings
+  // Query heads [q0, q1) belong to KV heads [kv0, kv1); rows and columns in elements.
+  const int64_t hd = hp.head_dim, group = hp.n_heads / hp.n_kv_heads;
+  const int64_t q0 = s.kv_head_begin * group * hd, q1 = s.kv_head_end * group * hd;
+  const int64_t k0 = s.kv_head_begin * hd, k1 = s.kv_head_end * hd;
+  if (s.embed) w.tok_embd = b.matrix("token_embd.weight", hp.n_vocab, hp.dim);
+  if (s.head) {
+    w.output_norm = b.vector("output_norm.weight", hp.dim);
+    const bool tied = f.find_tensor("output.weight") == nullptr;
+    w.output = b.rows_of(tied ? "token_embd.weight" : "output.weight", hp.n_vocab, hp.dim, s.vocab_begin,
+                         s.vocab_end);
+  }
   w.rope_freqs = b.vector("rope_freqs.weight", hp.n_rot / 2, /*required=*/false);
 
-  for (int64_t l = 0; l < hp.n_layers; ++l) {
+  for (int64_t l = s.layer_begin; l < s.layer_end; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     LayerWeights L;
     L.attn_norm = b.vector(p + "attn_norm.weight", hp.dim);
-    L.wq = b.matrix(p + "attn_q.weight", hp.q_dim(), hp.dim);
-    L.wk = b.matrix(p + "attn_k.weight", hp.kv_dim(), hp.dim);
-    L.wv = b.matrix(p + "attn_v.weight", hp.kv_dim(), hp.dim);
-    L.wo = b.matrix(p + "attn_output.weight", hp.dim, hp.q_dim());
+    L.wq = b.rows_of(p + "attn_q.weight", hp.q_dim(), hp.dim, q0, q1);
+    L.wk = b.rows_of(p + "attn_k.weight", hp.kv_dim(), hp.dim, k0, k1);
+    L.wv = b.rows_of(p + "attn_v.weight", hp.kv_dim(), hp.dim, k0, k1);
+    L.wo = b.cols_of(p + "attn_output.weight", hp.dim, hp.q_dim(), q0, q1, &L.wo_offset);
     if (hp.attn_bias) {
-      L.bq = b.vector(p + "attn_q.bias", hp.q_dim());
-      L.bk = b.vector(p + "attn_k.bias", hp.kv_dim());
-      L.bv = b.vector(p + "attn_v.bias", hp.kv_dim());
+      L.bq = b.vector(p + "attn_q.bias", hp.q_dim()) + q0;
+      L.bk = b.vector(p + "attn_k.bias", hp.kv_dim()) + k0;
+      L.bv = b.vector(p + "attn_v.bias", hp.kv_dim()) + k0;
     }
     if (hp.qk_norm) {
       L.q_norm = b.vector(p + "attn_q_norm.weight", hp.head_dim);
       L.k_norm = b.vector(p + "attn_k_norm.weight", hp.head_dim);
     }
     L.ffn_norm = b.vector(p + "ffn_norm.weight", hp.dim);
-    L.w_gate = b.matrix(p + "ffn_gate.weight", hp.ffn_dim, hp.dim);
-    L.w_up = b.matrix(p + "ffn_up.weight", hp.ffn_dim, hp.dim);
-    L.w_down = b.matrix(p + "ffn_down.weight", hp.dim, hp.ffn_dim);
+    L.w_gate = b.rows_of(p + "ffn_gate.weight", hp.ffn_dim, hp.dim, s.ffn_begin, s.ffn_end);
+    L.w_up = b.rows_of(p + "ffn_up.weight", hp.ffn_dim, hp.dim, s.ffn_begin, s.ffn_end);
+    L.w_down = b.cols_of(p + "ffn_down.weight", hp.dim, hp.ffn_dim, s.ffn_begin, s.ffn_end, &L.down_offset);
     w.layers.push_back(L);
   }
   return w;
@@ -105,7 +145,7 @@ void ModelWeights::pack_for_cpu() {
   };
   for (auto& L : layers)
     for (MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*m);
-  pack(output);
+  if (output.data) pack(output);
 }
 
 }  // namespace orchard

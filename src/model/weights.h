@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "model/hparams.h"
+#include "model/shard.h"
 #include "tensor/matmul.h"
 
 namespace orchard {
@@ -22,6 +23,9 @@ struct LayerWeights {
   const float* k_norm = nullptr;
   const float* ffn_norm = nullptr;   // [dim]
   MatrixView w_gate, w_up, w_down;   // gate/up: ffn × dim, down: dim × ffn
+  // Tensor parallel: wo and w_down keep whole quantization blocks around this rank's input
+  // columns, which start at these offsets inside them (0 and full width when unsplit).
+  int64_t wo_offset = 0, down_offset = 0;
 };
 
 struct ModelWeights {
@@ -29,14 +33,18 @@ struct ModelWeights {
   const float* output_norm = nullptr;
   MatrixView output;                 // n_vocab × dim (tok_embd when tied)
   const float* rope_freqs = nullptr; // llama3 frequency factors [n_rot / 2], or nullptr
-  std::vector<LayerWeights> layers;
+  std::vector<LayerWeights> layers;  // the shard's layers, first to last
+  Shard shard;                       // resolved: what these weights cover
 
-  // Binds every tensor the architecture needs; throws orchard::Error naming the tensor when one
-  // is missing, has the wrong shape, or is stored in a format Orchard cannot compute with.
-  static ModelWeights bind(const GGUFFile& file, const HParams& hp);
+  // Binds every tensor the shard needs (all of them by default); throws orchard::Error naming
+  // the tensor when one is missing, has the wrong shape, or is stored in a format Orchard
+  // cannot compute with. Row ranges are views into the file; column ranges are copies.
+  static ModelWeights bind(const GGUFFile& file, const HParams& hp, const Shard& shard = Shard{});
 
   // Small 1-D tensors (norms, biases) stored in F16/BF16 are converted once and kept here.
   std::vector<std::unique_ptr<std::vector<float>>> owned;
+  // Column slices of matrices (tensor parallel), copied out of the file.
+  std::vector<std::vector<uint8_t>> sliced;
   // Matrices repacked for this CPU's prompt-processing kernel (see pack_for_cpu).
   std::vector<std::vector<uint8_t>> packed;
 

@@ -47,7 +47,7 @@ TEST_P(Collectives, AllSumOf16MElements) {
   const Case c = GetParam();
   const size_t count = size_t{16} << 20;
   run_ranks(c.backend, c.ranks, [&](Group& g) {
-    for (DType t : {DType::F32, DType::BF16}) {
+    for (DType t : {DType::F32, DType::F16, DType::BF16}) {
       auto buf = filled(t, g.rank(), count);
       g.all_sum(buf.data(), count, t);
       expect_sum(buf, t, g.size(), count, g.rank());

@@ -121,7 +121,8 @@ TEST(Hostfile, RejectsMalformedFilesNamingTheProblem) {
 TEST(Mpi, RanksUnderMpirunPassEveryCollectiveCheck) {
   if (std::system("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun not installed";
   for (int n : {2, 3, 4, 5}) {
-    Proc p = run({"mpirun", "--oversubscribe", "-n", std::to_string(n), ORCHARD_DIST_WORKER, "check"},
+    // Up to 16 Mi elements, as for the other backends.
+    Proc p = run({"mpirun", "--oversubscribe", "-n", std::to_string(n), ORCHARD_DIST_WORKER, "check", "16777216"},
                  "mpirun-" + std::to_string(n), 120,
                  {"ORCHARD_BACKEND=mpi", "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
                   "ASAN_OPTIONS=detect_leaks=0"});

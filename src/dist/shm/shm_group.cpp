@@ -1,6 +1,7 @@
 #include "dist/shm/shm_group.h"
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,6 +25,7 @@ constexpr size_t kMailboxBytes = 256 << 10;
 // once and all copy the result (n-fold fewer reads at the cost of a sync).
 constexpr size_t kSplitSumBytes = 64 << 10;
 constexpr auto kSpin = std::chrono::microseconds(30);
+constexpr auto kYield = std::chrono::microseconds(500);
 // A peer seen in a different call for this long, with nothing moving, is a
 // mismatch rather than a slow peer.
 constexpr auto kMismatchAfter = std::chrono::seconds(1);
@@ -100,7 +102,8 @@ ShmGroup::ShmGroup(std::unique_ptr<TcpGroup> boot) : boot_(std::move(boot)), me_
   if (me_ == 0) shm::Segment::unlink(name);  // mapped everywhere: the name is no longer needed
   // More ranks than cores: a spinning waiter holds the core its peer needs.
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  spin_ = static_cast<unsigned>(n_) <= cores ? kSpin : std::chrono::microseconds(2);
+  oversubscribed_ = static_cast<unsigned>(n_) > cores;
+  spin_ = oversubscribed_ ? std::chrono::microseconds(2) : kSpin;
   sent_.assign(static_cast<size_t>(n_), 0);
   received_.assign(static_cast<size_t>(n_), 0);
   srcs_.resize(static_cast<size_t>(n_));
@@ -122,6 +125,16 @@ void ShmGroup::wait_until(Ready ready, Blocker blocker) {
     if (ready()) return;
     cpu_relax();
     if ((i & 63) == 0 && net::Clock::now() - start > spin_) break;
+  }
+  // Oversubscribed: hand the core to the rank we wait for, a while, before
+  // paying for a futex sleep and wake-up.
+  if (oversubscribed_) {
+    const auto yield_start = net::Clock::now();
+    for (int i = 1;; ++i) {
+      if (ready()) return;
+      sched_yield();
+      if ((i & 15) == 0 && net::Clock::now() - yield_start > kYield) break;
+    }
   }
   shm::SegmentHeader& h = seg_.header();
   net::PeerMonitor& mon = boot_->mesh().monitor();

@@ -56,6 +56,7 @@ class ShmGroup : public Group {
   std::vector<const void*> srcs_;
   uint64_t doing_ = 0;
   std::chrono::microseconds spin_{0};
+  bool oversubscribed_ = false;
 };
 
 }  // namespace orchard::dist

@@ -1,0 +1,41 @@
+#include "model/shard.h"
+
+#include "tensor/error.h"
+
+namespace orchard {
+namespace {
+
+void fix(int64_t& begin, int64_t& end, int64_t size, const char* what) {
+  if (end < 0) end = size;
+  if (begin < 0 || begin >= end || end > size)
+    throw Error(std::string("shard: ") + what + " range [" + std::to_string(begin) + ", " + std::to_string(end) +
+                ") is empty or outside [0, " + std::to_string(size) + ")");
+}
+
+}  // namespace
+
+Shard Shard::resolved(const HParams& hp) const {
+  Shard s = *this;
+  fix(s.layer_begin, s.layer_end, hp.n_layers, "layer");
+  fix(s.kv_head_begin, s.kv_head_end, hp.n_kv_heads, "KV head");
+  fix(s.ffn_begin, s.ffn_end, hp.ffn_dim, "FFN column");
+  fix(s.vocab_begin, s.vocab_end, hp.n_vocab, "vocabulary");
+  return s;
+}
+
+bool Shard::splits_tensors(const HParams& hp) const {
+  const Shard s = resolved(hp);
+  return s.n_kv_heads() != hp.n_kv_heads || s.n_ffn() != hp.ffn_dim || s.n_vocab() != hp.n_vocab;
+}
+
+std::string Shard::describe() const {
+  std::string d = "layers " + std::to_string(layer_begin) + "-" + std::to_string(layer_end - 1);
+  if (embed) d += " +embeddings";
+  if (head) d += " +head";
+  d += ", KV heads " + std::to_string(kv_head_begin) + "-" + std::to_string(kv_head_end - 1) + ", FFN " +
+       std::to_string(ffn_begin) + "-" + std::to_string(ffn_end - 1) + ", vocab " + std::to_string(vocab_begin) +
+       "-" + std::to_string(vocab_end - 1);
+  return d;
+}
+
+}  // namespace orchard
