@@ -1,0 +1,111 @@
+#include "parallel/plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "tensor/error.h"
+
+namespace orchard::parallel {
+
+Kind parse_kind(const std::string& text) {
+  if (text == "pipeline") return Kind::kPipeline;
+  if (text == "tensor") return Kind::kTensor;
+  if (text == "hybrid") return Kind::kHybrid;
+  throw Error("--parallel must be pipeline, tensor or hybrid, not '" + text + "'");
+}
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::kPipeline: return "pipeline";
+    case Kind::kTensor: return "tensor";
+    case Kind::kHybrid: return "hybrid";
+  }
+  return "?";
+}
+
+std::vector<std::pair<int64_t, int64_t>> split_range(int64_t n, int parts, int64_t unit,
+                                                     const std::vector<double>& weights) {
+  std::vector<double> w = weights;
+  if (w.empty()) w.assign(static_cast<size_t>(parts), 1.0);
+  const double total = std::accumulate(w.begin(), w.end(), 0.0);
+  const int64_t units = (n + unit - 1) / unit;
+  // Cumulative share, rounded to whole units; every part keeps at least one unit.
+  std::vector<std::pair<int64_t, int64_t>> out;
+  double acc = 0;
+  int64_t prev = 0;
+  for (int p = 0; p < parts; ++p) {
+    acc += w[static_cast<size_t>(p)];
+    int64_t end_units = p + 1 == parts ? units : static_cast<int64_t>(std::llround(acc / total * units));
+    end_units = std::max(end_units, prev + 1);
+    end_units = std::min(end_units, units - (parts - 1 - p));
+    out.emplace_back(prev * unit, std::min(n, end_units * unit));
+    prev = end_units;
+  }
+  return out;
+}
+
+Plan make_plan(const HParams& hp, Kind kind, int ranks, int tp, const std::vector<double>& weights) {
+  Plan plan;
+  plan.kind = kind;
+  if (ranks < 1) throw Error("a plan needs at least one rank");
+  if (kind == Kind::kPipeline) {
+    plan.stages = ranks;
+    plan.tp = 1;
+  } else if (kind == Kind::kTensor) {
+    plan.stages = 1;
+    plan.tp = ranks;
+  } else {
+    if (tp < 1) tp = ranks % 2 == 0 ? 2 : 1;
+    if (ranks % tp != 0)
+      throw Error("hybrid: " + std::to_string(ranks) + " ranks do not form stages of " + std::to_string(tp) +
+                  " tensor-parallel ranks");
+    plan.tp = tp;
+    plan.stages = ranks / tp;
+  }
+  if (plan.stages > hp.n_layers)
+    throw Error("pipeline of " + std::to_string(plan.stages) + " stages needs at least as many layers; the model has " +
+                std::to_string(hp.n_layers));
+  if (plan.tp > hp.n_kv_heads)
+    throw Error("tensor parallel over " + std::to_string(plan.tp) + " ranks needs at least " +
+                std::to_string(plan.tp) + " KV heads; the model has " + std::to_string(hp.n_kv_heads));
+  if (!weights.empty() && static_cast<int>(weights.size()) != plan.stages)
+    throw Error("got " + std::to_string(weights.size()) + " memory weights for " + std::to_string(plan.stages) +
+                " stages");
+  const auto layers = split_range(hp.n_layers, plan.stages, 1, weights);
+  const auto heads = split_range(hp.n_kv_heads, plan.tp);
+  // FFN columns in steps of 32 so Q4_0/Q8_0 column slices need no padding; vocabulary in rows.
+  const int64_t ffn_unit = hp.ffn_dim % 32 == 0 && hp.ffn_dim / 32 >= plan.tp ? 32 : 1;
+  const auto ffn = split_range(hp.ffn_dim, plan.tp, ffn_unit);
+  const auto vocab = split_range(hp.n_vocab, plan.tp);
+  for (int s = 0; s < plan.stages; ++s)
+    for (int t = 0; t < plan.tp; ++t) {
+      RankRole role;
+      role.stage = s;
+      role.tp_rank = t;
+      Shard& sh = role.shard;
+      sh.layer_begin = layers[static_cast<size_t>(s)].first;
+      sh.layer_end = layers[static_cast<size_t>(s)].second;
+      sh.embed = s == 0;
+      sh.head = s == plan.stages - 1;
+      sh.kv_head_begin = heads[static_cast<size_t>(t)].first;
+      sh.kv_head_end = heads[static_cast<size_t>(t)].second;
+      sh.ffn_begin = ffn[static_cast<size_t>(t)].first;
+      sh.ffn_end = ffn[static_cast<size_t>(t)].second;
+      sh.vocab_begin = vocab[static_cast<size_t>(t)].first;
+      sh.vocab_end = vocab[static_cast<size_t>(t)].second;
+      plan.ranks.push_back(role);
+    }
+  return plan;
+}
+
+std::string Plan::describe() const {
+  std::string d = std::string(kind_name(kind)) + ": " + std::to_string(stages) + " stage(s) × " + std::to_string(tp) +
+                  " tensor-parallel rank(s)\n";
+  for (size_t r = 0; r < ranks.size(); ++r)
+    d += "  rank " + std::to_string(r) + ": stage " + std::to_string(ranks[r].stage) + ", " +
+         ranks[r].shard.describe() + "\n";
+  return d;
+}
+
+}  // namespace orchard::parallel

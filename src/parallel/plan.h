@@ -1,0 +1,50 @@
+#pragma once
+// Who holds what: a plan gives every rank of a job its pipeline stage, its place in that
+// stage's tensor-parallel group, and the Shard of the model it loads.
+//   pipeline P:   P stages of consecutive layers, sized in proportion to each stage's memory
+//   tensor T:     one stage; every layer's heads, FFN columns and vocabulary split T ways
+//   hybrid P×T:   P stages, each a tensor-parallel group of T ranks (rank = stage·T + t)
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/hparams.h"
+#include "model/shard.h"
+
+namespace orchard::parallel {
+
+enum class Kind { kPipeline, kTensor, kHybrid };
+
+Kind parse_kind(const std::string& text);
+const char* kind_name(Kind k);
+
+struct RankRole {
+  int stage = 0;
+  int tp_rank = 0;
+  Shard shard;
+};
+
+struct Plan {
+  Kind kind = Kind::kPipeline;
+  int stages = 1;
+  int tp = 1;
+  std::vector<RankRole> ranks;  // by world rank
+
+  int size() const { return stages * tp; }
+  int world_rank(int stage, int tp_rank) const { return stage * tp + tp_rank; }
+  // The rank that samples: the first rank of the last stage.
+  int sampler() const { return world_rank(stages - 1, 0); }
+  std::string describe() const;
+};
+
+// `weights[s]`: relative memory of stage s (equal when empty); every stage gets at least one
+// layer. Throws orchard::Error when the plan cannot exist (more stages than layers, more
+// tensor ranks than KV heads, …), saying why.
+Plan make_plan(const HParams& hp, Kind kind, int ranks, int tp = 0, const std::vector<double>& weights = {});
+
+// Splits [0, n) into `parts` contiguous ranges whose lengths follow `weights` (equal when
+// empty), each at least `min_len` and a multiple of `unit` except the last.
+std::vector<std::pair<int64_t, int64_t>> split_range(int64_t n, int parts, int64_t unit = 1,
+                                                     const std::vector<double>& weights = {});
+
+}  // namespace orchard::parallel
