@@ -1,24 +1,112 @@
-// `orchard generate`: streams a completion of a prompt, then a stats line.
+// `orchard generate`: streams a completion of a prompt, then a stats line. With --parallel it
+// is one rank of a split model (under `orchard launch` or `orchard run`).
 #include <cstdio>
 #include <memory>
 #include <thread>
 
 #include "cli/commands.h"
+#include "dist/config.h"
+#include "dist/make_group.h"
 #include "model/engine.h"
 #include "model/synthetic/synthetic.h"
+#include "parallel/memory.h"
+#include "parallel/session.h"
+#include "tensor/error.h"
 
 namespace orchard::cli {
+namespace {
+
+struct GenerateOpts {
+  std::string model, prompt = "Once upon a time";
+  int32_t n = 64;
+  int threads = 0;
+  int64_t ctx = 0;
+  SamplerOptions s;
+  bool no_bos = false, special = false, mmap = false, no_repack = false;
+  std::string parallel, mem;
+  int tp = 0;
+  int64_t chunk = 64;
+};
+
+std::vector<uint64_t> parse_budgets(const std::string& text) {
+  std::vector<uint64_t> out;
+  size_t start = 0;
+  while (!text.empty()) {
+    const size_t comma = text.find(',', start);
+    out.push_back(parallel::parse_bytes(text.substr(start, comma - start)));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+EngineOptions engine_options(const GenerateOpts& o) {
+  EngineOptions eo;
+  eo.model_path = o.model.empty() ? default_model_path() : o.model;
+  eo.threads = o.threads;
+  eo.n_ctx = o.ctx;
+  eo.mmap = o.mmap;
+  eo.repack = !o.no_repack;
+  return eo;
+}
+
+GenerateOptions generate_options(const GenerateOpts& o) {
+  GenerateOptions go;
+  go.max_tokens = o.n;
+  go.sampling = o.s;
+  go.add_special = !o.no_bos;
+  go.parse_special = o.special;
+  return go;
+}
+
+bool print_piece(const std::string& piece) {
+  std::fputs(piece.c_str(), stdout);
+  std::fflush(stdout);
+  return true;
+}
+
+void print_stats(double load_ms, const GenerateResult& r, int threads, const std::string& extra) {
+  std::fprintf(stderr,
+               "\nstats: load %.1f ms | prompt %zu tokens, %.1f ms, %.2f tokens/s | "
+               "generation %zu tokens, %.1f ms, %.2f tokens/s | threads %d%s | finish: %s\n",
+               load_ms, r.prompt_tokens.size(), r.prompt_ms,
+               r.prompt_ms > 0 ? 1000.0 * r.prompt_tokens.size() / r.prompt_ms : 0.0, r.tokens.size(), r.gen_ms,
+               r.gen_ms > 0 ? 1000.0 * r.tokens.size() / r.gen_ms : 0.0, threads, extra.c_str(),
+               r.finish_reason.c_str());
+}
+
+void run_parallel(const GenerateOpts& o) {
+  if (!dist::Config::in_job())
+    throw Error("--parallel runs as one rank of a job: start it with `orchard run --nodes N --parallel " +
+                o.parallel + " …` or `orchard launch -n N -- orchard generate --parallel " + o.parallel + " …`");
+  auto t0 = std::chrono::steady_clock::now();
+  auto world = dist::make_group_from_env();
+  parallel::SessionOptions so;
+  so.engine = engine_options(o);
+  so.kind = parallel::parse_kind(o.parallel);
+  so.tp = o.tp;
+  so.mem = parse_budgets(o.mem);
+  so.chunk = o.chunk;
+  auto session = parallel::Session::start(*world, so);
+  const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (session->is_sampler()) {
+    std::fprintf(stderr, "%s", session->plan().describe().c_str());
+    std::fputs(o.prompt.c_str(), stdout);
+    std::fflush(stdout);
+  }
+  GenerateResult r = session->generate(o.prompt, generate_options(o), print_piece);
+  if (session->is_sampler()) {
+    std::fputc('\n', stdout);
+    const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
+    print_stats(load_ms, r, threads,
+                " per rank | " + std::to_string(world->size()) + " ranks, " + world->backend() + ", " + o.parallel);
+  }
+}
+
+}  // namespace
 
 void register_generate(CLI::App& app) {
-  struct Opts {
-    std::string model, prompt = "Once upon a time";
-    int32_t n = 64;
-    int threads = 0;
-    int64_t ctx = 0;
-    SamplerOptions s;
-    bool no_bos = false, special = false, mmap = false, no_repack = false;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<GenerateOpts>();
   auto* cmd = app.add_subcommand("generate", "Generate text from a prompt with a GGUF model");
   cmd->add_option("-m,--model", o->model,
                   "GGUF model file (default: the built-in synthetic tiny model, created on first use)");
@@ -39,38 +127,42 @@ void register_generate(CLI::App& app) {
   cmd->add_flag("--no-repack", o->no_repack, "Skip the repacked weight copy (less memory, slower prompts)");
   cmd->add_flag("--no-bos", o->no_bos, "Do not add BOS to the prompt");
   cmd->add_flag("--special", o->special, "Parse special-token text such as <|eot_id|> in the prompt");
+  cmd->add_option("--parallel", o->parallel,
+                  "Split the model over the ranks of this job (under orchard run or orchard launch): "
+                  "pipeline, tensor or hybrid");
+  cmd->add_option("--tp", o->tp, "hybrid: tensor-parallel ranks per pipeline stage (default 2)");
+  cmd->add_option("--mem", o->mem,
+                  "Memory budget per rank, e.g. 4G or 2G,6G: pipeline stages are sized to it, and a model "
+                  "that does not fit is refused");
+  cmd->add_option("--chunk", o->chunk, "Prompt tokens per pipeline step (pipelined prefill)")->capture_default_str();
+  cmd->footer(
+      "Across ranks:\n"
+      "  orchard run --nodes 2 --parallel tensor -m model.gguf -p Hello          # local ranks\n"
+      "  orchard launch --hostfile hosts.json -- orchard generate --parallel pipeline -m model.gguf");
   cmd->callback([o] {
-    EngineOptions eo;
-    eo.model_path = o->model.empty() ? default_model_path() : o->model;
+    if (!o->parallel.empty()) {
+      run_parallel(*o);
+      return;
+    }
+    EngineOptions eo = engine_options(*o);
     if (o->model.empty())
       std::fprintf(stderr, "using the built-in synthetic model %s (random weights: meaningless text)\n",
                    eo.model_path.c_str());
-    eo.threads = o->threads;
-    eo.n_ctx = o->ctx;
-    eo.mmap = o->mmap;
-    eo.repack = !o->no_repack;
+    if (!o->mem.empty()) {
+      // One rank: the whole model must fit the budget.
+      auto header = GGUFFile::open(eo.model_path, GGUFLoad::Map);
+      const HParams hp = HParams::from_gguf(*header);
+      const int64_t n_ctx = eo.n_ctx > 0 ? eo.n_ctx : std::min<int64_t>(hp.n_ctx_train, 4096);
+      parallel::check_budgets(*header, hp, parallel::make_plan(hp, parallel::Kind::kPipeline, 1),
+                              parse_budgets(o->mem), n_ctx, o->chunk);
+    }
     auto engine = Engine::load(eo);
-    GenerateOptions go;
-    go.max_tokens = o->n;
-    go.sampling = o->s;
-    go.add_special = !o->no_bos;
-    go.parse_special = o->special;
     std::fputs(o->prompt.c_str(), stdout);
     std::fflush(stdout);
-    auto r = engine->generate(o->prompt, go, [](const std::string& piece) {
-      std::fputs(piece.c_str(), stdout);
-      std::fflush(stdout);
-      return true;
-    });
+    auto r = engine->generate(o->prompt, generate_options(*o), print_piece);
     std::fputc('\n', stdout);
     const int threads = o->threads > 0 ? o->threads : static_cast<int>(std::thread::hardware_concurrency());
-    std::fprintf(stderr,
-                 "\nstats: load %.1f ms | prompt %zu tokens, %.1f ms, %.2f tokens/s | "
-                 "generation %zu tokens, %.1f ms, %.2f tokens/s | threads %d | finish: %s\n",
-                 engine->load_ms(), r.prompt_tokens.size(), r.prompt_ms,
-                 r.prompt_ms > 0 ? 1000.0 * r.prompt_tokens.size() / r.prompt_ms : 0.0,
-                 r.tokens.size(), r.gen_ms, r.gen_ms > 0 ? 1000.0 * r.tokens.size() / r.gen_ms : 0.0,
-                 threads, r.finish_reason.c_str());
+    print_stats(engine->load_ms(), r, threads, "");
   });
 }
 

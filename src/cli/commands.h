@@ -10,6 +10,7 @@ void register_perplexity(CLI::App& app);
 void register_make_model(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_launch(CLI::App& app);
+void register_run(CLI::App& app);
 void register_bench_comm(CLI::App& bench);
 
 }  // namespace orchard::cli

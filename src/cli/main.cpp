@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   orchard::cli::register_make_model(app);
   orchard::cli::register_bench(app);
   orchard::cli::register_launch(app);
+  orchard::cli::register_run(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

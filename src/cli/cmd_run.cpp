@@ -1,0 +1,50 @@
+// `orchard run`: a local cluster in one command. Starts N ranks of `orchard generate
+// --parallel …` on this machine (as `orchard launch -n N` would) with every other option
+// passed through.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <memory>
+
+#include "cli/commands.h"
+#include "dist/launcher.h"
+#include "tensor/error.h"
+
+namespace orchard::cli {
+
+void register_run(CLI::App& app) {
+  struct Opts {
+    int nodes = 2;
+    std::string parallel = "pipeline", backend = "shm";
+    double latency_us = 0, gbps = 0;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("run", "Run one model split over N local ranks (a local cluster)");
+  cmd->add_option("--nodes", o->nodes, "Number of ranks")->capture_default_str();
+  cmd->add_option("--parallel", o->parallel, "pipeline, tensor or hybrid")->capture_default_str();
+  cmd->add_option("--backend", o->backend, "tcp or shm between the ranks")->capture_default_str();
+  cmd->add_option("--link-latency-us", o->latency_us, "tcp: emulated per-message latency");
+  cmd->add_option("--link-gbps", o->gbps, "tcp: emulated link bandwidth");
+  cmd->allow_extras();
+  cmd->footer(
+      "Every other option goes to `orchard generate` on each rank, e.g.\n"
+      "  orchard run --nodes 2 --parallel tensor -m model.gguf -p \"Hello\" -n 32 -t 1\n"
+      "  orchard run --nodes 4 --parallel hybrid --tp 2 --backend tcp --link-latency-us 50");
+  cmd->callback([o, cmd] {
+    char self[4096];
+    const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) throw Error("run: cannot find the orchard executable");
+    dist::LaunchOptions lo;
+    lo.ranks = o->nodes;
+    lo.backend = o->backend;
+    lo.prefix = false;
+    lo.command = {std::string(self, static_cast<size_t>(len)), "generate", "--parallel", o->parallel};
+    for (const auto& a : cmd->remaining()) lo.command.push_back(a);
+    if (o->latency_us > 0) lo.extra_env.push_back("ORCHARD_LINK_LATENCY_US=" + std::to_string(o->latency_us));
+    if (o->gbps > 0) lo.extra_env.push_back("ORCHARD_LINK_GBPS=" + std::to_string(o->gbps));
+    const int rc = dist::launch(lo);
+    if (rc != 0) std::exit(rc);
+  });
+}
+
+}  // namespace orchard::cli

@@ -1,0 +1,82 @@
+#include "parallel/memory.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "tensor/error.h"
+
+namespace orchard::parallel {
+namespace {
+
+uint64_t tensor_bytes(const GGUFFile& f, const std::string& name) {
+  const GGUFTensorInfo* t = f.find_tensor(name);
+  return t ? t->nbytes : 0;
+}
+
+// Share of a tensor's bytes for `part` of `whole` rows or columns.
+uint64_t share(uint64_t bytes, int64_t part, int64_t whole) {
+  return whole > 0 ? bytes * static_cast<uint64_t>(part) / static_cast<uint64_t>(whole) : bytes;
+}
+
+}  // namespace
+
+ShardBytes shard_bytes(const GGUFFile& f, const HParams& hp, const Shard& requested, int64_t n_ctx, int64_t chunk) {
+  const Shard s = requested.resolved(hp);
+  ShardBytes b;
+  const int64_t kvh = s.n_kv_heads();
+  for (int64_t l = s.layer_begin; l < s.layer_end; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    for (const char* m : {"attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight", "attn_q.bias",
+                          "attn_k.bias", "attn_v.bias"})
+      b.weights += share(tensor_bytes(f, p + m), kvh, hp.n_kv_heads);
+    for (const char* m : {"ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"})
+      b.weights += share(tensor_bytes(f, p + m), s.n_ffn(), hp.ffn_dim);
+    for (const char* m : {"attn_norm.weight", "ffn_norm.weight", "attn_q_norm.weight", "attn_k_norm.weight"})
+      b.weights += tensor_bytes(f, p + m);
+  }
+  if (s.embed) b.weights += tensor_bytes(f, "token_embd.weight");
+  if (s.head) {
+    const bool tied = f.find_tensor("output.weight") == nullptr;
+    const uint64_t out = tensor_bytes(f, tied ? "token_embd.weight" : "output.weight");
+    if (!(tied && s.embed && s.n_vocab() == hp.n_vocab)) b.weights += share(out, s.n_vocab(), hp.n_vocab);
+    b.weights += tensor_bytes(f, "output_norm.weight");
+  }
+  // K and V in f32 for every position of every local layer and KV head.
+  b.kv = 2ull * static_cast<uint64_t>(s.n_layers() * n_ctx * kvh * hp.head_dim) * sizeof(float);
+  // Activations of one chunk: residual, norm, q/k/v/attention, gate/up, logits.
+  const int64_t per_token = 3 * hp.dim + 2 * hp.q_dim() + 2 * hp.kv_dim() + 2 * hp.ffn_dim + s.n_vocab();
+  b.scratch = static_cast<uint64_t>(chunk * per_token) * sizeof(float);
+  return b;
+}
+
+uint64_t parse_bytes(const std::string& text) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::logic_error&) {
+    throw Error("'" + text + "' is not a size (use e.g. 512M, 8G)");
+  }
+  std::string unit = text.substr(used);
+  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
+  if (unit.size() == 2 && (unit[1] == 'i' || unit[1] == 'I')) unit.pop_back();
+  double mult = 1;
+  if (unit == "K" || unit == "k") mult = 1024.0;
+  else if (unit == "M" || unit == "m") mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "g") mult = 1024.0 * 1024 * 1024;
+  else if (unit == "T" || unit == "t") mult = 1024.0 * 1024 * 1024 * 1024;
+  else if (!unit.empty()) throw Error("'" + text + "' has an unknown unit (use K, M, G or T)");
+  if (v <= 0 || !std::isfinite(v)) throw Error("'" + text + "' must be a positive size");
+  return static_cast<uint64_t>(v * mult);
+}
+
+std::string format_bytes(uint64_t bytes) {
+  char buf[32];
+  if (bytes >= (1ull << 30))
+    std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / 1073741824.0);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / 1048576.0);
+  return buf;
+}
+
+}  // namespace orchard::parallel

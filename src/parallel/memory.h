@@ -1,0 +1,27 @@
+#pragma once
+// What a rank must hold for its shard: its weights (row and column slices counted at their
+// share), replicated pieces (norms, embeddings on the first stage), its KV cache for the
+// context, and scratch buffers. Used to size pipeline stages to memory budgets and to refuse
+// plans that do not fit, before anything is loaded.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/gguf.h"
+#include "model/hparams.h"
+#include "model/shard.h"
+
+namespace orchard::parallel {
+
+struct ShardBytes {
+  uint64_t weights = 0, kv = 0, scratch = 0;
+  uint64_t total() const { return weights + kv + scratch; }
+};
+
+ShardBytes shard_bytes(const GGUFFile& file, const HParams& hp, const Shard& shard, int64_t n_ctx, int64_t chunk);
+
+// "512M", "8G", "1.5GiB", "300000000" → bytes; throws orchard::Error naming the text.
+uint64_t parse_bytes(const std::string& text);
+std::string format_bytes(uint64_t bytes);
+
+}  // namespace orchard::parallel
