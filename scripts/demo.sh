@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
-# The main job on the built-in default: installs, builds, then generates text with the
-# synthetic tiny model (created on first use; random weights, so the text is meaningless).
+# The main job on the built-in default: installs, builds, then runs the synthetic tiny model
+# (created on first use; random weights, so the text is meaningless) on one process and as a
+# local cluster of ranks under each split, so you can see what each one does. Extra arguments
+# go to every generate/run call (e.g. -n 16 -p "Hello").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
-./build/orchard generate "$@"
+o=./build/orchard
+echo "== one process"
+$o generate --temp 0 -n 24 "$@"
+echo "== pipeline: 2 local ranks, each holding half of the layers"
+$o run --nodes 2 --parallel pipeline --temp 0 -n 24 -t 1 "$@"
+echo "== tensor: 2 local ranks, each holding half of every layer"
+$o run --nodes 2 --parallel tensor --temp 0 -n 24 -t 1 "$@"
+echo "== hybrid: 4 local ranks, 2 pipeline stages of 2 tensor-parallel ranks"
+$o run --nodes 4 --parallel hybrid --tp 2 --temp 0 -n 24 -t 1 "$@"

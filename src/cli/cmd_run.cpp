@@ -3,11 +3,13 @@
 // passed through.
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 
 #include "cli/commands.h"
 #include "dist/launcher.h"
+#include "model/synthetic/synthetic.h"
 #include "tensor/error.h"
 
 namespace orchard::cli {
@@ -39,7 +41,16 @@ void register_run(CLI::App& app) {
     lo.backend = o->backend;
     lo.prefix = false;
     lo.command = {std::string(self, static_cast<size_t>(len)), "generate", "--parallel", o->parallel};
-    for (const auto& a : cmd->remaining()) lo.command.push_back(a);
+    bool has_model = false;
+    for (const auto& a : cmd->remaining()) {
+      lo.command.push_back(a);
+      has_model |= a == "-m" || a == "--model" || a.rfind("--model=", 0) == 0;
+    }
+    // Create the built-in model once here, not in every rank at the same moment.
+    if (!has_model) {
+      const std::string path = default_model_path();
+      std::fprintf(stderr, "using the built-in synthetic model %s (random weights: meaningless text)\n", path.c_str());
+    }
     if (o->latency_us > 0) lo.extra_env.push_back("ORCHARD_LINK_LATENCY_US=" + std::to_string(o->latency_us));
     if (o->gbps > 0) lo.extra_env.push_back("ORCHARD_LINK_GBPS=" + std::to_string(o->gbps));
     const int rc = dist::launch(lo);
