@@ -59,8 +59,9 @@ void register_bench(CLI::App& app) {
   cmd->add_flag("--mmap", o->mmap, "Run from the page cache instead of a huge-page copy");
   cmd->add_flag("--no-repack", o->no_repack, "Skip the repacked weight copy (less memory, slower prompts)");
   register_bench_comm(*cmd);
+  register_bench_parallel(*cmd);
   cmd->callback([o, cmd] {
-    if (cmd->got_subcommand("comm")) return;
+    if (cmd->got_subcommand("comm") || cmd->got_subcommand("parallel")) return;
     if (o->reps < 1) throw CLI::ValidationError("--repetitions", "must be at least 1");
     EngineOptions eo;
     eo.model_path = o->model.empty() ? default_model_path() : o->model;

@@ -12,5 +12,6 @@ void register_bench(CLI::App& app);
 void register_launch(CLI::App& app);
 void register_run(CLI::App& app);
 void register_bench_comm(CLI::App& bench);
+void register_bench_parallel(CLI::App& bench);
 
 }  // namespace orchard::cli

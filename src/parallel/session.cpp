@@ -68,6 +68,10 @@ std::unique_ptr<Session> Session::start(dist::Group& world, const SessionOptions
   return s;
 }
 
+std::unique_ptr<DistributedForward> Session::make_forward(KVCache& kv) {
+  return std::make_unique<DistributedForward>(engine_->model(), kv, world_, tp_.get(), plan_, chunk_);
+}
+
 GenerateResult Session::generate(const std::string& prompt, const GenerateOptions& options,
                                  const std::function<bool(const std::string&)>& on_text) {
   auto kv = engine_->new_cache();

@@ -31,6 +31,8 @@ class Session {
   const Plan& plan() const { return plan_; }
   Engine& engine() { return *engine_; }
   bool is_sampler() const { return world_.rank() == plan_.sampler(); }
+  // A forward pass over this rank's shard, in step with the others, writing into `kv`.
+  std::unique_ptr<DistributedForward> make_forward(KVCache& kv);
   // Every rank calls it; the sampler's result holds the text and only it calls on_text.
   GenerateResult generate(const std::string& prompt, const GenerateOptions& options,
                           const std::function<bool(const std::string&)>& on_text = {});

@@ -1,0 +1,193 @@
+// `orchard bench parallel`: time to first token and generation tokens/s of one model split over
+// local ranks, per split, rank count and emulated link latency; 1-rank rows are the baseline.
+// Outside a job it starts the ranks itself; inside one (--worker) the sampler prints a row.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "dist/config.h"
+#include "dist/launcher.h"
+#include "dist/make_group.h"
+#include "model/engine.h"
+#include "model/synthetic/synthetic.h"
+#include "parallel/distributed_forward.h"
+#include "parallel/session.h"
+#include "tensor/error.h"
+#include "tensor/threadpool.h"
+
+namespace orchard::cli {
+namespace {
+
+struct BenchOpts {
+  std::string model, ranks = "1,2,4", splits = "pipeline,tensor,hybrid", latencies = "0,50,300";
+  std::string backend = "shm", threads = "1";
+  int pp = 512, tg = 64, reps = 3;
+  int64_t chunk = 64;
+  bool worker = false;
+  std::string split = "pipeline";
+  double latency = 0;
+};
+
+std::vector<std::string> items(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string x; std::getline(ss, x, ',');)
+    if (!x.empty()) out.push_back(x);
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::vector<TokenId> prompt_tokens(int n, int64_t vocab) {
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> d(3, static_cast<int32_t>(vocab - 1));
+  std::vector<TokenId> t(static_cast<size_t>(n));
+  for (auto& x : t) x = d(rng);
+  return t;
+}
+
+void print_row(const BenchOpts& o, int ranks, const std::string& split, const std::string& backend, int threads,
+               double ttft_ms, double tg) {
+  std::printf("| %5d | %-8s | %-7s | %6.0f | %7d | %6lld | %9.1f | %9.1f | %7.2f |\n", ranks, split.c_str(),
+              backend.c_str(), o.latency, threads, static_cast<long long>(o.chunk), ttft_ms, o.pp * 1000.0 / ttft_ms, tg);
+  std::fflush(stdout);
+}
+
+// Runs pp then tg `reps` times through `f` (made fresh by `make`), returns medians.
+template <class Make>
+std::pair<double, double> measure(const BenchOpts& o, int64_t vocab, Make make) {
+  const auto prompt = prompt_tokens(o.pp, vocab);
+  std::vector<double> ttft, tg;
+  std::vector<float> logits;
+  for (int r = 0; r < o.reps; ++r) {
+    auto [fwd, keep] = make();
+    const auto t0 = std::chrono::steady_clock::now();
+    fwd->feed(prompt, logits);
+    TokenId next = fwd->agree(fwd->is_sampler() ? static_cast<TokenId>(std::max_element(logits.begin(), logits.end()) - logits.begin()) : 0);
+    const auto t1 = std::chrono::steady_clock::now();
+    for (int i = 0; i < o.tg; ++i) {
+      fwd->feed(std::span<const TokenId>(&next, 1), logits);
+      next = fwd->agree(fwd->is_sampler() ? static_cast<TokenId>(std::max_element(logits.begin(), logits.end()) - logits.begin()) : 0);
+    }
+    const auto t2 = std::chrono::steady_clock::now();
+    ttft.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    tg.push_back(o.tg / std::chrono::duration<double>(t2 - t1).count());
+  }
+  return {median(ttft), median(tg)};
+}
+
+void run_single(const BenchOpts& o, const std::string& path, int threads) {
+  EngineOptions eo;
+  eo.model_path = path;
+  eo.threads = threads;
+  eo.n_ctx = o.pp + o.tg + 1;
+  auto engine = Engine::load(eo);
+  auto [ttft, tg] = measure(o, engine->hparams().n_vocab, [&] {
+    auto kv = std::shared_ptr<KVCache>(engine->new_cache());
+    return std::make_pair(std::make_unique<LocalForward>(engine->model(), *kv), kv);
+  });
+  BenchOpts row = o;
+  row.latency = 0;
+  row.chunk = o.pp;
+  print_row(row, 1, "-", "-", threads, ttft, tg);
+}
+
+void run_worker(const BenchOpts& o, const std::string& path) {
+  auto world = dist::make_group_from_env();
+  parallel::SessionOptions so;
+  so.engine.model_path = path;
+  so.engine.threads = std::stoi(o.threads);
+  so.engine.n_ctx = o.pp + o.tg + 1;
+  so.kind = parallel::parse_kind(o.split);
+  so.chunk = o.chunk;
+  auto session = parallel::Session::start(*world, so);
+  Engine& engine = session->engine();
+  auto [ttft, tg] = measure(o, engine.hparams().n_vocab, [&] {
+    auto kv = std::shared_ptr<KVCache>(engine.new_cache());
+    return std::make_pair(session->make_forward(*kv), kv);
+  });
+  if (session->is_sampler()) print_row(o, world->size(), o.split, world->backend(), so.engine.threads, ttft, tg);
+}
+
+std::string self_path() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) throw Error("cannot find the orchard executable (/proc/self/exe)");
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+}  // namespace
+
+void register_bench_parallel(CLI::App& bench) {
+  auto o = std::make_shared<BenchOpts>();
+  auto* cmd = bench.add_subcommand(
+      "parallel", "Time to first token and generation tokens/s of a model split over local ranks");
+  cmd->footer(
+      "Examples:\n"
+      "  orchard bench parallel -m 1b-Q4_0.gguf --ranks 1,2 --split tensor --latency 0 -t 1\n"
+      "  orchard bench parallel -m 1b-Q4_0.gguf --ranks 2 --split pipeline --chunk 128,2048 -p 2048\n"
+      "Rows with 1 rank run in one process (threads from -t, e.g. -t 1,2); links with latency > 0\n"
+      "use the tcp backend with ORCHARD_LINK_LATENCY_US.");
+  cmd->add_option("-m,--model", o->model, "GGUF model (default: the built-in model)");
+  cmd->add_option("--ranks", o->ranks, "Comma-separated rank counts")->capture_default_str();
+  cmd->add_option("--split", o->splits, "Comma-separated: pipeline, tensor, hybrid")->capture_default_str();
+  cmd->add_option("--latency", o->latencies, "Comma-separated emulated link latencies (µs)")->capture_default_str();
+  cmd->add_option("--backend", o->backend, "Backend when latency is 0 (shm or tcp)")->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads, "Threads per rank; 1-rank rows accept a list")->capture_default_str();
+  cmd->add_option("-p,--n-prompt", o->pp, "Prompt tokens (TTFT)")->capture_default_str();
+  cmd->add_option("-n,--n-gen", o->tg, "Generated tokens")->capture_default_str();
+  cmd->add_option("-r,--repetitions", o->reps, "Repetitions (median)")->capture_default_str();
+  cmd->add_option("--chunk", o->chunk, "Prompt tokens per pipeline step")->capture_default_str();
+  cmd->add_flag("--worker", o->worker, "Internal: one rank of a running benchmark");
+  cmd->add_option("--worker-split", o->split, "Internal");
+  cmd->add_option("--worker-latency", o->latency, "Internal");
+  cmd->callback([o] {
+    const std::string path = o->model.empty() ? default_model_path() : o->model;
+    if (o->worker) {
+      run_worker(*o, path);
+      return;
+    }
+    std::printf("model: %s | prompt %d tokens, generation %d tokens, median of %d\n\n", path.c_str(), o->pp, o->tg,
+                o->reps);
+    std::printf("| ranks | split    | backend | lat µs | thr/rank | chunk | TTFT ms | pp t/s | tg t/s |\n");
+    std::printf("|---:|---|---|---:|---:|---:|---:|---:|---:|\n");
+    std::fflush(stdout);
+    for (const std::string& rs : items(o->ranks)) {
+      const int n = std::stoi(rs);
+      if (n == 1) {
+        for (const std::string& t : items(o->threads)) run_single(*o, path, std::stoi(t));
+        continue;
+      }
+      for (const std::string& split : items(o->splits))
+        for (const std::string& lat : items(o->latencies)) {
+          if (split == "hybrid" && n % 2 != 0) continue;
+          if (split == "hybrid" && n < 4) continue;
+          const double latency = std::stod(lat);
+          dist::LaunchOptions lo;
+          lo.ranks = n;
+          lo.backend = latency > 0 ? "tcp" : o->backend;
+          lo.prefix = false;
+          lo.command = {self_path(), "bench", "parallel", "--worker", "-m", path, "--worker-split", split,
+                        "--worker-latency", lat, "-t", items(o->threads).front(), "-p", std::to_string(o->pp),
+                        "-n", std::to_string(o->tg), "-r", std::to_string(o->reps), "--chunk",
+                        std::to_string(o->chunk)};
+          if (latency > 0) lo.extra_env.push_back("ORCHARD_LINK_LATENCY_US=" + lat);
+          std::fflush(stdout);
+          const int rc = dist::launch(lo);
+          if (rc != 0) std::fprintf(stderr, "bench parallel: %d ranks, %s failed (status %d)\n", n, split.c_str(), rc);
+        }
+    }
+  });
+}
+
+}  // namespace orchard::cli
