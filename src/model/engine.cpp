@@ -19,11 +19,16 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opts) {
   auto t0 = std::chrono::steady_clock::now();
   set_threads(opts.threads);
   std::unique_ptr<Engine> e(new Engine());
-  // A shard maps the file: only the pages of its own tensors become resident.
+  // A shard reads only its own tensors' bytes: its resident memory follows its share.
   const bool whole = opts.shard.layer_begin == 0 && opts.shard.layer_end < 0 && opts.shard.embed &&
                      opts.shard.head && opts.shard.kv_head_end < 0 && opts.shard.ffn_end < 0 &&
                      opts.shard.vocab_end < 0;
-  e->file_ = GGUFFile::open(opts.model_path, opts.mmap || !whole ? GGUFLoad::Map : GGUFLoad::Read);
+  if (whole || opts.mmap)
+    e->file_ = GGUFFile::open(opts.model_path, opts.mmap ? GGUFLoad::Map : GGUFLoad::Read);
+  else
+    e->file_ = GGUFFile::open_selected(opts.model_path, [&](const GGUFFile& header) {
+      return ModelWeights::byte_ranges(header, HParams::from_gguf(header), opts.shard);
+    });
   e->tok_ = Tokenizer::from_gguf(*e->file_);
   e->model_ = std::make_unique<LlamaModel>(*e->file_, opts.repack, opts.shard, opts.partial_sum);
   const HParams& hp = e->model_->hparams();

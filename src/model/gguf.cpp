@@ -147,6 +147,60 @@ std::unique_ptr<GGUFFile> GGUFFile::open(const std::string& path, GGUFLoad mode)
   return file;
 }
 
+std::unique_ptr<GGUFFile> GGUFFile::open_selected(const std::string& path,
+                                                  const std::function<ByteRanges(const GGUFFile&)>& select) {
+  ByteRanges ranges;
+  size_t size = 0;
+  {
+    auto header = open(path, GGUFLoad::Map);
+    ranges = select(*header);
+    ranges.emplace_back(0, header->data_offset());
+    size = header->file_size();
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
+  // Anonymous memory is only backed where it is written: untouched ranges cost nothing.
+  void* mem = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    const int err = errno;
+    ::close(fd);
+    throw Error(path + ": cannot reserve " + std::to_string(size) + " bytes: " + std::strerror(err));
+  }
+  ::madvise(mem, size, MADV_HUGEPAGE);
+  for (const auto& [begin, end] : ranges) {
+    size_t done = begin;
+    while (done < std::min<uint64_t>(end, size)) {
+      const ssize_t n = ::pread(fd, static_cast<char*>(mem) + done, std::min<uint64_t>(end, size) - done,
+                                static_cast<off_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int err = n < 0 ? errno : 0;
+        ::munmap(mem, size);
+        ::close(fd);
+        throw Error(path + ": read failed at byte " + std::to_string(done) + ": " +
+                    (err ? std::strerror(err) : "unexpected end of file"));
+      }
+      done += static_cast<size_t>(n);
+    }
+  }
+  ::close(fd);
+  std::unique_ptr<GGUFFile> file(new GGUFFile());
+  file->name_ = path;
+  file->mapping_ = mem;
+  file->base_ = static_cast<const uint8_t*>(mem);
+  file->size_ = size;
+  file->parse();
+  return file;
+}
+
+void GGUFFile::release(const void* p, size_t n) const {
+  if (!mapping_ || n == 0) return;
+  const uintptr_t page = 4096;
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) & ~(page - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) & ~(page - 1);
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 std::unique_ptr<GGUFFile> GGUFFile::from_memory(std::span<const uint8_t> bytes, const std::string& name) {
   std::unique_ptr<GGUFFile> file(new GGUFFile());
   file->name_ = name;

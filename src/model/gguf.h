@@ -4,6 +4,7 @@
 // file is refused with an error naming the field instead of being read out of bounds.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -58,6 +59,12 @@ class GGUFFile {
  public:
   // Loads and validates `path`; throws orchard::Error("<path>: <what is wrong>").
   static std::unique_ptr<GGUFFile> open(const std::string& path, GGUFLoad mode = GGUFLoad::Map);
+  // File byte ranges [begin, end).
+  using ByteRanges = std::vector<std::pair<uint64_t, uint64_t>>;
+  // Like Read, but only the ranges `select` picks from the parsed header (plus the header
+  // itself) are read; the rest of the file takes no memory. For a rank holding a shard.
+  static std::unique_ptr<GGUFFile> open_selected(const std::string& path,
+                                                 const std::function<ByteRanges(const GGUFFile&)>& select);
   // Parses a buffer the caller keeps alive (used by the fuzzer and tests). `name` prefixes errors.
   static std::unique_ptr<GGUFFile> from_memory(std::span<const uint8_t> bytes,
                                                const std::string& name = "<memory>");
@@ -90,6 +97,9 @@ class GGUFFile {
   const GGUFTensorInfo* find_tensor(std::string_view name) const;
   // Start of a tensor's bytes (already validated to lie inside the file).
   const uint8_t* tensor_data(const GGUFTensorInfo& t) const { return base_ + data_offset_ + t.offset; }
+  // Gives back the whole pages inside [p, p+n) that this process will not read again (bytes
+  // already copied elsewhere); a no-op for buffers it does not own.
+  void release(const void* p, size_t n) const;
 
  private:
   GGUFFile() = default;

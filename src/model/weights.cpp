@@ -66,6 +66,7 @@ class Binder {
     for (int64_t r = 0; r < rows; ++r)
       std::memcpy(copy.data() + keep * static_cast<size_t>(r), src + src_row * static_cast<size_t>(r) + skip, keep);
     w_.sliced.push_back(std::move(copy));
+    f_.release(m.data, src_row * static_cast<size_t>(rows));  // the copy is all we read from now on
     m.data = w_.sliced.back().data();
     m.cols = b1 - b0;
     *offset = c0 - b0;
@@ -135,6 +136,45 @@ ModelWeights ModelWeights::bind(const GGUFFile& f, const HParams& hp, const Shar
     w.layers.push_back(L);
   }
   return w;
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> ModelWeights::byte_ranges(const GGUFFile& f, const HParams& hp,
+                                                                     const Shard& requested) {
+  const Shard s = requested.resolved(hp);
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  // Rows [r0, r1) of a tensor whose rows hold `cols` elements (r1 < 0: the whole tensor).
+  auto add = [&](const std::string& name, int64_t r0 = 0, int64_t r1 = -1) {
+    const GGUFTensorInfo* t = f.find_tensor(name);
+    if (!t) return;
+    const uint64_t start = f.data_offset() + t->offset;
+    if (r1 < 0) {
+      out.emplace_back(start, start + t->nbytes);
+      return;
+    }
+    const uint64_t row = row_bytes(t->type, t->ne[0]);
+    out.emplace_back(start + row * static_cast<uint64_t>(r0), start + row * static_cast<uint64_t>(r1));
+  };
+  const int64_t hd = hp.head_dim, group = hp.n_heads / hp.n_kv_heads;
+  const int64_t q0 = s.kv_head_begin * group * hd, q1 = s.kv_head_end * group * hd;
+  const int64_t k0 = s.kv_head_begin * hd, k1 = s.kv_head_end * hd;
+  if (s.embed) add("token_embd.weight");
+  if (s.head) {
+    add("output_norm.weight");
+    add(f.find_tensor("output.weight") ? "output.weight" : "token_embd.weight", s.vocab_begin, s.vocab_end);
+  }
+  add("rope_freqs.weight");
+  for (int64_t l = s.layer_begin; l < s.layer_end; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    for (const char* v : {"attn_norm.weight", "ffn_norm.weight", "attn_q_norm.weight", "attn_k_norm.weight",
+                          "attn_output.weight", "ffn_down.weight", "attn_q.bias", "attn_k.bias", "attn_v.bias"})
+      add(p + v);  // column slices are copied out of whole tensors; vectors are small
+    add(p + "attn_q.weight", q0, q1);
+    add(p + "attn_k.weight", k0, k1);
+    add(p + "attn_v.weight", k0, k1);
+    add(p + "ffn_gate.weight", s.ffn_begin, s.ffn_end);
+    add(p + "ffn_up.weight", s.ffn_begin, s.ffn_end);
+  }
+  return out;
 }
 
 void ModelWeights::pack_for_cpu() {

@@ -43,6 +43,10 @@ struct ModelWeights {
 
   // Small 1-D tensors (norms, biases) stored in F16/BF16 are converted once and kept here.
   std::vector<std::unique_ptr<std::vector<float>>> owned;
+  // The file byte ranges bind() reads for `shard`: what a rank must load.
+  static std::vector<std::pair<uint64_t, uint64_t>> byte_ranges(const GGUFFile& file, const HParams& hp,
+                                                                const Shard& shard);
+
   // Column slices of matrices (tensor parallel), copied out of the file.
   std::vector<std::vector<uint8_t>> sliced;
   // Matrices repacked for this CPU's prompt-processing kernel (see pack_for_cpu).
