@@ -56,10 +56,23 @@ std::vector<TokenId> prompt_tokens(int n, int64_t vocab) {
   return t;
 }
 
+// Resident memory of this process (VmRSS), in MiB.
+double rss_mib() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  double kib = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmRSS: %lf kB", &kib) == 1) break;
+  std::fclose(f);
+  return kib / 1024.0;
+}
+
 void print_row(const BenchOpts& o, int ranks, const std::string& split, const std::string& backend, int threads,
-               double ttft_ms, double tg) {
-  std::printf("| %5d | %-8s | %-7s | %6.0f | %7d | %6lld | %9.1f | %9.1f | %7.2f |\n", ranks, split.c_str(),
-              backend.c_str(), o.latency, threads, static_cast<long long>(o.chunk), ttft_ms, o.pp * 1000.0 / ttft_ms, tg);
+               double ttft_ms, double tg, double rss) {
+  std::printf("| %5d | %-8s | %-7s | %6.0f | %7d | %6lld | %9.1f | %9.1f | %7.2f | %8.0f |\n", ranks, split.c_str(),
+              backend.c_str(), o.latency, threads, static_cast<long long>(o.chunk), ttft_ms, o.pp * 1000.0 / ttft_ms,
+              tg, rss);
   std::fflush(stdout);
 }
 
@@ -99,7 +112,7 @@ void run_single(const BenchOpts& o, const std::string& path, int threads) {
   BenchOpts row = o;
   row.latency = 0;
   row.chunk = o.pp;
-  print_row(row, 1, "-", "-", threads, ttft, tg);
+  print_row(row, 1, "-", "-", threads, ttft, tg, rss_mib());
 }
 
 void run_worker(const BenchOpts& o, const std::string& path) {
@@ -116,7 +129,12 @@ void run_worker(const BenchOpts& o, const std::string& path) {
     auto kv = std::shared_ptr<KVCache>(engine.new_cache());
     return std::make_pair(session->make_forward(*kv), kv);
   });
-  if (session->is_sampler()) print_row(o, world->size(), o.split, world->backend(), so.engine.threads, ttft, tg);
+  // The largest rank's resident memory: what the biggest machine must hold.
+  const double mine = rss_mib();
+  std::vector<double> all(static_cast<size_t>(world->size()));
+  world->all_gather(&mine, all.data(), sizeof mine);
+  const double most = *std::max_element(all.begin(), all.end());
+  if (session->is_sampler()) print_row(o, world->size(), o.split, world->backend(), so.engine.threads, ttft, tg, most);
 }
 
 std::string self_path() {
@@ -159,8 +177,8 @@ void register_bench_parallel(CLI::App& bench) {
     }
     std::printf("model: %s | prompt %d tokens, generation %d tokens, median of %d\n\n", path.c_str(), o->pp, o->tg,
                 o->reps);
-    std::printf("| ranks | split    | backend | lat µs | thr/rank | chunk | TTFT ms | pp t/s | tg t/s |\n");
-    std::printf("|---:|---|---|---:|---:|---:|---:|---:|---:|\n");
+    std::printf("| ranks | split    | backend | lat µs | thr/rank | chunk | TTFT ms | pp t/s | tg t/s | max RSS MiB |\n");
+    std::printf("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
     std::fflush(stdout);
     for (const std::string& rs : items(o->ranks)) {
       const int n = std::stoi(rs);

@@ -61,13 +61,13 @@ class Binder {
     const int64_t block = type_info(m.type).block_elems;
     const int64_t b0 = c0 / block * block, b1 = std::min(cols, (c1 + block - 1) / block * block);
     const size_t src_row = row_bytes(m.type, cols), skip = row_bytes(m.type, b0), keep = row_bytes(m.type, b1 - b0);
-    std::vector<uint8_t> copy(keep * static_cast<size_t>(rows));
+    auto copy = std::make_unique<HugeBuffer>(keep * static_cast<size_t>(rows));
     const auto* src = static_cast<const uint8_t*>(m.data);
     for (int64_t r = 0; r < rows; ++r)
-      std::memcpy(copy.data() + keep * static_cast<size_t>(r), src + src_row * static_cast<size_t>(r) + skip, keep);
+      std::memcpy(copy->data() + keep * static_cast<size_t>(r), src + src_row * static_cast<size_t>(r) + skip, keep);
     w_.sliced.push_back(std::move(copy));
     f_.release(m.data, src_row * static_cast<size_t>(rows));  // the copy is all we read from now on
-    m.data = w_.sliced.back().data();
+    m.data = w_.sliced.back()->data();
     m.cols = b1 - b0;
     *offset = c0 - b0;
     return m;

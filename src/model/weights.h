@@ -7,6 +7,7 @@
 
 #include "model/hparams.h"
 #include "model/shard.h"
+#include "tensor/huge_buffer.h"
 #include "tensor/matmul.h"
 
 namespace orchard {
@@ -48,7 +49,7 @@ struct ModelWeights {
                                                                 const Shard& shard);
 
   // Column slices of matrices (tensor parallel), copied out of the file.
-  std::vector<std::vector<uint8_t>> sliced;
+  std::vector<std::unique_ptr<HugeBuffer>> sliced;
   // Matrices repacked for this CPU's prompt-processing kernel (see pack_for_cpu).
   std::vector<std::vector<uint8_t>> packed;
 

@@ -24,7 +24,7 @@ constexpr size_t kMailboxBytes = 256 << 10;
 // Below this a rank sums every slot itself; above, each rank sums its share
 // once and all copy the result (n-fold fewer reads at the cost of a sync).
 constexpr size_t kSplitSumBytes = 64 << 10;
-constexpr auto kSpin = std::chrono::microseconds(30);
+constexpr auto kSpin = std::chrono::microseconds(2000);
 constexpr auto kYield = std::chrono::microseconds(500);
 // A peer seen in a different call for this long, with nothing moving, is a
 // mismatch rather than a slow peer.

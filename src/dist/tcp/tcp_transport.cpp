@@ -13,7 +13,7 @@
 namespace orchard::dist {
 namespace {
 
-constexpr auto kSpin = std::chrono::microseconds(50);
+constexpr auto kSpin = std::chrono::microseconds(2000);
 
 std::chrono::microseconds spin_for(const net::Mesh& mesh) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
