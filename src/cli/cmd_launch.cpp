@@ -15,7 +15,7 @@ void register_launch(CLI::App& app) {
   struct Opts {
     dist::LaunchOptions launch;
     std::string hostfile, secret_file;
-    bool no_prefix = false;
+    bool no_prefix = false, no_bind = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("launch", "Start the ranks of a distributed job (locally or over ssh)");
@@ -38,6 +38,7 @@ void register_launch(CLI::App& app) {
   cmd->add_option("--ssh", o->launch.ssh, "ssh program for --hostfile")->capture_default_str();
   cmd->add_option("--env", o->launch.extra_env, "NAME=value added to every rank's environment");
   cmd->add_flag("--no-prefix", o->no_prefix, "Do not prefix output lines with [rank]");
+  cmd->add_flag("--no-bind", o->no_bind, "Local ranks: do not give each rank its own cores");
   cmd->add_option("command", o->launch.command, "The command every rank runs (after --)")->required();
   cmd->callback([o] {
     dist::Hostfile hf;
@@ -60,6 +61,7 @@ void register_launch(CLI::App& app) {
       o->launch.secret = s;
     }
     o->launch.prefix = !o->no_prefix;
+    o->launch.bind = !o->no_bind;
     const int rc = dist::launch(o->launch);
     if (rc != 0) std::exit(rc);
   });

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -81,6 +82,22 @@ std::string describe_status(int status) {
   return "ended (status " + std::to_string(status) + ")";
 }
 
+// Rank r of n gets cores [r·k, (r+1)·k) of the ones this process may use, k = cores / n.
+void bind_to_cores(int r, int n) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+  std::vector<int> cores;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed)) cores.push_back(c);
+  const int k = static_cast<int>(cores.size()) / n;
+  if (k < 1) return;  // oversubscribed: let the scheduler share
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  for (int i = r * k; i < (r + 1) * k; ++i) CPU_SET(cores[static_cast<size_t>(i)], &mine);
+  ::sched_setaffinity(0, sizeof mine, &mine);
+}
+
 int exit_code(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -156,6 +173,7 @@ int launch(const LaunchOptions& o) {
     if (pid < 0) throw Error(std::string("launch: fork: ") + std::strerror(errno));
     if (pid == 0) {
       ::setpgid(0, 0);
+      if (!remote && o.bind) bind_to_cores(r, n);
       ::dup2(in_pipe[0], 0);
       ::dup2(out_pipe[1], 1);
       ::dup2(err_pipe[1], 2);

@@ -24,6 +24,9 @@ struct LaunchOptions {
   std::string ssh = "ssh";         // ssh program (a wrapper may be given)
   std::vector<std::string> extra_env;  // NAME=value for every rank
   bool prefix = true;
+  // Local ranks: give each its own share of the cores (sched_setaffinity) when there are at
+  // least as many cores as ranks, as mpirun does; keeps ranks from migrating mid-token.
+  bool bind = true;
 };
 
 int launch(const LaunchOptions& options);
