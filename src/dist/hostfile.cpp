@@ -12,7 +12,8 @@ Hostfile parse_hostfile(const std::string& text, const std::string& path) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // parse_error, and out_of_range for numbers too large for a double (found by fuzzing).
     throw Error(path + ": not valid JSON: " + e.what());
   }
   Hostfile out;

@@ -112,6 +112,8 @@ TEST(Hostfile, RejectsMalformedFilesNamingTheProblem) {
     return std::string("accepted");
   };
   EXPECT_NE(message("{").find("h.json: not valid JSON"), std::string::npos);
+  // A number too large for a double (found by the fuzzer).
+  EXPECT_NE(message("[5555555555555555.5e5500000091662]").find("not valid JSON"), std::string::npos);
   EXPECT_NE(message(R"({"hosts": []})").find("non-empty"), std::string::npos);
   EXPECT_NE(message(R"({"hosts": [{"ips": ["1.2.3.4"]}]})").find("hosts[0]: missing \"ssh\""), std::string::npos);
   EXPECT_NE(message(R"({"hosts": [{"ssh": "a", "ips": "1.2.3.4"}]})").find("\"ips\" must be a list"),
