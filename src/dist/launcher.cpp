@@ -236,21 +236,25 @@ int launch(const LaunchOptions& o) {
         (is_err ? k.err : k.out) = -1;
       }
     }
+    // Ranks found ended in the same pass: one killed by a signal is more likely the cause
+    // than one that exited on its own error after noticing it.
+    Rank* failed = nullptr;
     for (auto& k : ranks) {
       if (k.done) continue;
       int status = 0;
       if (::waitpid(k.pid, &status, WNOHANG) != k.pid) continue;
       k.done = true;
       k.status = status;
-      if (status != 0 && first_failure < 0) {
-        first_failure = k.rank;
-        result = exit_code(status);
-        std::fprintf(stderr, "orchard launch: rank %d (%s) %s\n", k.rank, k.where.c_str(),
-                     describe_status(status).c_str());
-        // The others notice through the group within its timeout; give them
-        // that long to say why, then stop them.
-        stop_at = Clock::now() + std::chrono::milliseconds(static_cast<int>(o.timeout_s * 1000) + 3000);
-      }
+      if (status != 0 && (!failed || (WIFSIGNALED(status) && !WIFSIGNALED(failed->status)))) failed = &k;
+    }
+    if (failed && first_failure < 0) {
+      first_failure = failed->rank;
+      result = exit_code(failed->status);
+      std::fprintf(stderr, "orchard launch: rank %d (%s) %s\n", failed->rank, failed->where.c_str(),
+                   describe_status(failed->status).c_str());
+      // The others notice through the group within its timeout; give them that long to say
+      // why, then stop them.
+      stop_at = Clock::now() + std::chrono::milliseconds(static_cast<int>(o.timeout_s * 1000) + 3000);
     }
     const bool all_done = [&] {
       for (auto& k : ranks)

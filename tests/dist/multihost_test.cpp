@@ -66,7 +66,7 @@ std::vector<Proc> start_ranks(const Namespaces& net, int n, const std::string& m
 TEST(MultiHost, TcpCollectivesAcrossThreeNetworkNamespaces) {
   Namespaces net(3);
   if (const std::string why = net.create(); !why.empty()) GTEST_SKIP() << "network namespaces unavailable: " << why;
-  auto procs = start_ranks(net, 3, "check", "netns-check");
+  auto procs = start_ranks(net, 3, "check", "netns-check-" + std::to_string(::getpid()));
   ASSERT_TRUE(testing::wait_all({&procs[0], &procs[1], &procs[2]}, Clock::now() + std::chrono::seconds(90)));
   for (int r = 0; r < 3; ++r) {
     EXPECT_EQ(testing::exit_code(procs[r]), 0) << procs[r].err();
@@ -77,14 +77,16 @@ TEST(MultiHost, TcpCollectivesAcrossThreeNetworkNamespaces) {
 TEST(MultiHost, KilledHostIsNamedByTheOthers) {
   Namespaces net(3);
   if (const std::string why = net.create(); !why.empty()) GTEST_SKIP() << "network namespaces unavailable: " << why;
-  auto procs = start_ranks(net, 3, "loop", "netns-kill");
+  auto procs = start_ranks(net, 3, "loop", "netns-kill-" + std::to_string(::getpid()));
   const auto deadline = Clock::now() + std::chrono::seconds(30);
   for (auto& p : procs)
     while (p.out().find("ready") == std::string::npos && Clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
   // `ip netns exec` execs the worker, so the pid is the rank itself.
   ::kill(procs[2].pid, SIGKILL);
-  ASSERT_TRUE(testing::wait_all({&procs[0], &procs[1], &procs[2]}, Clock::now() + std::chrono::seconds(15)));
+  const bool ended = testing::wait_all({&procs[0], &procs[1], &procs[2]}, Clock::now() + std::chrono::seconds(15));
+  ASSERT_TRUE(ended) << "ranks hung after rank 2 was killed; rank 0 said: " << procs[0].err()
+                     << " rank 1 said: " << procs[1].err() << " rank 2 said: " << procs[2].err();
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(testing::exit_code(procs[r]), 3) << procs[r].err();
     EXPECT_NE(procs[r].err().find("rank 2 (10.231.0.3:"), std::string::npos) << procs[r].err();

@@ -101,6 +101,14 @@ void PeerMonitor::run() {
   }
 }
 
+int PeerMonitor::failed_peer() const {
+  for (size_t i = 0; i < control_.size(); ++i) {
+    const int s = state_[i].load();
+    if (s == kCrashed || s == kSilent) return static_cast<int>(i);
+  }
+  return -1;
+}
+
 bool PeerMonitor::healthy(int peer) const {
   if (peer >= 0 && state_[peer].load(std::memory_order_acquire) != kAlive) return false;
   return !failed_.load(std::memory_order_acquire);

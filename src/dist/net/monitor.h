@@ -35,6 +35,8 @@ class PeerMonitor {
   }
   // True once any peer is known to have failed (not a clean goodbye).
   bool any_failed() const { return failed_.load(std::memory_order_acquire); }
+  // A peer that crashed or went silent (the lowest rank), or -1.
+  int failed_peer() const;
   double timeout_s() const { return timeout_s_; }
   // Tells the peers this rank leaves on purpose, then stops the thread.
   void goodbye();

@@ -45,6 +45,13 @@ std::string TcpTransport::during() const {
 }
 
 void TcpTransport::fail(int peer, const std::string& why) const {
+  // A dropped connection is often a consequence: the peer gave up because a third rank died.
+  // Give the monitor a moment to see that, so the message names the root cause first.
+  net::PeerMonitor& mon = mesh_->monitor();
+  const auto until = net::Clock::now() + std::chrono::milliseconds(300);
+  while (!mon.any_failed() && net::Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (const int root = mon.failed_peer(); root >= 0)
+    mon.raise(root, root == members_[peer] ? during() : during() + "; rank " + peer_name(peer) + " then " + why);
   throw CommError("rank " + peer_name(peer) + " " + why + " during " + during() + " (seen by rank " +
                   std::to_string(mesh_->rank()) + ")");
 }
