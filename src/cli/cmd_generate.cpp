@@ -108,6 +108,9 @@ void run_parallel(const GenerateOpts& o) {
 void register_generate(CLI::App& app) {
   auto o = std::make_shared<GenerateOpts>();
   auto* cmd = app.add_subcommand("generate", "Generate text from a prompt with a GGUF model");
+  // A repeated option takes its last value, so wrappers (orchard run, scripts/demo.sh) can set
+  // defaults that the user's own arguments override.
+  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   cmd->add_option("-m,--model", o->model,
                   "GGUF model file (default: the built-in synthetic tiny model, created on first use)");
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text")->capture_default_str();
