@@ -195,7 +195,10 @@ std::unique_ptr<GGUFFile> GGUFFile::open_selected(const std::string& path,
 
 void GGUFFile::release(const void* p, size_t n) const {
   if (!mapping_ || n == 0) return;
-  const uintptr_t page = 4096;
+  // Whole 2 MiB regions only: giving back part of a transparent huge page splits it, and the
+  // neighbouring weights left in it would then stream through 4 KiB pages (measured: tensor-
+  // parallel generation ~8 % slower).
+  const uintptr_t page = uintptr_t{2} << 20;
   const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) & ~(page - 1);
   const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) & ~(page - 1);
   if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
