@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <memory>
 #include <random>
-#include <sstream>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "model/engine.h"
 #include "model/synthetic/synthetic.h"
@@ -34,8 +34,7 @@ Stat stats(std::vector<double> v) {
 
 std::vector<int> parse_list(const std::string& s) {
   std::vector<int> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');) out.push_back(std::stoi(item));
+  for (const std::string& item : split_commas(s)) out.push_back(std::stoi(item));
   return out;
 }
 

@@ -2,21 +2,21 @@
 // size, per backend and rank count, in the layout of nccl-tests. Outside a
 // job it starts the ranks itself (orchard launch, or mpirun for mpi); inside
 // one (ORCHARD_RANK set, or under mpirun) it measures and rank 0 prints.
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
-#include <sstream>
 #include <vector>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "dist/config.h"
 #include "dist/launcher.h"
 #include "dist/make_group.h"
 #include "dist/transport_group.h"
+#include "parallel/memory.h"
 #include "tensor/error.h"
 
 namespace orchard::cli {
@@ -30,26 +30,6 @@ struct CommOpts {
   int iters = 0;
   bool worker = false;
 };
-
-size_t parse_size(const std::string& s) {
-  size_t used = 0;
-  const double v = std::stod(s, &used);
-  std::string suffix = s.substr(used);
-  double mult = 1;
-  if (suffix == "K" || suffix == "k" || suffix == "KB" || suffix == "KiB") mult = 1024;
-  else if (suffix == "M" || suffix == "MB" || suffix == "MiB") mult = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "GB" || suffix == "GiB") mult = 1024.0 * 1024 * 1024;
-  else if (!suffix.empty()) throw Error("bad size '" + s + "' (use e.g. 8K, 64M)");
-  return static_cast<size_t>(v * mult);
-}
-
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
 
 dist::DType parse_dtype(const std::string& s) {
   if (s == "f32") return dist::DType::F32;
@@ -72,7 +52,7 @@ void run_worker(const CommOpts& o) {
   if (o.algo == "direct") algo = dist::TransportGroup::Algo::kDirect;
   else if (o.algo == "ring") algo = dist::TransportGroup::Algo::kRing;
   else if (o.algo != "auto") throw Error("--algo must be auto, direct or ring");
-  const size_t lo = std::max(es, parse_size(o.min_bytes)), hi = parse_size(o.max_bytes);
+  const size_t lo = std::max(es, parallel::parse_bytes(o.min_bytes)), hi = parallel::parse_bytes(o.max_bytes);
   std::vector<uint8_t> buf(std::max(hi, es), 0);
   const std::string label = std::string(g.backend()) + (std::getenv("ORCHARD_BENCH_LABEL") ? std::string(" ") + std::getenv("ORCHARD_BENCH_LABEL") : "");
   if (g.rank() == 0) {
@@ -109,15 +89,8 @@ void run_worker(const CommOpts& o) {
   }
 }
 
-std::string self_exe() {
-  char buf[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) throw Error("cannot find the orchard executable (/proc/self/exe)");
-  return std::string(buf, static_cast<size_t>(n));
-}
-
 std::vector<std::string> worker_args(const CommOpts& o) {
-  std::vector<std::string> a = {self_exe(), "bench", "comm", "--worker", "--min-bytes", o.min_bytes,
+  std::vector<std::string> a = {self_executable(), "bench", "comm", "--worker", "--min-bytes", o.min_bytes,
                                 "--max-bytes", o.max_bytes, "--dtype", o.dtype, "--algo", o.algo,
                                 "--iters", std::to_string(o.iters)};
   return a;
@@ -158,8 +131,8 @@ void register_bench_comm(CLI::App& bench) {
       return;
     }
     int failures = 0;
-    for (const std::string& b : split_list(o->backends))
-      for (const std::string& ns : split_list(o->ranks)) {
+    for (const std::string& b : split_commas(o->backends))
+      for (const std::string& ns : split_commas(o->ranks)) {
         const int n = std::stoi(ns);
         if (n < 2) throw Error("bench comm: need at least 2 ranks");
         std::fflush(stdout);  // the ranks write to the same file

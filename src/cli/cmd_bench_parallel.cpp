@@ -1,7 +1,6 @@
 // `orchard bench parallel`: time to first token and generation tokens/s of one model split over
 // local ranks, per split, rank count and emulated link latency; 1-rank rows are the baseline.
 // Outside a job it starts the ranks itself; inside one (--worker) the sampler prints a row.
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -9,8 +8,8 @@
 #include <cstdlib>
 #include <memory>
 #include <random>
-#include <sstream>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "dist/config.h"
 #include "dist/launcher.h"
@@ -34,14 +33,6 @@ struct BenchOpts {
   std::string split = "pipeline";
   double latency = 0;
 };
-
-std::vector<std::string> items(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string x; std::getline(ss, x, ',');)
-    if (!x.empty()) out.push_back(x);
-  return out;
-}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -137,13 +128,6 @@ void run_worker(const BenchOpts& o, const std::string& path) {
   if (session->is_sampler()) print_row(o, world->size(), o.split, world->backend(), so.engine.threads, ttft, tg, most);
 }
 
-std::string self_path() {
-  char buf[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) throw Error("cannot find the orchard executable (/proc/self/exe)");
-  return std::string(buf, static_cast<size_t>(n));
-}
-
 }  // namespace
 
 void register_bench_parallel(CLI::App& bench) {
@@ -180,14 +164,14 @@ void register_bench_parallel(CLI::App& bench) {
     std::printf("| ranks | split    | backend | lat µs | thr/rank | chunk | TTFT ms | pp t/s | tg t/s | max RSS MiB |\n");
     std::printf("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
     std::fflush(stdout);
-    for (const std::string& rs : items(o->ranks)) {
+    for (const std::string& rs : split_commas(o->ranks)) {
       const int n = std::stoi(rs);
       if (n == 1) {
-        for (const std::string& t : items(o->threads)) run_single(*o, path, std::stoi(t));
+        for (const std::string& t : split_commas(o->threads)) run_single(*o, path, std::stoi(t));
         continue;
       }
-      for (const std::string& split : items(o->splits))
-        for (const std::string& lat : items(o->latencies)) {
+      for (const std::string& split : split_commas(o->splits))
+        for (const std::string& lat : split_commas(o->latencies)) {
           if (split == "hybrid" && n % 2 != 0) continue;
           if (split == "hybrid" && n < 4) continue;
           const double latency = std::stod(lat);
@@ -195,8 +179,8 @@ void register_bench_parallel(CLI::App& bench) {
           lo.ranks = n;
           lo.backend = latency > 0 ? "tcp" : o->backend;
           lo.prefix = false;
-          lo.command = {self_path(), "bench", "parallel", "--worker", "-m", path, "--worker-split", split,
-                        "--worker-latency", lat, "-t", items(o->threads).front(), "-p", std::to_string(o->pp),
+          lo.command = {self_executable(), "bench", "parallel", "--worker", "-m", path, "--worker-split", split,
+                        "--worker-latency", lat, "-t", split_commas(o->threads).front(), "-p", std::to_string(o->pp),
                         "-n", std::to_string(o->tg), "-r", std::to_string(o->reps), "--chunk",
                         std::to_string(o->chunk)};
           if (latency > 0) lo.extra_env.push_back("ORCHARD_LINK_LATENCY_US=" + lat);

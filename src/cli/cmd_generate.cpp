@@ -4,6 +4,7 @@
 #include <memory>
 #include <thread>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "dist/config.h"
 #include "dist/make_group.h"
@@ -30,13 +31,7 @@ struct GenerateOpts {
 
 std::vector<uint64_t> parse_budgets(const std::string& text) {
   std::vector<uint64_t> out;
-  size_t start = 0;
-  while (!text.empty()) {
-    const size_t comma = text.find(',', start);
-    out.push_back(parallel::parse_bytes(text.substr(start, comma - start)));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
+  for (const std::string& item : split_commas(text)) out.push_back(parallel::parse_bytes(item));
   return out;
 }
 

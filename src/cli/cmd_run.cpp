@@ -1,12 +1,12 @@
 // `orchard run`: a local cluster in one command. Starts N ranks of `orchard generate
 // --parallel …` on this machine (as `orchard launch -n N` would) with every other option
 // passed through.
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "dist/launcher.h"
 #include "model/synthetic/synthetic.h"
@@ -33,14 +33,11 @@ void register_run(CLI::App& app) {
       "  orchard run --nodes 2 --parallel tensor -m model.gguf -p \"Hello\" -n 32 -t 1\n"
       "  orchard run --nodes 4 --parallel hybrid --tp 2 --backend tcp --link-latency-us 50");
   cmd->callback([o, cmd] {
-    char self[4096];
-    const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
-    if (len <= 0) throw Error("run: cannot find the orchard executable");
     dist::LaunchOptions lo;
     lo.ranks = o->nodes;
     lo.backend = o->backend;
     lo.prefix = false;
-    lo.command = {std::string(self, static_cast<size_t>(len)), "generate", "--parallel", o->parallel};
+    lo.command = {self_executable(), "generate", "--parallel", o->parallel};
     bool has_model = false;
     for (const auto& a : cmd->remaining()) {
       lo.command.push_back(a);
