@@ -92,6 +92,17 @@ class Binder {
   ModelWeights& w_;
 };
 
+// The shard's rows of Wq ([q0, q1)) and of Wk/Wv ([k0, k1)): its KV heads and the query heads
+// that share them.
+struct HeadRows {
+  int64_t q0, q1, k0, k1;
+};
+
+HeadRows head_rows(const HParams& hp, const Shard& s) {
+  const int64_t hd = hp.head_dim, group = hp.n_heads / hp.n_kv_heads;
+  return {s.kv_head_begin * group * hd, s.kv_head_end * group * hd, s.kv_head_begin * hd, s.kv_head_end * hd};
+}
+
 }  // namespace
 
 ModelWeights ModelWeights::bind(const GGUFFile& f, const HParams& hp, const Shard& requested) {
@@ -99,10 +110,7 @@ ModelWeights ModelWeights::bind(const GGUFFile& f, const HParams& hp, const Shar
   const Shard s = requested.resolved(hp);
   w.shard = s;
   Binder b(f, w);
-  // Query heads [q0, q1) belong to KV heads [kv0, kv1); rows and columns in elements.
-  const int64_t hd = hp.head_dim, group = hp.n_heads / hp.n_kv_heads;
-  const int64_t q0 = s.kv_head_begin * group * hd, q1 = s.kv_head_end * group * hd;
-  const int64_t k0 = s.kv_head_begin * hd, k1 = s.kv_head_end * hd;
+  const auto [q0, q1, k0, k1] = head_rows(hp, s);
   if (s.embed) w.tok_embd = b.matrix("token_embd.weight", hp.n_vocab, hp.dim);
   if (s.head) {
     w.output_norm = b.vector("output_norm.weight", hp.dim);
@@ -154,9 +162,7 @@ std::vector<std::pair<uint64_t, uint64_t>> ModelWeights::byte_ranges(const GGUFF
     const uint64_t row = row_bytes(t->type, t->ne[0]);
     out.emplace_back(start + row * static_cast<uint64_t>(r0), start + row * static_cast<uint64_t>(r1));
   };
-  const int64_t hd = hp.head_dim, group = hp.n_heads / hp.n_kv_heads;
-  const int64_t q0 = s.kv_head_begin * group * hd, q1 = s.kv_head_end * group * hd;
-  const int64_t k0 = s.kv_head_begin * hd, k1 = s.kv_head_end * hd;
+  const auto [q0, q1, k0, k1] = head_rows(hp, s);
   if (s.embed) add("token_embd.weight");
   if (s.head) {
     add("output_norm.weight");
