@@ -11,6 +11,7 @@ void register_make_model(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_launch(CLI::App& app);
 void register_run(CLI::App& app);
+void register_plan(CLI::App& app);
 void register_bench_comm(CLI::App& bench);
 void register_bench_parallel(CLI::App& bench);
 

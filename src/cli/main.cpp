@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   orchard::cli::register_bench(app);
   orchard::cli::register_launch(app);
   orchard::cli::register_run(app);
+  orchard::cli::register_plan(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

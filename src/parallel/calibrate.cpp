@@ -1,0 +1,240 @@
+#include "parallel/calibrate.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "dist/make_group.h"
+#include "dist/net/socket.h"
+#include "tensor/error.h"
+#include "tensor/matmul.h"
+#include "tensor/quant.h"
+#include "tensor/threadpool.h"
+
+namespace orchard::parallel {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Runs `fn` until `seconds` have passed (at least twice, after one warm-up) and returns
+// the mean seconds per call.
+template <class Fn>
+double time_per_call(double seconds, Fn fn) {
+  fn();
+  int calls = 0;
+  const auto t0 = Clock::now();
+  do {
+    fn();
+    ++calls;
+  } while (calls < 2 || since(t0) < seconds);
+  return since(t0) / calls;
+}
+
+// A weight matrix of `type` with about `bytes` of data: real quantized values where Orchard
+// can quantize the format; otherwise bytes that decode to ordinary (not denormal) numbers.
+struct TestMatrix {
+  std::vector<uint8_t> data;
+  MatrixView view;
+  TestMatrix(DType type, size_t bytes, int64_t cols) {
+    const size_t row = row_bytes(type, cols);
+    const int64_t rows = std::max<int64_t>(64, static_cast<int64_t>(bytes / row) / 64 * 64);
+    data.resize(row * static_cast<size_t>(rows));
+    std::mt19937 rng(7);
+    try {
+      std::normal_distribution<float> d(0, 0.02f);
+      std::vector<float> f(static_cast<size_t>(cols));
+      for (int64_t r = 0; r < rows; ++r) {
+        for (auto& v : f) v = d(rng);
+        quantize_row(type, f.data(), data.data() + row * static_cast<size_t>(r), cols);
+      }
+    } catch (const Error&) {
+      std::uniform_int_distribution<int> b(0x20, 0x3b);
+      for (auto& x : data) x = static_cast<uint8_t>(b(rng));
+    }
+    view = MatrixView{type, rows, cols, data.data(), nullptr};
+  }
+};
+
+double measure_membw(double seconds) {
+  // Larger than any cache; touched by the pool's threads so pages spread like the kernels'.
+  const size_t n = (size_t{512} << 20) / sizeof(uint64_t);
+  std::vector<uint64_t> buf(n, 1);
+  std::atomic<uint64_t> sink{0};
+  const double per = time_per_call(seconds, [&] {
+    global_pool().parallel_for(static_cast<int64_t>(n), 4096, [&](int64_t b, int64_t e) {
+      uint64_t s = 0;
+      for (int64_t i = b; i < e; ++i) s += buf[static_cast<size_t>(i)];
+      sink += s;
+    });
+  });
+  return static_cast<double>(n * sizeof(uint64_t)) / per / 1e9;
+}
+
+double measure_sync_us(double seconds) {
+  return time_per_call(seconds / 4, [] {
+           for (int i = 0; i < 100; ++i) global_pool().run([](int, int) {});
+         }) /
+         100 * 1e6;
+}
+
+// Mean seconds of one all_sum of `bytes` among `n` ranks (threads of this process, each with
+// its own group over real sockets or shared memory).
+double allsum_seconds(const std::string& backend, int n, size_t bytes, double latency_us, double seconds) {
+  int port = 0;
+  {
+    dist::net::Fd fd = dist::net::listen_on(dist::net::Endpoint{"127.0.0.1", 0});
+    port = dist::net::local_port(fd.get());
+  }
+  static std::atomic<int> job_no{0};
+  const std::string job = "calibrate-" + std::to_string(::getpid()) + "-" + std::to_string(job_no++);
+  std::vector<double> result(static_cast<size_t>(n), 0);
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        dist::Config c;
+        c.backend = backend;
+        c.rank = r;
+        c.size = n;
+        c.coordinator = "127.0.0.1:" + std::to_string(port);
+        c.job = job;
+        c.link_latency_us = latency_us;
+        auto g = dist::make_group(c);
+        std::vector<float> x(bytes / sizeof(float), 1.0f);
+        // Every rank must make the same number of calls: rank 0 decides and tells the others.
+        for (int i = 0; i < 5; ++i) g->all_sum(x.data(), x.size());
+        auto t0 = Clock::now();
+        for (int i = 0; i < 20; ++i) g->all_sum(x.data(), x.size());
+        int n_calls = std::clamp(static_cast<int>(seconds / (since(t0) / 20)), 20, 100000);
+        g->broadcast(&n_calls, sizeof n_calls, 0);
+        g->barrier();
+        t0 = Clock::now();
+        for (int i = 0; i < n_calls; ++i) g->all_sum(x.data(), x.size());
+        g->barrier();
+        result[static_cast<size_t>(r)] = since(t0) / n_calls;
+      } catch (...) {
+        errors[static_cast<size_t>(r)] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  return *std::max_element(result.begin(), result.end());
+}
+
+double total_memory_gib() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  while (in >> key >> kib)
+    if (key == "MemTotal:") return kib / 1048576.0;
+  return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1073741824.0;
+}
+
+std::string cpu_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "CPU";
+}
+
+}  // namespace
+
+double read_rapl_uj() {
+  for (const char* path : {"/sys/class/powercap/intel-rapl:0/energy_uj", "/sys/class/powercap/intel-rapl/intel-rapl:0/energy_uj"}) {
+    std::ifstream in(path);
+    double v = 0;
+    if (in >> v) return v;
+  }
+  return -1;
+}
+
+MachineSpec calibrate(const CalibrateOptions& o) {
+  auto say = [&](const std::string& s) {
+    if (o.progress) o.progress(s);
+  };
+  MachineSpec m;
+  m.measured = true;
+  m.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  m.id = "this-machine";
+  m.name = cpu_name() + " (" + std::to_string(m.cores) + " cores)";
+  m.memory_gib = {total_memory_gib()};
+  m.usable_memory = 0.9;
+  m.source = "orchard plan --calibrate";
+  std::vector<int> threads = o.threads;
+  if (threads.empty())
+    for (int t = 1; t <= m.cores; ++t) threads.push_back(t);
+
+  const int64_t cols = 4096;
+  std::vector<float> x(static_cast<size_t>(cols * 64)), y;
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 17) * 0.01f;
+  std::vector<uint8_t> scratch;
+  const double rapl0 = read_rapl_uj();
+  const auto load_t0 = Clock::now();
+  for (int t : threads) {
+    set_threads(t);
+    say("memory bandwidth, " + std::to_string(t) + " thread(s)");
+    m.membw_gbs.at_count[t] = measure_membw(o.seconds);
+    m.sync_us.at_count[t] = measure_sync_us(o.seconds);
+  }
+  m.mem_bw_gbs = m.membw_gbs.at(m.cores);
+  for (DType type : o.types) {
+    // 64 MiB for one-token products (far beyond the caches, like a model's weights); 8 MiB
+    // for 64-token products, which reuse each row 64 times and are bound by arithmetic.
+    TestMatrix big(type, size_t{64} << 20, cols), small(type, size_t{8} << 20, cols);
+    for (int t : threads) {
+      set_threads(t);
+      say(std::string("kernels, ") + type_name(type) + ", " + std::to_string(t) + " thread(s)");
+      y.resize(static_cast<size_t>(big.view.rows) * 64);
+      const double mv = time_per_call(o.seconds, [&] { matvec(big.view, x.data(), y.data(), scratch); });
+      m.matvec_gbs[type].at_count[t] = static_cast<double>(big.data.size()) / mv / 1e9;
+      const double mm = time_per_call(o.seconds, [&] { matmul(small.view, x.data(), 64, y.data(), scratch); });
+      m.matmul_gflops[type].at_count[t] = 2.0 * static_cast<double>(small.view.rows * cols * 64) / mm / 1e9;
+    }
+  }
+  const double rapl1 = read_rapl_uj();
+  const double load_s = since(load_t0);
+  set_threads(0);
+  if (rapl0 >= 0 && rapl1 > rapl0) {
+    say("idle power");
+    const double i0 = read_rapl_uj();
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    const double i1 = read_rapl_uj();
+    m.idle_w = (i1 - i0) * 1e-6;
+    m.load_w = (rapl1 - rapl0) * 1e-6 / load_s;
+    m.power_of = "RAPL package counter during calibration (CPU package only, not the wall)";
+  } else {
+    m.power_of = "not measured: no RAPL counters (/sys/class/powercap); set idle_w and load_w by hand";
+  }
+  for (const std::string& backend : o.backends)
+    for (int n : o.ranks) {
+      std::vector<double> lats = {0};
+      if (backend == "tcp") lats.insert(lats.end(), o.emulate_us.begin(), o.emulate_us.end());
+      for (double lat : lats) {
+        const std::string key = lat > 0 ? backend + "+" + std::to_string(static_cast<int>(lat)) : backend;
+        say("all_sum over " + key + ", " + std::to_string(n) + " ranks");
+        // Two sizes give latency and bandwidth: a token's activations and a prompt chunk's.
+        const size_t small = 8192, large = size_t{1} << 20;
+        const double ts = allsum_seconds(backend, n, small, lat, o.seconds);
+        const double tl = allsum_seconds(backend, n, large, lat, o.seconds);
+        LinkFit f;
+        f.gbs = tl > ts ? static_cast<double>(large - small) / (tl - ts) / 1e9 : 100;
+        f.latency_us = std::max(0.0, (ts - static_cast<double>(small) / (f.gbs * 1e9)) * 1e6);
+        m.local_allsum[key][n] = f;
+      }
+    }
+  return m;
+}
+
+}  // namespace orchard::parallel

@@ -1,0 +1,216 @@
+#include "parallel/model_cost.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "model/gguf.h"
+#include "parallel/memory.h"
+#include "tensor/error.h"
+
+namespace orchard::parallel {
+
+double total(const BytesByType& b) {
+  double s = 0;
+  for (const auto& [t, n] : b) s += n;
+  return s;
+}
+
+namespace {
+
+void add(BytesByType& into, const BytesByType& from, double scale = 1.0) {
+  for (const auto& [t, n] : from) into[t] += n * scale;
+}
+
+double bytes_of(DType t, double elems) {
+  const TypeInfo& ti = type_info(t);
+  return elems / static_cast<double>(ti.block_elems) * static_cast<double>(ti.block_bytes);
+}
+
+// "blk.12.attn_q.weight" → 12; -1 for tensors outside the blocks.
+int64_t layer_of(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  char* end = nullptr;
+  const long v = std::strtol(name.c_str() + 4, &end, 10);
+  return (end && *end == '.') ? v : -1;
+}
+
+}  // namespace
+
+ModelCost ModelCost::from_gguf(const GGUFFile& f) {
+  ModelCost c;
+  c.arch = f.get_string("general.architecture").value_or("");
+  if (c.arch.empty()) throw Error(f.path() + ": missing metadata key 'general.architecture'");
+  c.name = f.get_string("general.name").value_or(c.arch);
+  const std::string p = c.arch + ".";
+  auto get = [&](const std::string& key, int64_t fallback) { return f.get_int(p + key).value_or(fallback); };
+  c.dim = get("embedding_length", 0);
+  c.n_heads = get("attention.head_count", 0);
+  c.n_kv_heads = get("attention.head_count_kv", c.n_heads);
+  c.head_dim = get("attention.key_length", c.n_heads > 0 ? c.dim / c.n_heads : 0);
+  c.ffn_dim = get("feed_forward_length", 0);
+  c.n_ctx_train = get("context_length", 2048);
+  c.n_experts = get("expert_count", 0);
+  c.n_experts_used = get("expert_used_count", 0);
+  int64_t n_layers = get("block_count", 0);
+  for (const GGUFTensorInfo& t : f.tensors()) n_layers = std::max(n_layers, layer_of(t.name) + 1);
+  if (n_layers <= 0 || c.dim <= 0) throw Error(f.path() + ": no transformer blocks (block_count / embedding_length)");
+  c.n_layers = n_layers;
+  if (const int64_t lora = get("attention.kv_lora_rank", 0); lora > 0)
+    c.kv_elems_per_layer = lora + get("rope.dimension_count", 64);
+  else
+    c.kv_elems_per_layer = c.n_kv_heads * (c.head_dim + get("attention.value_length", c.head_dim));
+
+  c.layer_bytes.resize(static_cast<size_t>(n_layers));
+  c.layer_active.resize(static_cast<size_t>(n_layers));
+  c.layer_params.assign(static_cast<size_t>(n_layers), 0);
+  c.layer_active_params.assign(static_cast<size_t>(n_layers), 0);
+  for (const GGUFTensorInfo& t : f.tensors()) {
+    const auto elems = static_cast<uint64_t>(t.n_elements());
+    const double nbytes = static_cast<double>(t.nbytes);
+    c.params += elems;
+    c.bytes += nbytes;
+    const int64_t l = layer_of(t.name);
+    if (l >= 0) {
+      // Expert tensors ("ffn_up_exps") hold every expert; a token reads n_used of them.
+      const bool experts = t.name.find("_exps") != std::string::npos && c.n_experts > 0;
+      const double used = experts ? static_cast<double>(c.n_experts_used) / static_cast<double>(c.n_experts) : 1.0;
+      const auto li = static_cast<size_t>(l);
+      c.layer_bytes[li][t.type] += nbytes;
+      c.layer_active[li][t.type] += nbytes * used;
+      c.layer_params[li] += elems;
+      const auto active = static_cast<uint64_t>(std::llround(static_cast<double>(elems) * used));
+      c.layer_active_params[li] += active;
+      c.active_params += active;
+    } else if (t.name == "output.weight" || t.name == "output_norm.weight") {
+      c.head_bytes[t.type] += nbytes;
+      c.head_params += elems;
+      c.active_params += elems;
+    } else {
+      // token_embd (and small extras such as rope_freqs): held, one row read per token.
+      c.embed_bytes[t.type] += nbytes;
+      if (t.name == "token_embd.weight" && !t.ne.empty()) c.n_vocab = t.ne.size() > 1 ? t.ne[1] : 0;
+    }
+  }
+  c.tied = f.find_tensor("output.weight") == nullptr;
+  if (c.tied) {
+    // The head multiplies by the embedding matrix: every token reads it whole.
+    if (const GGUFTensorInfo* e = f.find_tensor("token_embd.weight")) {
+      c.head_params += static_cast<uint64_t>(e->n_elements());
+      c.active_params += static_cast<uint64_t>(e->n_elements());
+    }
+  }
+  return c;
+}
+
+ModelCost ModelCost::from_shape(const ModelShape& s) {
+  if (s.n_layers <= 0 || s.dim <= 0 || s.n_heads <= 0 || s.n_vocab <= 0)
+    throw Error("model shape '" + s.name + "' needs layers, dim, heads and vocabulary");
+  ModelCost c;
+  c.name = s.name;
+  c.arch = s.n_experts > 0 ? "moe" : "llama";
+  c.n_layers = s.n_layers;
+  c.dim = s.dim;
+  c.n_heads = s.n_heads;
+  c.n_kv_heads = s.n_kv_heads > 0 ? s.n_kv_heads : s.n_heads;
+  c.head_dim = s.head_dim > 0 ? s.head_dim : s.dim / s.n_heads;
+  c.ffn_dim = s.ffn_dim;
+  c.n_vocab = s.n_vocab;
+  c.n_experts = s.n_experts;
+  c.n_experts_used = s.n_experts_used;
+  c.n_ctx_train = 131072;
+  const bool mla = s.kv_lora_rank > 0;
+  c.kv_elems_per_layer = mla ? s.kv_lora_rank + s.rope_dim : 2 * c.n_kv_heads * c.head_dim;
+  const DType w = s.type;
+  const auto d = static_cast<double>(s.dim);
+  double attn = 0, norms = 2 * d;
+  if (mla) {
+    const double h = static_cast<double>(s.n_heads);
+    attn = d * s.q_lora_rank + s.q_lora_rank * h * (s.nope_dim + s.rope_dim) + d * (s.kv_lora_rank + s.rope_dim) +
+           s.kv_lora_rank * h * (s.nope_dim + s.v_head_dim) + h * s.v_head_dim * d;
+    norms += static_cast<double>(s.q_lora_rank + s.kv_lora_rank);
+  } else {
+    attn = 2 * d * static_cast<double>(c.n_heads * c.head_dim) + 2 * d * static_cast<double>(c.n_kv_heads * c.head_dim);
+  }
+  for (int64_t l = 0; l < s.n_layers; ++l) {
+    double held = attn, active = attn, router = 0;
+    if (s.n_experts > 0 && l >= s.n_dense_layers) {
+      const double expert = 3 * d * static_cast<double>(s.expert_ffn_dim);
+      held += expert * static_cast<double>(s.n_experts + s.n_shared_experts);
+      active += expert * static_cast<double>(s.n_experts_used + s.n_shared_experts);
+      router = d * static_cast<double>(s.n_experts);
+    } else {
+      held += 3 * d * static_cast<double>(s.ffn_dim);
+      active += 3 * d * static_cast<double>(s.ffn_dim);
+    }
+    BytesByType hb{{w, bytes_of(w, held)}, {DType::F32, 4 * (norms + router)}};
+    BytesByType ab{{w, bytes_of(w, active)}, {DType::F32, 4 * (norms + router)}};
+    c.layer_bytes.push_back(hb);
+    c.layer_active.push_back(ab);
+    c.layer_params.push_back(static_cast<uint64_t>(held + norms + router));
+    c.layer_active_params.push_back(static_cast<uint64_t>(active + norms + router));
+    c.params += c.layer_params.back();
+    c.active_params += c.layer_active_params.back();
+    c.bytes += total(hb);
+  }
+  const double emb = d * static_cast<double>(s.n_vocab);
+  c.embed_bytes[w] = bytes_of(w, emb);
+  c.tied = s.tied_embeddings;
+  c.head_bytes[DType::F32] = 4 * d;
+  if (!c.tied) c.head_bytes[w] += bytes_of(w, emb);
+  c.head_params = static_cast<uint64_t>(emb + d);
+  c.params += static_cast<uint64_t>(emb + d + (c.tied ? 0 : emb));
+  c.active_params += c.head_params;
+  c.bytes += total(c.embed_bytes) + total(c.head_bytes);
+  return c;
+}
+
+double ModelCost::held_bytes(int64_t begin, int64_t end, int tp, bool embed, bool head) const {
+  double b = 0;
+  for (int64_t l = begin; l < end; ++l) b += total(layer_bytes[static_cast<size_t>(l)]);
+  b /= tp;
+  if (embed) b += total(embed_bytes);
+  if (head) b += (tied && !embed ? total(embed_bytes) / tp : 0) + total(head_bytes) / tp;
+  return b;
+}
+
+BytesByType ModelCost::read_per_token(int64_t begin, int64_t end, int tp, bool head) const {
+  BytesByType r;
+  for (int64_t l = begin; l < end; ++l) add(r, layer_active[static_cast<size_t>(l)], 1.0 / tp);
+  if (head) {
+    add(r, head_bytes, 1.0 / tp);
+    if (tied) add(r, embed_bytes, 1.0 / tp);
+  }
+  return r;
+}
+
+double ModelCost::kv_bytes(int64_t begin, int64_t end, int tp, int64_t n_ctx, int elem_bytes) const {
+  return static_cast<double>(end - begin) * static_cast<double>(n_ctx) * static_cast<double>(kv_elems_per_layer) *
+         elem_bytes / tp;
+}
+
+double ModelCost::flops_per_token(int64_t begin, int64_t end, int64_t pos, bool head) const {
+  double f = 0;
+  for (int64_t l = begin; l < end; ++l) f += 2.0 * static_cast<double>(layer_active_params[static_cast<size_t>(l)]);
+  // Scores q·k and the weighted sum of v over `pos` cached positions, every query head.
+  f += static_cast<double>(end - begin) * 4.0 * static_cast<double>(n_heads * head_dim) * static_cast<double>(pos);
+  if (head) f += 2.0 * static_cast<double>(head_params);
+  return f;
+}
+
+std::string ModelCost::summary() const {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "%s (%s): %.3g B parameters (%.3g B active), %s of weights, %lld layers, dim %lld, %lld heads "
+                "(%lld KV), vocabulary %lld%s",
+                name.c_str(), arch.c_str(), static_cast<double>(params) / 1e9, static_cast<double>(active_params) / 1e9,
+                format_bytes(static_cast<uint64_t>(bytes)).c_str(), static_cast<long long>(n_layers),
+                static_cast<long long>(dim), static_cast<long long>(n_heads), static_cast<long long>(n_kv_heads),
+                static_cast<long long>(n_vocab),
+                n_experts > 0 ? (", " + std::to_string(n_experts_used) + " of " + std::to_string(n_experts) + " experts")
+                                    .c_str()
+                              : "");
+  return buf;
+}
+
+}  // namespace orchard::parallel

@@ -1,0 +1,292 @@
+#include "parallel/predict.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "parallel/memory.h"
+#include "tensor/error.h"
+
+namespace orchard::parallel {
+namespace {
+
+constexpr double kGB = 1e9;
+constexpr size_t kRingBytes = 256 * 1024;  // the tcp backend's switch from direct to ring
+constexpr double kOpsPerLayer = 12;        // parallel regions per layer in one token's forward pass
+
+std::string fmt(const char* f, double a, double b = 0, double c = 0, double d = 0) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, f, a, b, c, d);
+  return buf;
+}
+
+// Where each world rank runs: ranks fill the first machines in order.
+std::vector<int> rank_nodes(const ClusterSpec& cl, int n_nodes) {
+  std::vector<int> out;
+  for (int n = 0; n < n_nodes; ++n)
+    for (int r = 0; r < cl.nodes[static_cast<size_t>(n)].ranks; ++r) out.push_back(n);
+  return out;
+}
+
+class Model {
+ public:
+  Model(const ModelCost& m, const ClusterSpec& cl, const Candidate& c) : m_(m), cl_(cl), c_(c) {
+    node_of_ = rank_nodes(cl, c.n_nodes);
+  }
+  int node(int rank) const { return node_of_[static_cast<size_t>(rank)]; }
+  const NodeSpec& spec(int rank) const { return cl_.nodes[static_cast<size_t>(node(rank))]; }
+
+  // Ranks of stage s placed on the same machine as `rank` (they run at the same time).
+  int stage_neighbours(int s, int rank) const {
+    int n = 0;
+    for (int t = 0; t < c_.tp; ++t) n += node(s * c_.tp + t) == node(rank);
+    return n;
+  }
+  int node_ranks(int rank) const {
+    int n = 0;
+    for (int r = 0; r < c_.ranks(); ++r) n += node(r) == node(rank);
+    return n;
+  }
+
+  // Bytes/s one rank streams weights of `type` at while `sharing` ranks use its machine.
+  double gen_rate(int rank, DType type, int sharing) const {
+    const NodeSpec& n = spec(rank);
+    const MachineSpec& mc = n.machine;
+    if (!mc.measured) return mc.mem_bw_gbs * mc.gen_efficiency * kGB / sharing;
+    const int threads = std::min(n.threads_per_rank() * sharing, std::max(1, mc.cores));
+    double agg = 0;
+    if (auto it = mc.matvec_gbs.find(type); it != mc.matvec_gbs.end()) agg = it->second.at(threads);
+    else if (!mc.membw_gbs.empty()) agg = 0.8 * mc.membw_gbs.at(threads);
+    else agg = mc.mem_bw_gbs * mc.gen_efficiency;
+    return agg * kGB / sharing;
+  }
+  double membw(int rank, int sharing) const {
+    const MachineSpec& mc = spec(rank).machine;
+    const double bw = mc.measured && !mc.membw_gbs.empty()
+                          ? mc.membw_gbs.at(std::min(spec(rank).threads_per_rank() * sharing, std::max(1, mc.cores)))
+                          : mc.mem_bw_gbs * mc.gen_efficiency;
+    return bw * kGB / sharing;
+  }
+  // FLOP/s of many-token products for one rank.
+  double flop_rate(int rank, DType type, int sharing) const {
+    const NodeSpec& n = spec(rank);
+    const MachineSpec& mc = n.machine;
+    if (!mc.measured) return mc.gpu_tflops * mc.prefill_efficiency * 1e12 / sharing;
+    const int threads = std::min(n.threads_per_rank() * sharing, std::max(1, mc.cores));
+    auto it = mc.matmul_gflops.find(type);
+    if (it == mc.matmul_gflops.end()) it = mc.matmul_gflops.begin();
+    const double g = it != mc.matmul_gflops.end() ? it->second.at(threads) : 10.0 * threads;
+    return g * 1e9 / sharing;
+  }
+  double sync_s(int rank, int sharing) const {
+    const NodeSpec& n = spec(rank);
+    if (!n.machine.measured) return 0;
+    return n.machine.sync_us.at(n.threads_per_rank()) * 1e-6 * std::max(1.0, static_cast<double>(sharing * n.threads_per_rank()) / std::max(1, n.machine.cores));
+  }
+
+  // One all_sum of `bytes` among `ranks`.
+  double all_sum(const std::vector<int>& ranks, double bytes) const {
+    if (ranks.size() < 2) return 0;
+    const int first = node(ranks[0]);
+    const bool local = std::all_of(ranks.begin(), ranks.end(), [&](int r) { return node(r) == first; });
+    const auto t = static_cast<double>(ranks.size());
+    if (local) return local_fit(first, static_cast<int>(ranks.size())).seconds(bytes);
+    const double lat = cl_.link.latency_us() * 1e-6, bw = cl_.link.gbs() * kGB;
+    if (bytes < kRingBytes) return lat + (t - 1) * bytes / bw;
+    return 2 * (t - 1) * (lat + bytes / t / bw);
+  }
+  double hop(int from, int to, double bytes) const {
+    if (node(from) == node(to)) return local_fit(node(from), 2).seconds(bytes);
+    return cl_.link.latency_us() * 1e-6 + bytes / (cl_.link.gbs() * kGB);
+  }
+  // The sampler's decision reaching every rank.
+  double broadcast() const {
+    std::vector<int> all(static_cast<size_t>(c_.ranks()));
+    for (int r = 0; r < c_.ranks(); ++r) all[static_cast<size_t>(r)] = r;
+    return all_sum(all, 4);
+  }
+
+  // A measured all_sum between ranks on one machine (or a default for catalog machines).
+  LinkFit local_fit(int node_index, int ranks) const {
+    const NodeSpec& n = cl_.nodes[static_cast<size_t>(node_index)];
+    const auto& table = n.machine.local_allsum;
+    const double extra = cl_.local_extra_latency_us;
+    const std::string emulated = cl_.local_backend + "+" + std::to_string(static_cast<int>(extra));
+    auto it = extra > 0 ? table.find(emulated) : table.end();
+    const bool measured_extra = it != table.end();
+    if (!measured_extra) it = table.find(cl_.local_backend);
+    LinkFit f{5, 20};  // shared memory between GPU processes on one Mac: not measured, small
+    if (it != table.end() && !it->second.empty()) {
+      auto at = it->second.upper_bound(ranks);
+      f = at == it->second.begin() ? at->second : std::prev(at)->second;
+    }
+    if (!measured_extra) f.latency_us += extra;
+    return f;
+  }
+
+ private:
+  const ModelCost& m_;
+  const ClusterSpec& cl_;
+  const Candidate& c_;
+  std::vector<int> node_of_;
+};
+
+std::string gib(double b) { return format_bytes(static_cast<uint64_t>(std::max(0.0, b))); }
+
+}  // namespace
+
+std::string Candidate::label() const {
+  if (stages == 1 && tp == 1) return "single";
+  if (tp == 1) return "pipeline " + std::to_string(stages);
+  if (stages == 1) return "tensor " + std::to_string(tp);
+  return "hybrid " + std::to_string(stages) + "×" + std::to_string(tp);
+}
+
+Prediction predict(const ModelCost& m, const ClusterSpec& cl, const Candidate& c, const PredictOptions& o) {
+  if (c.n_nodes < 1 || c.n_nodes > static_cast<int>(cl.nodes.size()))
+    throw Error("plan uses " + std::to_string(c.n_nodes) + " machines; the cluster has " + std::to_string(cl.nodes.size()));
+  if (static_cast<int>(rank_nodes(cl, c.n_nodes).size()) != c.ranks())
+    throw Error(c.label() + " needs " + std::to_string(c.ranks()) + " ranks; the first " + std::to_string(c.n_nodes) +
+                " machines run " + std::to_string(rank_nodes(cl, c.n_nodes).size()));
+  if (c.stages > m.n_layers)
+    throw Error(c.label() + ": more stages than the model's " + std::to_string(m.n_layers) + " layers");
+  if (c.tp > m.n_kv_heads)
+    throw Error(c.label() + ": more tensor ranks than the model's " + std::to_string(m.n_kv_heads) + " KV heads");
+  Model md(m, cl, c);
+  Prediction p;
+  p.candidate = c;
+  const int P = c.stages, T = c.tp;
+
+  // Pipeline stages hold layers in proportion to the memory of their smallest rank.
+  std::vector<double> weights;
+  for (int s = 0; s < P; ++s) {
+    double least = 1e300;
+    for (int t = 0; t < T; ++t) {
+      const int r = s * T + t;
+      least = std::min(least, md.spec(r).capacity_bytes() / md.node_ranks(r));
+    }
+    weights.push_back(least);
+  }
+  p.stage_layers = split_range(m.n_layers, P, 1, weights);
+
+  // Memory: weights held + KV cache for n_ctx + one chunk's activations, summed per machine.
+  std::vector<double> need(cl.nodes.size(), 0.0);
+  const double scratch_per_token =
+      4.0 * static_cast<double>(3 * m.dim + 2 * m.n_heads * m.head_dim + m.kv_elems_per_layer +
+                                2 * std::max(m.ffn_dim, int64_t{1}) + m.n_vocab / T);
+  for (int r = 0; r < c.ranks(); ++r) {
+    const int s = r / T;
+    const auto [b, e] = p.stage_layers[static_cast<size_t>(s)];
+    need[static_cast<size_t>(md.node(r))] += m.held_bytes(b, e, T, s == 0, s == P - 1) + m.kv_bytes(b, e, T, o.n_ctx) +
+                                             scratch_per_token * static_cast<double>(o.chunk);
+  }
+  for (int n = 0; n < c.n_nodes; ++n) {
+    const NodeSpec& ns = cl.nodes[static_cast<size_t>(n)];
+    p.memory.push_back({ns.name, need[static_cast<size_t>(n)], ns.capacity_bytes()});
+    if (need[static_cast<size_t>(n)] > ns.capacity_bytes()) {
+      p.fits = false;
+      if (!p.shortfall.empty()) p.shortfall += "; ";
+      p.shortfall += ns.name + " needs " + gib(need[static_cast<size_t>(n)]) + " but offers " + gib(ns.capacity_bytes()) +
+                     " (" + fmt("%.0f%%", ns.machine.usable_memory * 100) + " of " + fmt("%.0f GiB", ns.memory_gib) + ")";
+    }
+  }
+
+  // Generation: one token at the mean position of the generated run.
+  const int64_t pos = o.prompt + o.gen / 2;
+  const double act = 4.0 * static_cast<double>(m.dim);  // one token's activations, f32
+  std::vector<double> busy(cl.nodes.size(), 0.0);
+  for (int s = 0; s < P; ++s) {
+    const auto [b, e] = p.stage_layers[static_cast<size_t>(s)];
+    const bool last = s == P - 1;
+    double slowest = 0, read = 0;
+    for (int t = 0; t < T; ++t) {
+      const int r = s * T + t, share = md.stage_neighbours(s, r);
+      double secs = 0;
+      read = 0;
+      for (const auto& [type, bytes] : m.read_per_token(b, e, T, last)) {
+        secs += bytes / md.gen_rate(r, type, share);
+        read += bytes;
+      }
+      secs += m.kv_bytes(b, e, T, pos) / md.membw(r, share);
+      secs += kOpsPerLayer * static_cast<double>(e - b) * md.sync_s(r, share);
+      slowest = std::max(slowest, secs);
+    }
+    for (int t = 0; t < T; ++t) busy[static_cast<size_t>(md.node(s * T + t))] += slowest;
+    double sync = 0;
+    if (T > 1) {
+      std::vector<int> group;
+      for (int t = 0; t < T; ++t) group.push_back(s * T + t);
+      sync = 2.0 * static_cast<double>(e - b) * md.all_sum(group, act);
+      if (last) sync += md.all_sum(group, 4.0 * static_cast<double>(m.n_vocab / T) * (T - 1));
+    }
+    const double hop = last ? 0 : md.hop(s * T, (s + 1) * T, act);
+    p.compute_s += slowest;
+    p.comm_s += sync + hop;
+    p.terms.push_back(fmt("stage %.0f: layers %.0f-%.0f, each rank reads ", s, static_cast<double>(b),
+                          static_cast<double>(e - 1)) +
+                      gib(read) + fmt(" per token: %.2f ms; syncs %.3f ms; hop %.3f ms", slowest * 1e3, sync * 1e3, hop * 1e3));
+  }
+  if (c.ranks() > 1) p.comm_s += md.broadcast();
+  p.token_s = p.compute_s + p.comm_s;
+  p.tg_tps = 1.0 / p.token_s;
+  p.terms.push_back(fmt("generation: compute %.2f ms + communication %.3f ms = %.2f ms per token → %.1f tokens/s",
+                        p.compute_s * 1e3, p.comm_s * 1e3, p.token_s * 1e3, p.tg_tps));
+
+  // Prompt: chunks through the stages (one chunk of the whole prompt without a pipeline).
+  const int64_t chunk = P > 1 ? std::min(o.chunk, o.prompt) : o.prompt;
+  const int64_t n_chunks = (o.prompt + chunk - 1) / chunk;
+  double first_pass = 0, slowest_stage = 0;
+  for (int s = 0; s < P; ++s) {
+    const auto [b, e] = p.stage_layers[static_cast<size_t>(s)];
+    double worst = 0;
+    for (int t = 0; t < T; ++t) {
+      const int r = s * T + t;
+      // Pipelined chunks keep every stage busy, so every rank on a machine shares it.
+      const int share = n_chunks > 1 ? md.node_ranks(r) : md.stage_neighbours(s, r);
+      const double flops = static_cast<double>(chunk) * m.flops_per_token(b, e, o.prompt / 2, false) / T;
+      double stream = 0, dominant_bytes = 0;
+      DType dominant = DType::F32;
+      for (const auto& [type, bytes] : m.read_per_token(b, e, T, false)) {
+        stream += bytes / md.gen_rate(r, type, share);
+        if (bytes > dominant_bytes) dominant_bytes = bytes, dominant = type;
+      }
+      worst = std::max(worst, std::max(flops / md.flop_rate(r, dominant, share), stream));
+    }
+    double sync = 0;
+    if (T > 1) {
+      std::vector<int> group;
+      for (int t = 0; t < T; ++t) group.push_back(s * T + t);
+      sync = 2.0 * static_cast<double>(e - b) * md.all_sum(group, act * static_cast<double>(chunk));
+    }
+    const double hop = s == P - 1 ? 0 : md.hop(s * T, (s + 1) * T, act * static_cast<double>(chunk));
+    first_pass += worst + sync + hop;
+    slowest_stage = std::max(slowest_stage, worst + sync + hop);
+    p.ttft_compute_s += worst;
+    p.ttft_comm_s += sync + hop;
+  }
+  // The head runs once, on the last token.
+  const double head = 2.0 * static_cast<double>(m.head_params) / T / md.flop_rate(c.ranks() - 1, DType::F32, 1);
+  p.ttft_s = first_pass + static_cast<double>(n_chunks - 1) * slowest_stage + head;
+  p.ttft_compute_s = p.ttft_compute_s * static_cast<double>(n_chunks) + head;
+  p.ttft_comm_s = p.ttft_s - p.ttft_compute_s;
+  p.terms.push_back(fmt("prompt of %.0f tokens in %.0f chunk(s): first pass %.1f ms, then %.1f ms per chunk", static_cast<double>(o.prompt),
+                        static_cast<double>(n_chunks), first_pass * 1e3, slowest_stage * 1e3) +
+                    fmt(" → TTFT %.0f ms", p.ttft_s * 1e3));
+
+  // Energy: every machine idles through the token and draws its extra load while it computes.
+  bool known = true;
+  double joules = 0;
+  for (int n = 0; n < c.n_nodes; ++n) {
+    const MachineSpec& mc = cl.nodes[static_cast<size_t>(n)].machine;
+    if (!mc.has_power()) known = false;
+    joules += mc.idle_w * p.token_s + (mc.load_w - mc.idle_w) * std::min(busy[static_cast<size_t>(n)], p.token_s);
+  }
+  if (known) {
+    p.joules_per_token = joules;
+    p.usd_per_mtok = joules * 1e6 / 3.6e6 * cl.price_kwh;
+    p.terms.push_back(fmt("energy: %.2f J per token → %.3f per million tokens at %.2f per kWh", joules, p.usd_per_mtok,
+                          cl.price_kwh));
+  }
+  return p;
+}
+
+}  // namespace orchard::parallel
