@@ -16,7 +16,10 @@
 #include "dist/make_group.h"
 #include "model/engine.h"
 #include "model/synthetic/synthetic.h"
+#include "parallel/cluster.h"
 #include "parallel/distributed_forward.h"
+#include "parallel/model_cost.h"
+#include "parallel/predict.h"
 #include "parallel/session.h"
 #include "tensor/error.h"
 #include "tensor/threadpool.h"
@@ -32,6 +35,7 @@ struct BenchOpts {
   bool worker = false;
   std::string split = "pipeline";
   double latency = 0;
+  std::string predict;  // node file: print the planner's prediction beside each row
 };
 
 double median(std::vector<double> v) {
@@ -59,11 +63,40 @@ double rss_mib() {
   return kib / 1024.0;
 }
 
-void print_row(const BenchOpts& o, int ranks, const std::string& split, const std::string& backend, int threads,
-               double ttft_ms, double tg, double rss) {
-  std::printf("| %5d | %-8s | %-7s | %6.0f | %7d | %6lld | %9.1f | %9.1f | %7.2f | %8.0f |\n", ranks, split.c_str(),
+// The planner's figures for this row's setup: (TTFT ms, tg tokens/s).
+std::pair<double, double> predicted(const BenchOpts& o, const std::string& path, int ranks, const std::string& split,
+                                    const std::string& backend, int threads) {
+  auto file = GGUFFile::open(path, GGUFLoad::Map);
+  const auto cost = parallel::ModelCost::from_gguf(*file);
+  parallel::ClusterSpec cl;
+  parallel::NodeSpec node = parallel::measured_node(o.predict);
+  node.ranks = ranks;
+  node.threads = threads;
+  cl.nodes.push_back(node);
+  cl.local_backend = backend == "-" ? "shm" : backend;
+  cl.local_extra_latency_us = o.latency;
+  parallel::Candidate c;
+  c.tp = split == "tensor" ? ranks : split == "hybrid" ? 2 : 1;
+  c.stages = ranks / c.tp;
+  parallel::PredictOptions po;
+  po.n_ctx = o.pp + o.tg + 1;
+  po.prompt = o.pp;
+  po.gen = o.tg;
+  po.chunk = o.chunk;
+  const auto p = parallel::predict(cost, cl, c, po);
+  return {p.ttft_s * 1e3, p.tg_tps};
+}
+
+void print_row(const BenchOpts& o, const std::string& path, int ranks, const std::string& split,
+               const std::string& backend, int threads, double ttft_ms, double tg, double rss) {
+  std::printf("| %5d | %-8s | %-7s | %6.0f | %7d | %6lld | %9.1f | %9.1f | %7.2f | %8.0f |", ranks, split.c_str(),
               backend.c_str(), o.latency, threads, static_cast<long long>(o.chunk), ttft_ms, o.pp * 1000.0 / ttft_ms,
               tg, rss);
+  if (!o.predict.empty()) {
+    const auto [p_ttft, p_tg] = predicted(o, path, ranks, split, backend, threads);
+    std::printf(" %9.1f | %7.2f | %+6.0f%% |", p_ttft, p_tg, (p_tg / tg - 1) * 100);
+  }
+  std::printf("\n");
   std::fflush(stdout);
 }
 
@@ -103,7 +136,7 @@ void run_single(const BenchOpts& o, const std::string& path, int threads) {
   BenchOpts row = o;
   row.latency = 0;
   row.chunk = o.pp;
-  print_row(row, 1, "-", "-", threads, ttft, tg, rss_mib());
+  print_row(row, path, 1, "-", "-", threads, ttft, tg, rss_mib());
 }
 
 void run_worker(const BenchOpts& o, const std::string& path) {
@@ -125,7 +158,7 @@ void run_worker(const BenchOpts& o, const std::string& path) {
   std::vector<double> all(static_cast<size_t>(world->size()));
   world->all_gather(&mine, all.data(), sizeof mine);
   const double most = *std::max_element(all.begin(), all.end());
-  if (session->is_sampler()) print_row(o, world->size(), o.split, world->backend(), so.engine.threads, ttft, tg, most);
+  if (session->is_sampler()) print_row(o, path, world->size(), o.split, world->backend(), so.engine.threads, ttft, tg, most);
 }
 
 }  // namespace
@@ -150,6 +183,7 @@ void register_bench_parallel(CLI::App& bench) {
   cmd->add_option("-n,--n-gen", o->tg, "Generated tokens")->capture_default_str();
   cmd->add_option("-r,--repetitions", o->reps, "Repetitions (median)")->capture_default_str();
   cmd->add_option("--chunk", o->chunk, "Prompt tokens per pipeline step")->capture_default_str();
+  cmd->add_option("--predict", o->predict, "Node file from `orchard plan --calibrate`: add the planner's predictions");
   cmd->add_flag("--worker", o->worker, "Internal: one rank of a running benchmark");
   cmd->add_option("--worker-split", o->split, "Internal");
   cmd->add_option("--worker-latency", o->latency, "Internal");
@@ -161,8 +195,10 @@ void register_bench_parallel(CLI::App& bench) {
     }
     std::printf("model: %s | prompt %d tokens, generation %d tokens, median of %d\n\n", path.c_str(), o->pp, o->tg,
                 o->reps);
-    std::printf("| ranks | split    | backend | lat µs | thr/rank | chunk | TTFT ms | pp t/s | tg t/s | max RSS MiB |\n");
-    std::printf("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    const bool pr = !o->predict.empty();
+    std::printf("| ranks | split    | backend | lat µs | thr/rank | chunk | TTFT ms | pp t/s | tg t/s | max RSS MiB |%s\n",
+                pr ? " predicted TTFT ms | predicted tg t/s | tg error |" : "");
+    std::printf("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|%s\n", pr ? "---:|---:|---:|" : "");
     std::fflush(stdout);
     for (const std::string& rs : split_commas(o->ranks)) {
       const int n = std::stoi(rs);
@@ -183,6 +219,7 @@ void register_bench_parallel(CLI::App& bench) {
                         "--worker-latency", lat, "-t", split_commas(o->threads).front(), "-p", std::to_string(o->pp),
                         "-n", std::to_string(o->tg), "-r", std::to_string(o->reps), "--chunk",
                         std::to_string(o->chunk)};
+          if (!o->predict.empty()) lo.command.insert(lo.command.end(), {"--predict", o->predict});
           if (latency > 0) lo.extra_env.push_back("ORCHARD_LINK_LATENCY_US=" + lat);
           std::fflush(stdout);
           const int rc = dist::launch(lo);

@@ -43,7 +43,7 @@ parallel::ModelCost load_cost(const PlanOpts& o) {
     auto f = GGUFFile::open(o.model, GGUFLoad::Map);
     return parallel::ModelCost::from_gguf(*f);
   }
-  if (!o.params.empty()) return parallel::ModelCost::from_shape(parallel::model_shape(o.params, parse_type(o.type)));
+  if (!o.params.empty()) return parallel::ModelCost::from_shape(parallel::model_spec(o.params, parse_type(o.type)));
   throw Error("give the model: --model FILE.gguf, or --params NAME|SIZE (e.g. --params llama-3.3-70b, --params 70B)");
 }
 
@@ -147,7 +147,7 @@ void list_catalog() {
   for (const auto& l : c.links())
     std::printf("| %s | %s | %.0f | %.2f | %d |\n", l.id.c_str(), l.name.c_str(), l.latency_us, l.gbs, l.max_cables);
   std::printf("\nmodel shapes for --params:");
-  for (const auto& s : parallel::known_shapes()) std::printf(" %s", s.c_str());
+  for (const auto& s : parallel::known_model_specs()) std::printf(" %s", s.c_str());
   std::printf(" (or a size such as 70B)\n");
 }
 

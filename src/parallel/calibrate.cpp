@@ -46,7 +46,7 @@ struct TestMatrix {
   MatrixView view;
   TestMatrix(DType type, size_t bytes, int64_t cols) {
     const size_t row = row_bytes(type, cols);
-    const int64_t rows = std::max<int64_t>(64, static_cast<int64_t>(bytes / row) / 64 * 64);
+    const int64_t rows = std::max<int64_t>(64, static_cast<int64_t>(bytes / row));
     data.resize(row * static_cast<size_t>(rows));
     std::mt19937 rng(7);
     try {
@@ -132,6 +132,101 @@ double allsum_seconds(const std::string& backend, int n, size_t bytes, double la
   return *std::max_element(result.begin(), result.end());
 }
 
+// Arithmetic without memory traffic standing in for a rank's compute between messages.
+double work(int64_t iters) {
+  double x = 1.0;
+  for (int64_t i = 0; i < iters; ++i) x = x * 1.0000001 + 1e-9;
+  return x;
+}
+
+// Iterations of work() that take `us` microseconds on one idle core.
+int64_t work_iters(double us) {
+  int64_t n = 1 << 16;
+  volatile double sink = 0;
+  for (;;) {
+    const auto t0 = Clock::now();
+    sink = sink + work(n);
+    const double took = since(t0) * 1e6;
+    if (took > 2000) return static_cast<int64_t>(static_cast<double>(n) * us / took);
+    n *= 2;
+  }
+}
+
+struct Loaded {
+  double sync_us = 0, hop_us = 0;
+};
+
+// What syncs and hops cost among `n` ranks that compute between messages: every rank computes
+// a segment and joins an all_sum of one token's activations (tensor parallel), and a token
+// passes rank to rank with a segment of compute at each (a pipeline). Each cost is the time
+// beyond the same compute without the messages, per message.
+Loaded loaded_costs(const std::string& backend, int n, double latency_us, double seconds) {
+  constexpr double kSegmentUs = 200;
+  const int64_t iters = work_iters(kSegmentUs);
+  const int rounds = std::max(20, static_cast<int>(seconds * 1e6 / kSegmentUs / n));
+  int port = 0;
+  {
+    dist::net::Fd fd = dist::net::listen_on(dist::net::Endpoint{"127.0.0.1", 0});
+    port = dist::net::local_port(fd.get());
+  }
+  static std::atomic<int> job_no{0};
+  const std::string job = "calibrate-load-" + std::to_string(::getpid()) + "-" + std::to_string(job_no++);
+  std::vector<double> alone(static_cast<size_t>(n)), synced(static_cast<size_t>(n)), ring(static_cast<size_t>(n));
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  std::atomic<double> sink{0};
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        dist::Config c;
+        c.backend = backend;
+        c.rank = r;
+        c.size = n;
+        c.coordinator = "127.0.0.1:" + std::to_string(port);
+        c.job = job;
+        c.link_latency_us = latency_us;
+        auto g = dist::make_group(c);
+        std::vector<float> x(2048, 1.0f);
+        double acc = 0;
+        g->barrier();
+        auto t0 = Clock::now();
+        for (int i = 0; i < rounds; ++i) acc += work(iters);
+        alone[static_cast<size_t>(r)] = since(t0);
+        g->barrier();
+        t0 = Clock::now();
+        for (int i = 0; i < rounds; ++i) {
+          acc += work(iters);
+          g->all_sum(x.data(), x.size());
+        }
+        synced[static_cast<size_t>(r)] = since(t0);
+        g->barrier();
+        t0 = Clock::now();
+        const int next = (r + 1) % n, prev = (r + n - 1) % n;
+        for (int i = 0; i < rounds; ++i) {
+          if (r > 0 || i > 0) g->recv(x.data(), x.size() * sizeof(float), prev);
+          acc += work(iters);
+          g->send(x.data(), x.size() * sizeof(float), next);
+        }
+        if (r == 0) g->recv(x.data(), x.size() * sizeof(float), prev);
+        ring[static_cast<size_t>(r)] = since(t0);
+        g->barrier();
+        sink = sink + acc;
+      } catch (...) {
+        errors[static_cast<size_t>(r)] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  Loaded l;
+  const double concurrent = *std::max_element(alone.begin(), alone.end());
+  const double one_segment = concurrent / rounds * std::min(1.0, static_cast<double>(std::thread::hardware_concurrency()) / n);
+  l.sync_us = std::max(0.0, (*std::max_element(synced.begin(), synced.end()) - concurrent) / rounds * 1e6);
+  // The ring runs one segment at a time: n per round, each as fast as on an idle core.
+  l.hop_us = std::max(0.0, (ring[0] - one_segment * rounds * n) / (static_cast<double>(rounds) * n) * 1e6);
+  return l;
+}
+
 double total_memory_gib() {
   std::ifstream in("/proc/meminfo");
   std::string key;
@@ -177,7 +272,7 @@ MachineSpec calibrate(const CalibrateOptions& o) {
     for (int t = 1; t <= m.cores; ++t) threads.push_back(t);
 
   const int64_t cols = 4096;
-  std::vector<float> x(static_cast<size_t>(cols * 64)), y;
+  std::vector<float> x(static_cast<size_t>(11008 * 64)), y;
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 17) * 0.01f;
   std::vector<uint8_t> scratch;
   const double rapl0 = read_rapl_uj();
@@ -190,15 +285,25 @@ MachineSpec calibrate(const CalibrateOptions& o) {
   }
   m.mem_bw_gbs = m.membw_gbs.at(m.cores);
   for (DType type : o.types) {
-    // 64 MiB for one-token products (far beyond the caches, like a model's weights); 8 MiB
-    // for 64-token products, which reuse each row 64 times and are bound by arithmetic.
-    TestMatrix big(type, size_t{64} << 20, cols), small(type, size_t{8} << 20, cols);
+    // One-token products: the seven matrices of one layer of a 7B Llama (dim 4096, FFN 11008),
+    // in the order a token meets them, so each call's set-up and tail count as they do in a
+    // forward pass; ~100 MB in Q4_0, beyond the caches like a model's weights.
+    // 64-token products reuse each row 64 times and are bound by arithmetic: 8 MiB suffices.
+    std::vector<TestMatrix> layer;
+    for (auto [rows, bytes_cols] : {std::pair<int64_t, int64_t>{4096, 4096}, {1024, 4096}, {1024, 4096}, {4096, 4096},
+                                    {11008, 4096}, {11008, 4096}, {4096, 11008}})
+      layer.emplace_back(type, row_bytes(type, bytes_cols) * static_cast<size_t>(rows), bytes_cols);
+    size_t layer_bytes = 0;
+    for (const TestMatrix& w : layer) layer_bytes += w.data.size();
+    TestMatrix small(type, size_t{8} << 20, cols);
     for (int t : threads) {
       set_threads(t);
       say(std::string("kernels, ") + type_name(type) + ", " + std::to_string(t) + " thread(s)");
-      y.resize(static_cast<size_t>(big.view.rows) * 64);
-      const double mv = time_per_call(o.seconds, [&] { matvec(big.view, x.data(), y.data(), scratch); });
-      m.matvec_gbs[type].at_count[t] = static_cast<double>(big.data.size()) / mv / 1e9;
+      y.resize(static_cast<size_t>(std::max<int64_t>(small.view.rows * 64, 11008 * 64)));
+      const double mv = time_per_call(o.seconds, [&] {
+        for (const TestMatrix& w : layer) matvec(w.view, x.data(), y.data(), scratch);
+      });
+      m.matvec_gbs[type].at_count[t] = static_cast<double>(layer_bytes) / mv / 1e9;
       const double mm = time_per_call(o.seconds, [&] { matmul(small.view, x.data(), 64, y.data(), scratch); });
       m.matmul_gflops[type].at_count[t] = 2.0 * static_cast<double>(small.view.rows * cols * 64) / mm / 1e9;
     }
@@ -231,6 +336,9 @@ MachineSpec calibrate(const CalibrateOptions& o) {
         LinkFit f;
         f.gbs = tl > ts ? static_cast<double>(large - small) / (tl - ts) / 1e9 : 100;
         f.latency_us = std::max(0.0, (ts - static_cast<double>(small) / (f.gbs * 1e9)) * 1e6);
+        const Loaded l = loaded_costs(backend, n, lat, o.seconds);
+        f.sync_us = std::max(l.sync_us, 0.1);
+        f.hop_us = std::max(l.hop_us, 0.1);
         m.local_allsum[key][n] = f;
       }
     }

@@ -97,6 +97,8 @@ MachineSpec machine_from_json(const json& j, const std::string& where) {
         LinkFit f;
         f.latency_us = field<double>(fit, "latency_us", at + " local_allsum", 0);
         f.gbs = field<double>(fit, "gbs", at + " local_allsum", 1);
+        f.sync_us = field<double>(fit, "sync_us", at + " local_allsum", 0);
+        f.hop_us = field<double>(fit, "hop_us", at + " local_allsum", 0);
         if (f.gbs <= 0 || f.latency_us < 0) throw Error(at + ": local_allsum." + backend + " has a bad fit");
         m.local_allsum[backend][std::stoi(ranks)] = f;
       }
@@ -129,7 +131,8 @@ json machine_to_json(const MachineSpec& m) {
     for (const auto& [t, r] : m.matmul_gflops) j["matmul_gflops"][type_name(t)] = to_json(r);
     for (const auto& [backend, by_ranks] : m.local_allsum)
       for (const auto& [n, f] : by_ranks)
-        j["local_allsum"][backend][std::to_string(n)] = {{"latency_us", f.latency_us}, {"gbs", f.gbs}};
+        j["local_allsum"][backend][std::to_string(n)] = {
+            {"latency_us", f.latency_us}, {"gbs", f.gbs}, {"sync_us", f.sync_us}, {"hop_us", f.hop_us}};
   }
   return j;
 }

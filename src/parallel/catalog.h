@@ -20,11 +20,17 @@ struct ByCount {
   double at(int n) const;
 };
 
-// One all_sum between ranks over a link: latency_us + bytes / (gbs · 1e9) seconds.
+// One all_sum between ranks over a link: latency_us + bytes / (gbs · 1e9) seconds. Measured
+// on one machine, also what a sync and a hop cost when the ranks compute between messages
+// (waking a sleeping rank, sharing cores): sync_us per all_sum among busy ranks, hop_us per
+// message that passes a token from one stage to the next. 0: not measured, use latency_us.
 struct LinkFit {
   double latency_us = 0;
   double gbs = 1;
+  double sync_us = 0, hop_us = 0;
   double seconds(double bytes) const { return latency_us * 1e-6 + bytes / (gbs * 1e9); }
+  double sync_seconds(double bytes) const { return (sync_us > 0 ? sync_us : latency_us) * 1e-6 + bytes / (gbs * 1e9); }
+  double hop_seconds(double bytes) const { return (hop_us > 0 ? hop_us : latency_us) * 1e-6 + bytes / (gbs * 1e9); }
 };
 
 struct MachineSpec {

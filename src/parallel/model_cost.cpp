@@ -103,7 +103,7 @@ ModelCost ModelCost::from_gguf(const GGUFFile& f) {
   return c;
 }
 
-ModelCost ModelCost::from_shape(const ModelShape& s) {
+ModelCost ModelCost::from_shape(const ModelSpec& s) {
   if (s.n_layers <= 0 || s.dim <= 0 || s.n_heads <= 0 || s.n_vocab <= 0)
     throw Error("model shape '" + s.name + "' needs layers, dim, heads and vocabulary");
   ModelCost c;

@@ -26,7 +26,7 @@ using BytesByType = std::map<DType, double>;
 double total(const BytesByType& b);
 
 // A model's shape where no file is at hand. Dense Llama-family unless n_experts > 0.
-struct ModelShape {
+struct ModelSpec {
   std::string name;
   int64_t n_layers = 0, dim = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, ffn_dim = 0, n_vocab = 0;
   bool tied_embeddings = false;
@@ -42,8 +42,8 @@ struct ModelShape {
 // Known shapes: "llama-2-7b", "llama-3.1-8b", "llama-3.3-70b", "llama-3.1-405b", "deepseek-v3",
 // "kimi-k2", "qwen3-235b-a22b", … or a size ("70B", "7e9"): a dense Llama-shaped model of
 // that many parameters. Throws orchard::Error listing the names for an unknown one.
-ModelShape model_shape(const std::string& name_or_size, DType type);
-std::vector<std::string> known_shapes();
+ModelSpec model_spec(const std::string& name_or_size, DType type);
+std::vector<std::string> known_model_specs();
 
 struct ModelCost {
   std::string name, arch;
@@ -75,7 +75,7 @@ struct ModelCost {
   double flops_per_token(int64_t begin, int64_t end, int64_t pos, bool head) const;
 
   static ModelCost from_gguf(const GGUFFile& file);
-  static ModelCost from_shape(const ModelShape& shape);
+  static ModelCost from_shape(const ModelSpec& shape);
   std::string summary() const;
 };
 

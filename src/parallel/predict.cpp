@@ -89,21 +89,18 @@ class Model {
     const int first = node(ranks[0]);
     const bool local = std::all_of(ranks.begin(), ranks.end(), [&](int r) { return node(r) == first; });
     const auto t = static_cast<double>(ranks.size());
-    if (local) return local_fit(first, static_cast<int>(ranks.size())).seconds(bytes);
+    if (local) return local_fit(first, static_cast<int>(ranks.size())).sync_seconds(bytes);
     const double lat = cl_.link.latency_us() * 1e-6, bw = cl_.link.gbs() * kGB;
     if (bytes < kRingBytes) return lat + (t - 1) * bytes / bw;
     return 2 * (t - 1) * (lat + bytes / t / bw);
   }
   double hop(int from, int to, double bytes) const {
-    if (node(from) == node(to)) return local_fit(node(from), 2).seconds(bytes);
+    if (node(from) == node(to)) return local_fit(node(from), node_ranks(from)).hop_seconds(bytes);
     return cl_.link.latency_us() * 1e-6 + bytes / (cl_.link.gbs() * kGB);
   }
-  // The sampler's decision reaching every rank.
-  double broadcast() const {
-    std::vector<int> all(static_cast<size_t>(c_.ranks()));
-    for (int r = 0; r < c_.ranks(); ++r) all[static_cast<size_t>(r)] = r;
-    return all_sum(all, 4);
-  }
+  // The sampler's decision reaching every rank: one message to the first stage, which is
+  // what the next token waits for.
+  double broadcast() const { return hop(c_.ranks() - 1, 0, 4); }
 
   // A measured all_sum between ranks on one machine (or a default for catalog machines).
   LinkFit local_fit(int node_index, int ranks) const {
@@ -119,7 +116,11 @@ class Model {
       auto at = it->second.upper_bound(ranks);
       f = at == it->second.begin() ? at->second : std::prev(at)->second;
     }
-    if (!measured_extra) f.latency_us += extra;
+    if (!measured_extra) {
+      f.latency_us += extra;
+      if (f.sync_us > 0) f.sync_us += extra;
+      if (f.hop_us > 0) f.hop_us += extra;
+    }
     return f;
   }
 

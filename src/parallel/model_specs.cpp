@@ -9,9 +9,9 @@
 namespace orchard::parallel {
 namespace {
 
-ModelShape dense(const char* name, int64_t layers, int64_t dim, int64_t heads, int64_t kv, int64_t ffn, int64_t vocab,
+ModelSpec dense(const char* name, int64_t layers, int64_t dim, int64_t heads, int64_t kv, int64_t ffn, int64_t vocab,
                  bool tied = false) {
-  ModelShape s;
+  ModelSpec s;
   s.name = name;
   s.n_layers = layers;
   s.dim = dim;
@@ -25,8 +25,8 @@ ModelShape dense(const char* name, int64_t layers, int64_t dim, int64_t heads, i
 }
 
 // DeepSeek-V3-style: multi-head latent attention, a few dense layers, then routed experts.
-ModelShape mla_moe(const char* name, int64_t heads, int64_t dense_layers, int64_t experts, int64_t vocab) {
-  ModelShape s = dense(name, 61, 7168, heads, heads, 18432, vocab);
+ModelSpec mla_moe(const char* name, int64_t heads, int64_t dense_layers, int64_t experts, int64_t vocab) {
+  ModelSpec s = dense(name, 61, 7168, heads, heads, 18432, vocab);
   s.head_dim = 192;
   s.q_lora_rank = 1536;
   s.kv_lora_rank = 512;
@@ -41,9 +41,9 @@ ModelShape mla_moe(const char* name, int64_t heads, int64_t dense_layers, int64_
   return s;
 }
 
-ModelShape gqa_moe(const char* name, int64_t layers, int64_t dim, int64_t heads, int64_t kv, int64_t experts,
+ModelSpec gqa_moe(const char* name, int64_t layers, int64_t dim, int64_t heads, int64_t kv, int64_t experts,
                    int64_t used, int64_t expert_ffn, int64_t vocab) {
-  ModelShape s = dense(name, layers, dim, heads, kv, 0, vocab);
+  ModelSpec s = dense(name, layers, dim, heads, kv, 0, vocab);
   s.head_dim = 128;
   s.n_experts = experts;
   s.n_experts_used = used;
@@ -51,7 +51,7 @@ ModelShape gqa_moe(const char* name, int64_t layers, int64_t dim, int64_t heads,
   return s;
 }
 
-std::vector<ModelShape> shapes() {
+std::vector<ModelSpec> shapes() {
   return {
       dense("llama-2-7b", 32, 4096, 32, 32, 11008, 32000),
       dense("llama-2-70b", 80, 8192, 64, 8, 28672, 32000),
@@ -82,14 +82,14 @@ double parse_count(const std::string& text) {
 
 }  // namespace
 
-std::vector<std::string> known_shapes() {
+std::vector<std::string> known_model_specs() {
   std::vector<std::string> names;
-  for (const ModelShape& s : shapes()) names.push_back(s.name);
+  for (const ModelSpec& s : shapes()) names.push_back(s.name);
   return names;
 }
 
-ModelShape model_shape(const std::string& name, DType type) {
-  for (ModelShape s : shapes())
+ModelSpec model_spec(const std::string& name, DType type) {
+  for (ModelSpec s : shapes())
     if (s.name == name) {
       s.type = type;
       return s;
@@ -97,7 +97,7 @@ ModelShape model_shape(const std::string& name, DType type) {
   const double params = parse_count(name);
   if (params < 1e6) {
     std::string list;
-    for (const std::string& n : known_shapes()) list += (list.empty() ? "" : ", ") + n;
+    for (const std::string& n : known_model_specs()) list += (list.empty() ? "" : ", ") + n;
     throw Error("unknown model '" + name + "': give a GGUF file, a size such as 70B, or one of: " + list);
   }
   // Dense Llama shape: depth grows with width (about dim/128 layers), 128-wide heads, 8 KV
@@ -108,7 +108,7 @@ ModelShape model_shape(const std::string& name, DType type) {
   const double heads = dim / 128.0, kv = std::min(8.0, heads);
   const double attn = 2 * dim * dim + 2 * dim * kv * 128.0;
   const double ffn = std::max(256.0, std::round(((params - 2 * vocab * dim) / layers - attn) / (3 * dim) / 256.0) * 256.0);
-  ModelShape s = dense("dense", static_cast<int64_t>(layers), static_cast<int64_t>(dim),
+  ModelSpec s = dense("dense", static_cast<int64_t>(layers), static_cast<int64_t>(dim),
                        static_cast<int64_t>(heads), static_cast<int64_t>(kv), static_cast<int64_t>(ffn),
                        static_cast<int64_t>(vocab));
   s.name = "dense-" + name;
