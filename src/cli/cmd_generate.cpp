@@ -78,12 +78,14 @@ void run_parallel(const GenerateOpts& o) {
   auto world = dist::make_group_from_env();
   parallel::SessionOptions so;
   so.engine = engine_options(o);
-  so.kind = parallel::parse_kind(o.parallel);
+  so.choose = o.parallel == "auto";
+  if (!so.choose) so.kind = parallel::parse_kind(o.parallel);
   so.tp = o.tp;
   so.mem = parse_budgets(o.mem);
   so.chunk = o.chunk;
   auto session = parallel::Session::start(*world, so);
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!session->plan_note().empty()) std::fprintf(stderr, "%s", session->plan_note().c_str());
   if (session->is_sampler()) {
     std::fprintf(stderr, "%s", session->plan().describe().c_str());
     std::fputs(o.prompt.c_str(), stdout);
@@ -127,7 +129,7 @@ void register_generate(CLI::App& app) {
   cmd->add_flag("--special", o->special, "Parse special-token text such as <|eot_id|> in the prompt");
   cmd->add_option("--parallel", o->parallel,
                   "Split the model over the ranks of this job (under orchard run or orchard launch): "
-                  "pipeline, tensor or hybrid");
+                  "auto (the planner picks from predicted speed and memory), pipeline, tensor or hybrid");
   cmd->add_option("--tp", o->tp, "hybrid: tensor-parallel ranks per pipeline stage (default 2)");
   cmd->add_option("--mem", o->mem,
                   "Memory budget per rank, e.g. 4G or 2G,6G: pipeline stages are sized to it, and a model "

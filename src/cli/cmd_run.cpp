@@ -17,13 +17,13 @@ namespace orchard::cli {
 void register_run(CLI::App& app) {
   struct Opts {
     int nodes = 2;
-    std::string parallel = "pipeline", backend = "shm";
+    std::string parallel = "auto", backend = "shm";
     double latency_us = 0, gbps = 0;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("run", "Run one model split over N local ranks (a local cluster)");
   cmd->add_option("--nodes", o->nodes, "Number of ranks")->capture_default_str();
-  cmd->add_option("--parallel", o->parallel, "pipeline, tensor or hybrid")->capture_default_str();
+  cmd->add_option("--parallel", o->parallel, "auto (the planner picks), pipeline, tensor or hybrid")->capture_default_str();
   cmd->add_option("--backend", o->backend, "tcp or shm between the ranks")->capture_default_str();
   cmd->add_option("--link-latency-us", o->latency_us, "tcp: emulated per-message latency");
   cmd->add_option("--link-gbps", o->gbps, "tcp: emulated link bandwidth");

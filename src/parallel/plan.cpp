@@ -12,7 +12,7 @@ Kind parse_kind(const std::string& text) {
   if (text == "pipeline") return Kind::kPipeline;
   if (text == "tensor") return Kind::kTensor;
   if (text == "hybrid") return Kind::kHybrid;
-  throw Error("--parallel must be pipeline, tensor or hybrid, not '" + text + "'");
+  throw Error("--parallel must be auto, pipeline, tensor or hybrid, not '" + text + "'");
 }
 
 const char* kind_name(Kind k) {

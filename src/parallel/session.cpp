@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "parallel/auto_plan.h"
 #include "parallel/memory.h"
 #include "tensor/error.h"
 
@@ -39,21 +40,32 @@ std::unique_ptr<Session> Session::start(dist::Group& world, const SessionOptions
   if (mem.size() == 1) mem.assign(static_cast<size_t>(n), mem[0]);
   if (!mem.empty() && static_cast<int>(mem.size()) != n)
     throw Error("--mem gives " + std::to_string(mem.size()) + " budgets for " + std::to_string(n) + " ranks");
+  Kind kind = o.kind;
+  int tp = o.tp;
+  if (o.choose) {
+    PredictOptions po;
+    po.n_ctx = o.engine.n_ctx > 0 ? o.engine.n_ctx : 4096;
+    po.chunk = o.chunk;
+    const AutoChoice c = choose_split(world, o.engine.model_path, mem, o.engine.threads, po);
+    kind = c.kind;
+    tp = c.tp;
+    s->note_ = c.why;
+  }
   {
     auto header = GGUFFile::open(o.engine.model_path, GGUFLoad::Map);
     const HParams hp = HParams::from_gguf(*header);
     const int64_t n_ctx = o.engine.n_ctx > 0 ? o.engine.n_ctx : std::min<int64_t>(hp.n_ctx_train, 4096);
     // Pipeline stages get layers in proportion to their budgets.
     std::vector<double> weights;
-    if (!mem.empty() && o.kind != Kind::kTensor) {
-      const int tp = o.kind == Kind::kHybrid ? (o.tp > 0 ? o.tp : (n % 2 == 0 ? 2 : 1)) : 1;
-      for (int st = 0; st < n / tp; ++st) {
-        uint64_t least = mem[static_cast<size_t>(st * tp)];
-        for (int t = 1; t < tp; ++t) least = std::min(least, mem[static_cast<size_t>(st * tp + t)]);
+    if (!mem.empty() && kind != Kind::kTensor) {
+      const int per = kind == Kind::kHybrid ? (tp > 0 ? tp : (n % 2 == 0 ? 2 : 1)) : 1;
+      for (int st = 0; st < n / per; ++st) {
+        uint64_t least = mem[static_cast<size_t>(st * per)];
+        for (int t = 1; t < per; ++t) least = std::min(least, mem[static_cast<size_t>(st * per + t)]);
         weights.push_back(static_cast<double>(least));
       }
     }
-    s->plan_ = make_plan(hp, o.kind, n, o.tp, weights);
+    s->plan_ = make_plan(hp, kind, n, tp, weights);
     check_budgets(*header, hp, s->plan_, mem, n_ctx, o.chunk);
   }
   const RankRole& role = s->plan_.ranks[static_cast<size_t>(world.rank())];

@@ -17,6 +17,7 @@ namespace orchard::parallel {
 struct SessionOptions {
   EngineOptions engine;               // model path, threads, context (shard is filled in)
   Kind kind = Kind::kPipeline;
+  bool choose = false;                // let the planner pick kind and tp (see auto_plan.h)
   int tp = 0;                         // hybrid: tensor-parallel ranks per stage
   std::vector<uint64_t> mem;          // per-rank memory budgets in bytes (empty: unlimited)
   int64_t chunk = 64;                 // prompt tokens per pipeline step
@@ -29,6 +30,8 @@ class Session {
   static std::unique_ptr<Session> start(dist::Group& world, const SessionOptions& options);
 
   const Plan& plan() const { return plan_; }
+  // Why this plan, when the planner chose it (empty otherwise; rank 0 only).
+  const std::string& plan_note() const { return note_; }
   Engine& engine() { return *engine_; }
   bool is_sampler() const { return world_.rank() == plan_.sampler(); }
   // A forward pass over this rank's shard, in step with the others, writing into `kv`.
@@ -45,6 +48,7 @@ class Session {
   GroupPartialSum sum_;
   std::unique_ptr<Engine> engine_;
   int64_t chunk_ = 64;
+  std::string note_;
 };
 
 // Checks every rank's share against its budget; throws naming the model size and budgets.
