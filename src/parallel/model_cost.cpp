@@ -87,18 +87,17 @@ ModelCost ModelCost::from_gguf(const GGUFFile& f) {
       c.head_params += elems;
       c.active_params += elems;
     } else {
-      // token_embd (and small extras such as rope_freqs): held, one row read per token.
+      // token_embd (and small extras such as rope_freqs): held, one row read per token, but
+      // counted among the active parameters as the convention for dense and MoE models is.
       c.embed_bytes[t.type] += nbytes;
+      c.active_params += elems;
       if (t.name == "token_embd.weight" && !t.ne.empty()) c.n_vocab = t.ne.size() > 1 ? t.ne[1] : 0;
     }
   }
   c.tied = f.find_tensor("output.weight") == nullptr;
   if (c.tied) {
     // The head multiplies by the embedding matrix: every token reads it whole.
-    if (const GGUFTensorInfo* e = f.find_tensor("token_embd.weight")) {
-      c.head_params += static_cast<uint64_t>(e->n_elements());
-      c.active_params += static_cast<uint64_t>(e->n_elements());
-    }
+    if (const GGUFTensorInfo* e = f.find_tensor("token_embd.weight")) c.head_params += static_cast<uint64_t>(e->n_elements());
   }
   return c;
 }
@@ -160,7 +159,7 @@ ModelCost ModelCost::from_shape(const ModelSpec& s) {
   if (!c.tied) c.head_bytes[w] += bytes_of(w, emb);
   c.head_params = static_cast<uint64_t>(emb + d);
   c.params += static_cast<uint64_t>(emb + d + (c.tied ? 0 : emb));
-  c.active_params += c.head_params;
+  c.active_params += static_cast<uint64_t>(emb + d + (c.tied ? 0 : emb));
   c.bytes += total(c.embed_bytes) + total(c.head_bytes);
   return c;
 }
