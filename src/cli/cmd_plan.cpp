@@ -26,7 +26,7 @@ struct PlanOpts {
   double extra_latency_us = 0, price_kwh = -1;
   parallel::PredictOptions predict;
   bool explain = false, calibrate = false, list = false, json = false;
-  std::string out, cal_ranks = "2,4", emulate;
+  std::string out, cal_ranks = "2,4", emulate, cal_types;
   double seconds = 0.25;
 };
 
@@ -157,6 +157,10 @@ void run_calibrate(const PlanOpts& o) {
   co.ranks.clear();
   for (const auto& r : split_commas(o.cal_ranks)) co.ranks.push_back(std::stoi(r));
   for (const auto& e : split_commas(o.emulate)) co.emulate_us.push_back(std::stod(e));
+  if (!o.cal_types.empty()) {
+    co.types.clear();
+    for (const auto& t : split_commas(o.cal_types)) co.types.push_back(parse_type(t));
+  }
   co.progress = [](const std::string& s) { std::fprintf(stderr, "calibrating: %s\n", s.c_str()); };
   const parallel::MachineSpec m = parallel::calibrate(co);
   const std::string path = o.out.empty() ? default_node_path() : o.out;
@@ -210,6 +214,7 @@ void register_plan(CLI::App& app) {
   cmd->add_option("-o,--output", o->out, "--calibrate: where to write the node file");
   cmd->add_option("--calibrate-ranks", o->cal_ranks, "--calibrate: local all_sum rank counts")->capture_default_str();
   cmd->add_option("--emulate", o->emulate, "--calibrate: also measure tcp with these emulated latencies (µs), e.g. 50,300");
+  cmd->add_option("--calibrate-types", o->cal_types, "--calibrate: weight formats to measure (default: F32,F16,BF16,Q8_0,Q4_0,Q4_K,Q6_K)");
   cmd->add_option("--seconds", o->seconds, "--calibrate: seconds per measured point")->capture_default_str();
   cmd->callback([o] {
     if (o->list) return list_catalog();

@@ -6,33 +6,11 @@
 #include <cstdio>
 #include <string>
 
+#include "cli_run.h"
 #include "test_data.h"
 
 namespace orchard {
 namespace {
-
-struct Out {
-  int code;
-  std::string out, err;
-};
-
-// stdout and stderr apart: the generated text must be all that reaches stdout.
-Out run(const std::string& args) {
-  const std::string err_path = ::testing::TempDir() + "orchard-run-" + std::to_string(::getpid()) + ".err";
-  const std::string cmd = test::orchard_binary() + " " + args + " 2>" + err_path;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while (p && (n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = p ? pclose(p) : -1;
-  std::string err;
-  if (FILE* f = std::fopen(err_path.c_str(), "r")) {
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) err.append(buf, n);
-    std::fclose(f);
-  }
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, err};
-}
 
 std::string model() { return test::data_file("models/stories260K.gguf").string(); }
 std::string common() { return " -m " + model() + " -p 'The little dog' -n 48 --temp 0 -t 1 -c 256"; }
