@@ -81,6 +81,8 @@ MachineSpec machine_from_json(const json& j, const std::string& where) {
   m.gen_efficiency = field<double>(j, "gen_efficiency", at, m.gen_efficiency);
   m.prefill_efficiency = field<double>(j, "prefill_efficiency", at, m.prefill_efficiency);
   m.usable_memory = field<double>(j, "usable_memory", at, m.usable_memory);
+  m.layer_overhead_us = field<double>(j, "layer_overhead_us", at, 0);
+  m.collective_us = field<double>(j, "collective_us", at, 0);
   m.measured = field<bool>(j, "measured", at, false);
   m.cores = field<int>(j, "cores", at, 0);
   if (j.contains("membw_gbs")) m.membw_gbs = by_count(j["membw_gbs"], at + " membw_gbs");
@@ -118,6 +120,8 @@ json machine_to_json(const MachineSpec& m) {
   if (!m.source.empty()) j["source"] = m.source;
   j["memory_gib"] = m.memory_gib;
   j["usable_memory"] = m.usable_memory;
+  if (m.layer_overhead_us > 0) j["layer_overhead_us"] = m.layer_overhead_us;
+  if (m.collective_us > 0) j["collective_us"] = m.collective_us;
   if (m.mem_bw_gbs > 0) j["mem_bw_gbs"] = m.mem_bw_gbs;
   j["idle_w"] = m.idle_w > 0 ? json(m.idle_w) : json();
   j["load_w"] = m.load_w > 0 ? json(m.load_w) : json();

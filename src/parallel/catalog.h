@@ -47,6 +47,8 @@ struct MachineSpec {
   double gen_efficiency = 0.7;     // share of mem_bw generation reaches
   double prefill_efficiency = 0.6; // share of gpu_tflops prompt processing reaches
   double usable_memory = 0.75;     // share of memory a model may take
+  double layer_overhead_us = 0;    // fixed cost per layer per token (GPU kernel launches, …)
+  double collective_us = 0;        // the accelerator's stop-and-sync cost per collective
 
   // Measured CPU nodes (orchard plan --calibrate): rates by thread count.
   bool measured = false;

@@ -77,6 +77,12 @@ class Model {
     const double g = it != mc.matmul_gflops.end() ? it->second.at(threads) : 10.0 * threads;
     return g * 1e9 / sharing;
   }
+  // Fixed cost of one layer's work for one token, beyond streaming its weights.
+  double layer_s(int rank, int sharing) const {
+    const NodeSpec& n = spec(rank);
+    if (!n.machine.measured) return n.machine.layer_overhead_us * 1e-6;
+    return kOpsPerLayer * sync_s(rank, sharing);
+  }
   double sync_s(int rank, int sharing) const {
     const NodeSpec& n = spec(rank);
     if (!n.machine.measured) return 0;
@@ -90,13 +96,16 @@ class Model {
     const bool local = std::all_of(ranks.begin(), ranks.end(), [&](int r) { return node(r) == first; });
     const auto t = static_cast<double>(ranks.size());
     if (local) return local_fit(first, static_cast<int>(ranks.size())).sync_seconds(bytes);
-    const double lat = cl_.link.latency_us() * 1e-6, bw = cl_.link.gbs() * kGB;
+    double stall = 0;
+    for (int r : ranks) stall = std::max(stall, spec(r).machine.collective_us * 1e-6);
+    const double lat = cl_.link.latency_us() * 1e-6 + stall, bw = cl_.link.gbs() * kGB;
     if (bytes < kRingBytes) return lat + (t - 1) * bytes / bw;
     return 2 * (t - 1) * (lat + bytes / t / bw);
   }
   double hop(int from, int to, double bytes) const {
     if (node(from) == node(to)) return local_fit(node(from), node_ranks(from)).hop_seconds(bytes);
-    return cl_.link.latency_us() * 1e-6 + bytes / (cl_.link.gbs() * kGB);
+    const double stall = std::max(spec(from).machine.collective_us, spec(to).machine.collective_us) * 1e-6;
+    return cl_.link.latency_us() * 1e-6 + stall + bytes / (cl_.link.gbs() * kGB);
   }
   // The sampler's decision reaching every rank: one message to the first stage, which is
   // what the next token waits for.
@@ -208,7 +217,7 @@ Prediction predict(const ModelCost& m, const ClusterSpec& cl, const Candidate& c
         read += bytes;
       }
       secs += m.kv_bytes(b, e, T, pos) / md.membw(r, share);
-      secs += kOpsPerLayer * static_cast<double>(e - b) * md.sync_s(r, share);
+      secs += static_cast<double>(e - b) * md.layer_s(r, share);
       slowest = std::max(slowest, secs);
     }
     for (int t = 0; t < T; ++t) busy[static_cast<size_t>(md.node(s * T + t))] += slowest;
