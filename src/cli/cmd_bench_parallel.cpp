@@ -6,8 +6,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <random>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -16,6 +20,7 @@
 #include "dist/make_group.h"
 #include "model/engine.h"
 #include "model/synthetic/synthetic.h"
+#include "parallel/calibrate.h"
 #include "parallel/cluster.h"
 #include "parallel/distributed_forward.h"
 #include "parallel/model_cost.h"
@@ -85,6 +90,24 @@ std::pair<double, double> predicted(const BenchOpts& o, const std::string& path,
   po.chunk = o.chunk;
   const auto p = parallel::predict(cost, cl, c, po);
   return {p.ttft_s * 1e3, p.tg_tps};
+}
+
+// The node file the predictions use: `--predict` with its compute figures re-measured now, for
+// the formats that make up most of the model (this machine's speed drifts between minutes).
+std::string refreshed_node(const BenchOpts& o, const std::string& model) {
+  parallel::NodeSpec node = parallel::measured_node(o.predict);
+  auto file = GGUFFile::open(model, GGUFLoad::Map);
+  const auto cost = parallel::ModelCost::from_gguf(*file);
+  std::map<DType, double> by_type;
+  for (const auto& layer : cost.layer_active)
+    for (const auto& [t, b] : layer) by_type[t] += b;
+  std::vector<DType> types;
+  for (const auto& [t, b] : by_type)
+    if (b > 0.01 * cost.bytes) types.push_back(t);
+  parallel::refresh_compute(node.machine, types, 0.2);
+  const std::string out = o.predict + ".now.json";
+  std::ofstream(out) << parallel::machine_to_json(node.machine).dump(2) << "\n";
+  return out;
 }
 
 void print_row(const BenchOpts& o, const std::string& path, int ranks, const std::string& split,
@@ -183,7 +206,9 @@ void register_bench_parallel(CLI::App& bench) {
   cmd->add_option("-n,--n-gen", o->tg, "Generated tokens")->capture_default_str();
   cmd->add_option("-r,--repetitions", o->reps, "Repetitions (median)")->capture_default_str();
   cmd->add_option("--chunk", o->chunk, "Prompt tokens per pipeline step")->capture_default_str();
-  cmd->add_option("--predict", o->predict, "Node file from `orchard plan --calibrate`: add the planner's predictions");
+  cmd->add_option("--predict", o->predict,
+                  "Node file from `orchard plan --calibrate`: add the planner's predictions (its compute figures "
+                  "re-measured before each row, its link figures as calibrated)");
   cmd->add_flag("--worker", o->worker, "Internal: one rank of a running benchmark");
   cmd->add_option("--worker-split", o->split, "Internal");
   cmd->add_option("--worker-latency", o->latency, "Internal");
@@ -200,10 +225,14 @@ void register_bench_parallel(CLI::App& bench) {
                 pr ? " predicted TTFT ms | predicted tg t/s | tg error |" : "");
     std::printf("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|%s\n", pr ? "---:|---:|---:|" : "");
     std::fflush(stdout);
+    BenchOpts row = *o;
     for (const std::string& rs : split_commas(o->ranks)) {
       const int n = std::stoi(rs);
       if (n == 1) {
-        for (const std::string& t : split_commas(o->threads)) run_single(*o, path, std::stoi(t));
+        for (const std::string& t : split_commas(o->threads)) {
+          if (!o->predict.empty()) row.predict = refreshed_node(*o, path);
+          run_single(row, path, std::stoi(t));
+        }
         continue;
       }
       for (const std::string& split : split_commas(o->splits))
@@ -219,7 +248,7 @@ void register_bench_parallel(CLI::App& bench) {
                         "--worker-latency", lat, "-t", split_commas(o->threads).front(), "-p", std::to_string(o->pp),
                         "-n", std::to_string(o->tg), "-r", std::to_string(o->reps), "--chunk",
                         std::to_string(o->chunk)};
-          if (!o->predict.empty()) lo.command.insert(lo.command.end(), {"--predict", o->predict});
+          if (!o->predict.empty()) lo.command.insert(lo.command.end(), {"--predict", refreshed_node(*o, path)});
           if (latency > 0) lo.extra_env.push_back("ORCHARD_LINK_LATENCY_US=" + lat);
           std::fflush(stdout);
           const int rc = dist::launch(lo);

@@ -23,6 +23,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Runs `fn` until `seconds` have passed (at least twice, after one warm-up) and returns
@@ -161,7 +166,7 @@ struct Loaded {
 // passes rank to rank with a segment of compute at each (a pipeline). Each cost is the time
 // beyond the same compute without the messages, per message.
 Loaded loaded_costs(const std::string& backend, int n, double latency_us, double seconds) {
-  constexpr double kSegmentUs = 200;
+  constexpr double kSegmentUs = 250;
   const int64_t iters = work_iters(kSegmentUs);
   const int rounds = std::max(20, static_cast<int>(seconds * 1e6 / kSegmentUs / n));
   int port = 0;
@@ -244,7 +249,60 @@ std::string cpu_name() {
   return "CPU";
 }
 
+// Memory bandwidth, fork/join cost and kernel rates for `types` at each thread count.
+void measure_compute(MachineSpec& m, const std::vector<DType>& types, const std::vector<int>& threads, double seconds,
+                     const std::function<void(const std::string&)>& progress) {
+  auto say = [&](const std::string& what) {
+    if (progress) progress(what);
+  };
+  const int64_t cols = 4096;
+  std::vector<float> x(static_cast<size_t>(11008 * 64)), y;
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 17) * 0.01f;
+  std::vector<uint8_t> scratch;
+  for (int t : threads) {
+    set_threads(t);
+    say("memory bandwidth, " + std::to_string(t) + " thread(s)");
+    m.membw_gbs.at_count[t] = measure_membw(seconds);
+    m.sync_us.at_count[t] = measure_sync_us(seconds);
+  }
+  m.mem_bw_gbs = m.membw_gbs.at(m.cores);
+  for (DType type : types) {
+    // One-token products: the seven matrices of one layer of a 7B Llama (dim 4096, FFN 11008),
+    // in the order a token meets them, so each call's set-up and tail count as they do in a
+    // forward pass; ~100 MB in Q4_0, beyond the caches like a model's weights.
+    // 64-token products reuse each row 64 times and are bound by arithmetic: 8 MiB suffices.
+    std::vector<TestMatrix> layer;
+    for (auto [rows, bytes_cols] : {std::pair<int64_t, int64_t>{4096, 4096}, {1024, 4096}, {1024, 4096}, {4096, 4096},
+                                    {11008, 4096}, {11008, 4096}, {4096, 11008}})
+      layer.emplace_back(type, row_bytes(type, bytes_cols) * static_cast<size_t>(rows), bytes_cols);
+    size_t layer_bytes = 0;
+    for (const TestMatrix& w : layer) layer_bytes += w.data.size();
+    TestMatrix small(type, size_t{8} << 20, cols);
+    // The engine repacks weights at load for its many-token kernel where the CPU has one.
+    const std::vector<uint8_t> packed = pack_for_cpu(small.view);
+    for (int t : threads) {
+      set_threads(t);
+      say(std::string("kernels, ") + type_name(type) + ", " + std::to_string(t) + " thread(s)");
+      y.resize(static_cast<size_t>(std::max<int64_t>(small.view.rows * 64, 11008 * 64)));
+      const double mv = time_per_call(seconds, [&] {
+        for (const TestMatrix& w : layer) matvec(w.view, x.data(), y.data(), scratch);
+      });
+      m.matvec_gbs[type].at_count[t] = static_cast<double>(layer_bytes) / mv / 1e9;
+      const double mm = time_per_call(seconds, [&] { matmul(small.view, x.data(), 64, y.data(), scratch); });
+      m.matmul_gflops[type].at_count[t] = 2.0 * static_cast<double>(small.view.rows * cols * 64) / mm / 1e9;
+    }
+  }
+}
+
 }  // namespace
+
+void refresh_compute(MachineSpec& m, const std::vector<DType>& types, double seconds) {
+  std::vector<int> threads;
+  for (const auto& [t, v] : m.membw_gbs.at_count) threads.push_back(t);
+  if (threads.empty()) threads.push_back(std::max(1, m.cores));
+  measure_compute(m, types, threads, seconds, {});
+  set_threads(0);
+}
 
 double read_rapl_uj() {
   for (const char* path : {"/sys/class/powercap/intel-rapl:0/energy_uj", "/sys/class/powercap/intel-rapl/intel-rapl:0/energy_uj"}) {
@@ -271,43 +329,9 @@ MachineSpec calibrate(const CalibrateOptions& o) {
   if (threads.empty())
     for (int t = 1; t <= m.cores; ++t) threads.push_back(t);
 
-  const int64_t cols = 4096;
-  std::vector<float> x(static_cast<size_t>(11008 * 64)), y;
-  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 17) * 0.01f;
-  std::vector<uint8_t> scratch;
   const double rapl0 = read_rapl_uj();
   const auto load_t0 = Clock::now();
-  for (int t : threads) {
-    set_threads(t);
-    say("memory bandwidth, " + std::to_string(t) + " thread(s)");
-    m.membw_gbs.at_count[t] = measure_membw(o.seconds);
-    m.sync_us.at_count[t] = measure_sync_us(o.seconds);
-  }
-  m.mem_bw_gbs = m.membw_gbs.at(m.cores);
-  for (DType type : o.types) {
-    // One-token products: the seven matrices of one layer of a 7B Llama (dim 4096, FFN 11008),
-    // in the order a token meets them, so each call's set-up and tail count as they do in a
-    // forward pass; ~100 MB in Q4_0, beyond the caches like a model's weights.
-    // 64-token products reuse each row 64 times and are bound by arithmetic: 8 MiB suffices.
-    std::vector<TestMatrix> layer;
-    for (auto [rows, bytes_cols] : {std::pair<int64_t, int64_t>{4096, 4096}, {1024, 4096}, {1024, 4096}, {4096, 4096},
-                                    {11008, 4096}, {11008, 4096}, {4096, 11008}})
-      layer.emplace_back(type, row_bytes(type, bytes_cols) * static_cast<size_t>(rows), bytes_cols);
-    size_t layer_bytes = 0;
-    for (const TestMatrix& w : layer) layer_bytes += w.data.size();
-    TestMatrix small(type, size_t{8} << 20, cols);
-    for (int t : threads) {
-      set_threads(t);
-      say(std::string("kernels, ") + type_name(type) + ", " + std::to_string(t) + " thread(s)");
-      y.resize(static_cast<size_t>(std::max<int64_t>(small.view.rows * 64, 11008 * 64)));
-      const double mv = time_per_call(o.seconds, [&] {
-        for (const TestMatrix& w : layer) matvec(w.view, x.data(), y.data(), scratch);
-      });
-      m.matvec_gbs[type].at_count[t] = static_cast<double>(layer_bytes) / mv / 1e9;
-      const double mm = time_per_call(o.seconds, [&] { matmul(small.view, x.data(), 64, y.data(), scratch); });
-      m.matmul_gflops[type].at_count[t] = 2.0 * static_cast<double>(small.view.rows * cols * 64) / mm / 1e9;
-    }
-  }
+  measure_compute(m, o.types, threads, o.seconds, say);
   const double rapl1 = read_rapl_uj();
   const double load_s = since(load_t0);
   set_threads(0);
@@ -331,14 +355,21 @@ MachineSpec calibrate(const CalibrateOptions& o) {
         say("all_sum over " + key + ", " + std::to_string(n) + " ranks");
         // Two sizes give latency and bandwidth: a token's activations and a prompt chunk's.
         const size_t small = 8192, large = size_t{1} << 20;
-        const double ts = allsum_seconds(backend, n, small, lat, o.seconds);
-        const double tl = allsum_seconds(backend, n, large, lat, o.seconds);
+        // Medians of three: one measurement on a shared machine can be off by 2× or more.
+        std::vector<double> small_s, large_s, syncs, hops;
+        for (int rep = 0; rep < 3; ++rep) {
+          small_s.push_back(allsum_seconds(backend, n, small, lat, o.seconds / 3));
+          large_s.push_back(allsum_seconds(backend, n, large, lat, o.seconds / 3));
+          const Loaded l = loaded_costs(backend, n, lat, o.seconds / 3);
+          syncs.push_back(l.sync_us);
+          hops.push_back(l.hop_us);
+        }
+        const double ts = median(small_s), tl = median(large_s);
         LinkFit f;
         f.gbs = tl > ts ? static_cast<double>(large - small) / (tl - ts) / 1e9 : 100;
         f.latency_us = std::max(0.0, (ts - static_cast<double>(small) / (f.gbs * 1e9)) * 1e6);
-        const Loaded l = loaded_costs(backend, n, lat, o.seconds);
-        f.sync_us = std::max(l.sync_us, 0.1);
-        f.hop_us = std::max(l.hop_us, 0.1);
+        f.sync_us = std::max(median(syncs), 0.1);
+        f.hop_us = std::max(median(hops), 0.1);
         m.local_allsum[key][n] = f;
       }
     }

@@ -24,6 +24,11 @@ struct CalibrateOptions {
 
 MachineSpec calibrate(const CalibrateOptions& options);
 
+// Re-measures a node's compute figures (bandwidth, fork/join, kernel rates for `types`) at the
+// thread counts it has, keeping its communication figures. On a shared machine whose speed
+// drifts from minute to minute, a prediction made right after this uses the speed of the moment.
+void refresh_compute(MachineSpec& m, const std::vector<DType>& types, double seconds);
+
 // Package energy counter (microjoules) from /sys/class/powercap, or -1 when there is none.
 double read_rapl_uj();
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -94,11 +95,14 @@ ClusterSpec ClusterSpec::parse(const std::string& text, const std::string& base_
       const std::string base = e.value("name", n.name);
       const int count = e.value("count", 1);
       if (count < 1 || count > 4096) throw Error("cluster file: node '" + base + "' count must lie in 1..4096");
-      for (int i = 0; i < count; ++i) {
-        n.name = count > 1 ? base + "-" + std::to_string(i + 1) : base;
-        c.nodes.push_back(n);
-      }
+      n.name = base;
+      for (int i = 0; i < count; ++i) c.nodes.push_back(n);
     }
+    // Names must tell machines apart in the memory report: number repeated ones in order.
+    std::map<std::string, int> seen, next;
+    for (const NodeSpec& n : c.nodes) ++seen[n.name];
+    for (NodeSpec& n : c.nodes)
+      if (seen[n.name] > 1) n.name += "-" + std::to_string(++next[n.name]);
     if (j.contains("link")) {
       const json& l = j["link"];
       if (l.contains("type")) c.link.spec = catalog.link(l["type"].get<std::string>());
