@@ -11,6 +11,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "model/gguf.h"
+#include "parallel/auto_plan.h"
 #include "parallel/calibrate.h"
 #include "parallel/cluster.h"
 #include "parallel/memory.h"
@@ -29,13 +30,6 @@ struct PlanOpts {
   std::string out, cal_ranks = "2,4", emulate, cal_types;
   double seconds = 0.25;
 };
-
-std::string default_node_path() {
-  const char* xdg = std::getenv("XDG_CONFIG_HOME");
-  const char* home = std::getenv("HOME");
-  const std::string base = xdg && *xdg ? xdg : std::string(home ? home : ".") + "/.config";
-  return base + "/orchard/node.json";
-}
 
 parallel::ModelCost load_cost(const PlanOpts& o) {
   if (!o.model.empty()) {
@@ -57,7 +51,7 @@ parallel::ClusterSpec make_cluster(const PlanOpts& o) {
     if (!o.machine.empty()) {
       n = parallel::catalog_node(catalog, o.machine);
     } else {
-      const std::string path = o.node.empty() ? default_node_path() : o.node;
+      const std::string path = o.node.empty() ? parallel::default_node_file() : o.node;
       if (!std::filesystem::exists(path))
         throw Error("describe the cluster: --cluster FILE, --machine ID (see --list), or --node FILE; " + path +
                     " does not exist yet (make it with `orchard plan --calibrate`)");
@@ -163,7 +157,7 @@ void run_calibrate(const PlanOpts& o) {
   }
   co.progress = [](const std::string& s) { std::fprintf(stderr, "calibrating: %s\n", s.c_str()); };
   const parallel::MachineSpec m = parallel::calibrate(co);
-  const std::string path = o.out.empty() ? default_node_path() : o.out;
+  const std::string path = o.out.empty() ? parallel::default_node_file() : o.out;
   const auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
   const std::string tmp = path + ".tmp";
@@ -194,7 +188,7 @@ void register_plan(CLI::App& app) {
   cmd->add_option("--type", o->type, "Weight format for --params")->capture_default_str();
   cmd->add_option("--cluster", o->cluster, "Cluster file (JSON; see docs/planner.md)");
   cmd->add_option("--machine", o->machine, "A catalog machine, e.g. m4-pro or m3-ultra:256 (GiB)");
-  cmd->add_option("--node", o->node, "A node file from --calibrate (default: " + default_node_path() + ")");
+  cmd->add_option("--node", o->node, "A node file from --calibrate (default: " + parallel::default_node_file() + ")");
   cmd->add_option("--nodes", o->nodes, "Machines of that kind")->capture_default_str()->check(CLI::Range(1, 4096));
   cmd->add_option("--link", o->link, "Link between machines (see --list)")->capture_default_str();
   cmd->add_option("--cables", o->cables, "Parallel cables per pair")->capture_default_str()->check(CLI::Range(1, 8));

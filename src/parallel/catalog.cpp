@@ -35,18 +35,27 @@ T field(const json& j, const char* key, const std::string& where, T fallback) {
   }
 }
 
+// "4" → 4; a count between 1 and 65536 or an orchard::Error.
+int count_key(const std::string& k, const std::string& where) {
+  int n = 0;
+  try {
+    size_t used = 0;
+    n = std::stoi(k, &used);
+    if (used != k.size()) n = 0;
+  } catch (const std::exception&) {
+    n = 0;
+  }
+  if (n < 1 || n > 65536) throw Error(where + ": key '" + k + "' is not a count");
+  return n;
+}
+
 ByCount by_count(const json& j, const std::string& where) {
   ByCount b;
   if (j.is_null()) return b;
   if (!j.is_object()) throw Error(where + ": expected an object of {\"threads\": value}");
   for (const auto& [k, v] : j.items()) {
-    int n = 0;
-    try {
-      n = std::stoi(k);
-    } catch (const std::exception&) {
-      throw Error(where + ": key '" + k + "' is not a count");
-    }
-    if (n <= 0 || !v.is_number() || v.get<double>() < 0) throw Error(where + ": bad entry '" + k + "'");
+    const int n = count_key(k, where);
+    if (!v.is_number() || v.get<double>() < 0) throw Error(where + ": bad entry '" + k + "'");
     b.at_count[n] = v.get<double>();
   }
   return b;
@@ -94,7 +103,9 @@ MachineSpec machine_from_json(const json& j, const std::string& where) {
     for (const auto& [type, rates] : j[key].items()) into[parse_type(type)] = by_count(rates, at + " " + key + "." + type);
   }
   if (j.contains("local_allsum")) {
-    for (const auto& [backend, by_ranks] : j["local_allsum"].items())
+    if (!j["local_allsum"].is_object()) throw Error(at + ": local_allsum must map backends to rank counts");
+    for (const auto& [backend, by_ranks] : j["local_allsum"].items()) {
+      if (!by_ranks.is_object()) throw Error(at + ": local_allsum." + backend + " must map rank counts to fits");
       for (const auto& [ranks, fit] : by_ranks.items()) {
         LinkFit f;
         f.latency_us = field<double>(fit, "latency_us", at + " local_allsum", 0);
@@ -102,14 +113,21 @@ MachineSpec machine_from_json(const json& j, const std::string& where) {
         f.sync_us = field<double>(fit, "sync_us", at + " local_allsum", 0);
         f.hop_us = field<double>(fit, "hop_us", at + " local_allsum", 0);
         if (f.gbs <= 0 || f.latency_us < 0) throw Error(at + ": local_allsum." + backend + " has a bad fit");
-        m.local_allsum[backend][std::stoi(ranks)] = f;
+        if (f.sync_us < 0 || f.hop_us < 0) throw Error(at + ": local_allsum." + backend + " has a bad fit");
+        m.local_allsum[backend][count_key(ranks, at + " local_allsum." + backend)] = f;
       }
+    }
   }
   if (m.memory_gib.empty()) throw Error(at + ": needs memory_gib");
   if (!m.measured && m.mem_bw_gbs <= 0) throw Error(at + ": needs mem_bw_gbs (GB/s)");
   if (m.measured && m.matvec_gbs.empty() && m.membw_gbs.empty())
     throw Error(at + ": a measured node needs matvec_gbs or membw_gbs (run orchard plan --calibrate)");
   if (m.usable_memory <= 0 || m.usable_memory > 1) throw Error(at + ": usable_memory must lie in (0, 1]");
+  for (double g : m.memory_gib)
+    if (!(g > 0)) throw Error(at + ": memory_gib entries must be positive");
+  if (m.mem_bw_gbs < 0 || m.gpu_tflops < 0 || m.idle_w < 0 || m.load_w < 0 || m.cores < 0 || m.cores > 65536 ||
+      m.gen_efficiency <= 0 || m.prefill_efficiency <= 0 || m.layer_overhead_us < 0 || m.collective_us < 0)
+    throw Error(at + ": figures must not be negative (and efficiencies must be positive)");
   return m;
 }
 

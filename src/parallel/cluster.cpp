@@ -1,6 +1,7 @@
 #include "parallel/cluster.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -39,6 +40,9 @@ NodeSpec catalog_node(const Catalog& catalog, const std::string& spec) {
 namespace {
 
 json read_json_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) throw Error(path + ": cannot open (not a regular file)");
+  if (std::filesystem::file_size(path, ec) > (size_t{16} << 20)) throw Error(path + ": too large for a node file");
   std::ifstream in(path);
   if (!in) throw Error(path + ": cannot open");
   std::stringstream ss;
@@ -90,7 +94,7 @@ ClusterSpec ClusterSpec::parse(const std::string& text, const std::string& base_
       n.memory_gib = e.value("memory_gib", n.memory_gib);
       n.ranks = e.value("ranks", 1);
       n.threads = e.value("threads", 0);
-      if (n.ranks < 1 || n.threads < 0 || n.memory_gib <= 0)
+      if (n.ranks < 1 || n.ranks > 4096 || n.threads < 0 || n.threads > 65536 || !(n.memory_gib > 0))
         throw Error("cluster file: node '" + n.name + "' needs ranks >= 1, threads >= 0 and memory > 0");
       const std::string base = e.value("name", n.name);
       const int count = e.value("count", 1);
@@ -110,6 +114,8 @@ ClusterSpec ClusterSpec::parse(const std::string& text, const std::string& base_
       c.link.spec.gbs = l.value("gbs", c.link.spec.gbs);
       if (l.contains("latency_us") && !l.contains("type")) c.link.spec.id = c.link.spec.name = "custom";
       c.link.cables = l.value("cables", 1);
+      if (c.link.spec.latency_us < 0 || c.link.cables < 1 || c.link.cables > 64)
+        throw Error("cluster file: the link needs latency_us >= 0 and 1..64 cables");
     } else if (c.nodes.size() > 1) {
       throw Error("cluster file: several machines need a \"link\" (e.g. {\"type\": \"tb5-rdma\"})");
     }
@@ -118,6 +124,8 @@ ClusterSpec ClusterSpec::parse(const std::string& text, const std::string& base_
       c.local_backend = j["local"].value("backend", c.local_backend);
       c.local_extra_latency_us = j["local"].value("extra_latency_us", 0.0);
     }
+    if (c.price_kwh < 0 || c.local_extra_latency_us < 0)
+      throw Error("cluster file: price_kwh and extra_latency_us must not be negative");
   } catch (const json::exception& e) {
     throw Error(std::string("cluster file: ") + e.what());
   }
