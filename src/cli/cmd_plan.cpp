@@ -102,13 +102,14 @@ void print_plans(const PlanOpts& o) {
   std::printf("cluster: %s\n", cluster.describe().c_str());
   std::printf("context %lld tokens, prompt %lld, generation %lld\n\n", static_cast<long long>(o.predict.n_ctx),
               static_cast<long long>(o.predict.prompt), static_cast<long long>(o.predict.gen));
-  std::printf("| # | plan | machines | fits | most memory on one machine | TTFT ms | tg t/s | comm ms/token | J/token | cost/Mtok |\n");
+  std::printf("| # | plan | machines | fits | fullest machine: need of usable | TTFT ms | tg t/s | comm ms/token | J/token | cost/Mtok |\n");
   std::printf("|---:|---|---:|---|---|---:|---:|---:|---:|---:|\n");
   int i = 0;
   for (const auto& p : plans) {
+    // The machine closest to (or furthest past) its limit.
     const parallel::NodeMemory* most = &p.memory.front();
     for (const auto& m : p.memory)
-      if (m.need > most->need) most = &m;
+      if (m.need / m.capacity > most->need / most->capacity) most = &m;
     std::printf("| %d | %s | %d | %s | %s of %s | %s | %s | %s | %s | %s |\n", ++i, p.candidate.label().c_str(),
                 p.candidate.n_nodes, p.fits ? "yes" : "no", parallel::format_bytes(static_cast<uint64_t>(most->need)).c_str(),
                 parallel::format_bytes(static_cast<uint64_t>(most->capacity)).c_str(), num(p.ttft_s * 1e3, "%.0f").c_str(),

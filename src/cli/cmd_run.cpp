@@ -2,9 +2,11 @@
 // --parallel …` on this machine (as `orchard launch -n N` would) with every other option
 // passed through.
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <thread>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -37,7 +39,10 @@ void register_run(CLI::App& app) {
     lo.ranks = o->nodes;
     lo.backend = o->backend;
     lo.prefix = false;
-    lo.command = {self_executable(), "generate", "--parallel", o->parallel};
+    // Ranks share this machine's cores: more threads than cores make every rank's thread pool
+    // fight the others' (measured: a quarter of the speed). The user's own -t comes later and wins.
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    lo.command = {self_executable(), "generate", "--parallel", o->parallel, "-t", std::to_string(std::max(1, cores / o->nodes))};
     bool has_model = false;
     for (const auto& a : cmd->remaining()) {
       lo.command.push_back(a);

@@ -197,12 +197,27 @@ double ModelCost::flops_per_token(int64_t begin, int64_t end, int64_t pos, bool 
   return f;
 }
 
+namespace {
+
+// 292800 → "292.8 K", 8.03e9 → "8.03 B", 1.03e12 → "1.03 T".
+std::string count(uint64_t n) {
+  const auto v = static_cast<double>(n);
+  char buf[32];
+  if (v >= 1e12) std::snprintf(buf, sizeof buf, "%.2f T", v / 1e12);
+  else if (v >= 1e9) std::snprintf(buf, sizeof buf, "%.2f B", v / 1e9);
+  else if (v >= 1e6) std::snprintf(buf, sizeof buf, "%.1f M", v / 1e6);
+  else std::snprintf(buf, sizeof buf, "%.1f K", v / 1e3);
+  return buf;
+}
+
+}  // namespace
+
 std::string ModelCost::summary() const {
   char buf[512];
   std::snprintf(buf, sizeof buf,
-                "%s (%s): %.3g B parameters (%.3g B active), %s of weights, %lld layers, dim %lld, %lld heads "
+                "%s (%s): %s parameters (%s active), %s of weights, %lld layers, dim %lld, %lld heads "
                 "(%lld KV), vocabulary %lld%s",
-                name.c_str(), arch.c_str(), static_cast<double>(params) / 1e9, static_cast<double>(active_params) / 1e9,
+                name.c_str(), arch.c_str(), count(params).c_str(), count(active_params).c_str(),
                 format_bytes(static_cast<uint64_t>(bytes)).c_str(), static_cast<long long>(n_layers),
                 static_cast<long long>(dim), static_cast<long long>(n_heads), static_cast<long long>(n_kv_heads),
                 static_cast<long long>(n_vocab),
