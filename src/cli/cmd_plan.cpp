@@ -92,7 +92,7 @@ void print_plans(const PlanOpts& o) {
       for (const auto& m : p.memory) mem.push_back({{"node", m.node}, {"need_bytes", m.need}, {"capacity_bytes", m.capacity}});
       j.push_back({{"plan", p.candidate.label()}, {"machines", p.candidate.n_nodes}, {"fits", p.fits},
                    {"memory", mem}, {"ttft_s", p.ttft_s}, {"tg_tokens_per_s", p.tg_tps}, {"compute_s", p.compute_s},
-                   {"comm_s", p.comm_s}, {"joules_per_token", std::isfinite(p.joules_per_token) ? nlohmann::json(p.joules_per_token) : nlohmann::json()},
+                   {"comm_s", p.comm_s}, {"exchanged_bytes_per_token", p.exchanged_bytes}, {"joules_per_token", std::isfinite(p.joules_per_token) ? nlohmann::json(p.joules_per_token) : nlohmann::json()},
                    {"cost_per_mtok", std::isfinite(p.usd_per_mtok) ? nlohmann::json(p.usd_per_mtok) : nlohmann::json()}});
     }
     std::printf("%s\n", j.dump(2).c_str());

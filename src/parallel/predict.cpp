@@ -29,7 +29,7 @@ std::vector<int> rank_nodes(const ClusterSpec& cl, int n_nodes) {
 
 class Model {
  public:
-  Model(const ModelCost& m, const ClusterSpec& cl, const Candidate& c) : m_(m), cl_(cl), c_(c) {
+  Model(const ClusterSpec& cl, const Candidate& c) : cl_(cl), c_(c) {
     node_of_ = rank_nodes(cl, c.n_nodes);
   }
   int node(int rank) const { return node_of_[static_cast<size_t>(rank)]; }
@@ -134,7 +134,6 @@ class Model {
   }
 
  private:
-  const ModelCost& m_;
   const ClusterSpec& cl_;
   const Candidate& c_;
   std::vector<int> node_of_;
@@ -161,7 +160,7 @@ Prediction predict(const ModelCost& m, const ClusterSpec& cl, const Candidate& c
     throw Error(c.label() + ": more stages than the model's " + std::to_string(m.n_layers) + " layers");
   if (c.tp > m.n_kv_heads)
     throw Error(c.label() + ": more tensor ranks than the model's " + std::to_string(m.n_kv_heads) + " KV heads");
-  Model md(m, cl, c);
+  Model md(cl, c);
   Prediction p;
   p.candidate = c;
   const int P = c.stages, T = c.tp;
@@ -229,6 +228,9 @@ Prediction predict(const ModelCost& m, const ClusterSpec& cl, const Candidate& c
       if (last) sync += md.all_sum(group, 4.0 * static_cast<double>(m.n_vocab / T) * (T - 1));
     }
     const double hop = last ? 0 : md.hop(s * T, (s + 1) * T, act);
+    // What leaves each rank: its partial sums (2 per layer) and vocabulary slice, the hop.
+    if (T > 1) p.exchanged_bytes += T * (2.0 * static_cast<double>(e - b) * act + (last ? 4.0 * static_cast<double>(m.n_vocab / T) : 0));
+    if (!last) p.exchanged_bytes += T * act;
     p.compute_s += slowest;
     p.comm_s += sync + hop;
     p.terms.push_back(fmt("stage %.0f: layers %.0f-%.0f, each rank reads ", s, static_cast<double>(b),
@@ -237,6 +239,7 @@ Prediction predict(const ModelCost& m, const ClusterSpec& cl, const Candidate& c
   }
   if (c.ranks() > 1) p.comm_s += md.broadcast();
   p.token_s = p.compute_s + p.comm_s;
+  if (c.ranks() > 1) p.terms.push_back(fmt("activations exchanged per token: %.1f KiB in all", p.exchanged_bytes / 1024));
   p.tg_tps = 1.0 / p.token_s;
   p.terms.push_back(fmt("generation: compute %.2f ms + communication %.3f ms = %.2f ms per token → %.1f tokens/s",
                         p.compute_s * 1e3, p.comm_s * 1e3, p.token_s * 1e3, p.tg_tps));

@@ -48,6 +48,7 @@ struct Prediction {
   bool fits = true;
   std::string shortfall;  // why it does not fit
   double token_s = 0, compute_s = 0, comm_s = 0, tg_tps = 0;
+  double exchanged_bytes = 0;  // activations one token sends, summed over every rank
   double ttft_s = 0, ttft_compute_s = 0, ttft_comm_s = 0;
   double joules_per_token = NAN, usd_per_mtok = NAN;  // NaN when a machine's power is unknown
   std::vector<std::string> terms;  // the arithmetic, for --explain

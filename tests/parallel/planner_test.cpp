@@ -295,6 +295,11 @@ TEST(Planner, PredictionsMoveTheWayThePhysicsSays) {
   const Prediction s = predict(m, fast, single, o), tf = predict(m, fast, tensor, o), ts = predict(m, slow, tensor, o);
   const Prediction pf = predict(m, fast, pipe, o);
   EXPECT_EQ(s.comm_s, 0);
+  EXPECT_EQ(s.exchanged_bytes, 0);
+  // Tensor: each of 2 ranks sends 2 partial sums of 8192 floats per layer and its vocabulary
+  // slice; pipeline: one hop of 8192 floats.
+  EXPECT_DOUBLE_EQ(tf.exchanged_bytes, 2 * (2.0 * 80 * 8192 * 4 + 4.0 * (128256 / 2)));
+  EXPECT_DOUBLE_EQ(predict(m, fast, pipe, o).exchanged_bytes, 8192.0 * 4);
   EXPECT_GT(tf.tg_tps, s.tg_tps);          // half the bytes each, cheap syncs
   EXPECT_LT(ts.tg_tps, tf.tg_tps);         // same split, slower link
   EXPECT_NEAR(pf.compute_s, s.compute_s, 0.02 * s.compute_s);  // stages take turns
