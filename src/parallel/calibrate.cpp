@@ -7,12 +7,17 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <thread>
 
 #include "dist/make_group.h"
 #include "dist/net/socket.h"
+#include "model/engine.h"
+#include "model/gguf.h"
+#include "model/synthetic/synthetic.h"
+#include "parallel/model_cost.h"
 #include "tensor/error.h"
 #include "tensor/matmul.h"
 #include "tensor/quant.h"
@@ -294,6 +299,55 @@ void measure_compute(MachineSpec& m, const std::vector<DType>& types, const std:
   }
 }
 
+// A forward pass's cost per layer beyond its matrix products, from the engine itself: a
+// synthetic `small` model (dim 768, 12 layers, Q4_0, written once to the cache folder) decodes
+// tokens; the time its weights take at the rates just measured is subtracted.
+void measure_layer_overhead(MachineSpec& m, const std::vector<int>& threads,
+                            const std::function<void(const std::string&)>& say) {
+  namespace fs = std::filesystem;
+  const fs::path path = fs::path(orchard_home()) / "models" / "orchard-calibrate-small-Q4_0.gguf";
+  if (!fs::exists(path)) {
+    if (say) say("writing the calibration model " + path.string());
+    fs::create_directories(path.parent_path());
+    write_synthetic_model(orchard::model_shape("small"), DType::Q4_0, 7, path.string());
+  }
+  ModelCost cost;
+  {
+    auto header = GGUFFile::open(path.string());
+    cost = ModelCost::from_gguf(*header);
+  }
+  for (int t : threads) {
+    if (say) say("engine overhead per layer, " + std::to_string(t) + " thread(s)");
+    EngineOptions eo;
+    eo.model_path = path.string();
+    eo.threads = t;
+    eo.n_ctx = 128;
+    auto engine = Engine::load(eo);
+    std::vector<double> per_token;
+    std::vector<float> logits;
+    for (int rep = 0; rep < 3; ++rep) {
+      auto kv = engine->new_cache();
+      std::vector<int32_t> prompt(16, 100);
+      engine->model().forward(prompt, *kv, logits);
+      const auto t0 = Clock::now();
+      for (int i = 0; i < 48; ++i) {
+        const int32_t tok = 200 + i;
+        engine->model().forward(std::span<const int32_t>(&tok, 1), *kv, logits);
+      }
+      per_token.push_back(since(t0) / 48);
+    }
+    double streamed = 0;
+    for (const auto& [type, bytes] : cost.read_per_token(0, cost.n_layers, 1, true)) {
+      auto it = m.matvec_gbs.find(type);
+      const double rate = it != m.matvec_gbs.end() ? it->second.at(t) : m.membw_gbs.at(t);
+      streamed += bytes / (rate * 1e9);
+    }
+    m.layer_us.at_count[t] = std::max(0.0, (median(per_token) - streamed) / static_cast<double>(cost.n_layers) * 1e6);
+    m.layer_us_dim = static_cast<double>(cost.dim);
+  }
+  set_threads(0);
+}
+
 }  // namespace
 
 void refresh_compute(MachineSpec& m, const std::vector<DType>& types, double seconds) {
@@ -301,6 +355,7 @@ void refresh_compute(MachineSpec& m, const std::vector<DType>& types, double sec
   for (const auto& [t, v] : m.membw_gbs.at_count) threads.push_back(t);
   if (threads.empty()) threads.push_back(std::max(1, m.cores));
   measure_compute(m, types, threads, seconds, {});
+  if (!m.layer_us.empty()) measure_layer_overhead(m, threads, {});
   set_threads(0);
 }
 
@@ -332,6 +387,7 @@ MachineSpec calibrate(const CalibrateOptions& o) {
   const double rapl0 = read_rapl_uj();
   const auto load_t0 = Clock::now();
   measure_compute(m, o.types, threads, o.seconds, say);
+  if (std::find(o.types.begin(), o.types.end(), DType::Q4_0) != o.types.end()) measure_layer_overhead(m, threads, say);
   const double rapl1 = read_rapl_uj();
   const double load_s = since(load_t0);
   set_threads(0);

@@ -96,6 +96,9 @@ MachineSpec machine_from_json(const json& j, const std::string& where) {
   m.cores = field<int>(j, "cores", at, 0);
   if (j.contains("membw_gbs")) m.membw_gbs = by_count(j["membw_gbs"], at + " membw_gbs");
   m.sync_us = by_count(j.value("sync_us", json()), at + " sync_us");
+  m.layer_us = by_count(j.value("layer_us", json()), at + " layer_us");
+  m.layer_us_dim = field<double>(j, "layer_us_dim", at, 768);
+  if (!(m.layer_us_dim > 0)) throw Error(at + ": layer_us_dim must be positive");
   for (const char* key : {"matvec_gbs", "matmul_gflops"}) {
     if (!j.contains(key)) continue;
     if (!j[key].is_object()) throw Error(at + ": " + key + " must map formats to rates");
@@ -149,6 +152,10 @@ json machine_to_json(const MachineSpec& m) {
     j["cores"] = m.cores;
     j["membw_gbs"] = to_json(m.membw_gbs);
     j["sync_us"] = to_json(m.sync_us);
+    if (!m.layer_us.empty()) {
+      j["layer_us"] = to_json(m.layer_us);
+      j["layer_us_dim"] = m.layer_us_dim;
+    }
     for (const auto& [t, r] : m.matvec_gbs) j["matvec_gbs"][type_name(t)] = to_json(r);
     for (const auto& [t, r] : m.matmul_gflops) j["matmul_gflops"][type_name(t)] = to_json(r);
     for (const auto& [backend, by_ranks] : m.local_allsum)

@@ -57,6 +57,9 @@ struct MachineSpec {
   std::map<DType, ByCount> matvec_gbs;       // weight bytes/s of one-token matrix-vector products
   std::map<DType, ByCount> matmul_gflops;    // FLOP/s of 64-token matrix products (prefill)
   ByCount sync_us;                           // one fork/join of the thread pool
+  ByCount layer_us;                          // a forward pass's work per layer beyond its matrix
+                                             // products (norms, RoPE, attention, imbalance),
+  double layer_us_dim = 0;                   // measured at this model width; scales with width
   // all_sum between ranks on this machine, by backend ("shm", "tcp", "tcp+300" for a tcp link
   // with 300 µs emulated) and rank count.
   std::map<std::string, std::map<int, LinkFit>> local_allsum;

@@ -29,7 +29,7 @@ std::vector<int> rank_nodes(const ClusterSpec& cl, int n_nodes) {
 
 class Model {
  public:
-  Model(const ClusterSpec& cl, const Candidate& c) : cl_(cl), c_(c) {
+  Model(const ClusterSpec& cl, const Candidate& c, double dim) : cl_(cl), c_(c), dim_(dim) {
     node_of_ = rank_nodes(cl, c.n_nodes);
   }
   int node(int rank) const { return node_of_[static_cast<size_t>(rank)]; }
@@ -81,7 +81,10 @@ class Model {
   double layer_s(int rank, int sharing) const {
     const NodeSpec& n = spec(rank);
     if (!n.machine.measured) return n.machine.layer_overhead_us * 1e-6;
-    return kOpsPerLayer * sync_s(rank, sharing);
+    if (n.machine.layer_us.empty()) return kOpsPerLayer * sync_s(rank, sharing);
+    // Each rank does its own per-layer work; ranks beyond the cores take turns.
+    const double turns = std::max(1.0, static_cast<double>(sharing * n.threads_per_rank()) / std::max(1, n.machine.cores));
+    return n.machine.layer_us.at(n.threads_per_rank()) * (dim_ / n.machine.layer_us_dim) * 1e-6 * turns;
   }
   double sync_s(int rank, int sharing) const {
     const NodeSpec& n = spec(rank);
@@ -136,6 +139,7 @@ class Model {
  private:
   const ClusterSpec& cl_;
   const Candidate& c_;
+  double dim_;  // model width: per-layer vector work grows with it
   std::vector<int> node_of_;
 };
 
@@ -160,7 +164,7 @@ Prediction predict(const ModelCost& m, const ClusterSpec& cl, const Candidate& c
     throw Error(c.label() + ": more stages than the model's " + std::to_string(m.n_layers) + " layers");
   if (c.tp > m.n_kv_heads)
     throw Error(c.label() + ": more tensor ranks than the model's " + std::to_string(m.n_kv_heads) + " KV heads");
-  Model md(cl, c);
+  Model md(cl, c, static_cast<double>(m.dim));
   Prediction p;
   p.candidate = c;
   const int P = c.stages, T = c.tp;
