@@ -139,7 +139,7 @@ TEST(Kernels, PreparedLayoutKernelsMatchScalarReference) {
 
 TEST(Kernels, FloatKernelsHandleRowTails) {
   for (Isa isa : available_isas())
-    for (DType wt : {DType::F32, DType::F16}) check(wt, isa, 5, 5, 37);
+    for (DType wt : {DType::F32, DType::F16, DType::BF16}) check(wt, isa, 5, 5, 37);
 }
 
 TEST(Kernels, DetectsAnIsaAndNamesIt) {

@@ -52,7 +52,22 @@ struct LoadF16 {
   static float one(const uint8_t* p, int64_t i) { return f16(reinterpret_cast<const uint16_t*>(p)[i]); }
 };
 
+// bf16 is the top half of an f32: widen to 32 bits and shift into place.
+struct LoadBF16 {
+  static __m256 load(const uint8_t* p, int64_t i) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(p) + i));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  static float one(const uint8_t* p, int64_t i) {
+    const uint32_t bits = static_cast<uint32_t>(reinterpret_cast<const uint16_t*>(p)[i]) << 16;
+    float f;
+    __builtin_memcpy(&f, &bits, sizeof f);
+    return f;
+  }
+};
+
 template <int RB, int TB> using F32Tile = FloatTiles<V256, LoadF32>::Tile<RB, TB>;
+template <int RB, int TB> using BF16Tile = FloatTiles<V256, LoadBF16>::Tile<RB, TB>;
 template <int RB, int TB> using F16Tile = FloatTiles<V256, LoadF16>::Tile<RB, TB>;
 
 }  // namespace
@@ -64,6 +79,7 @@ Kernels lookup_avx2(DType w) {
     case DType::Q4_K: return {gemm_tiled<Q4_KTile>};
     case DType::Q6_K: return {gemm_tiled<Q6_KTile>};
     case DType::F32: return {gemm_tiled<F32Tile>};
+    case DType::BF16: return {gemm_tiled<BF16Tile>};
     case DType::F16: return {gemm_tiled<F16Tile>};
     default: return {};
   }

@@ -43,7 +43,22 @@ struct LoadF16 {
   static float one(const uint8_t* p, int64_t i) { return f16(reinterpret_cast<const uint16_t*>(p)[i]); }
 };
 
+// bf16 is the top half of an f32: widen to 32 bits and shift into place.
+struct LoadBF16 {
+  static __m512 load(const uint8_t* p, int64_t i) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(p) + i));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  static float one(const uint8_t* p, int64_t i) {
+    const uint32_t bits = static_cast<uint32_t>(reinterpret_cast<const uint16_t*>(p)[i]) << 16;
+    float f;
+    __builtin_memcpy(&f, &bits, sizeof f);
+    return f;
+  }
+};
+
 template <int RB, int TB> using F32Tile = FloatTiles<V512, LoadF32>::Tile<RB, TB>;
+template <int RB, int TB> using BF16Tile = FloatTiles<V512, LoadBF16>::Tile<RB, TB>;
 template <int RB, int TB> using F16Tile = FloatTiles<V512, LoadF16>::Tile<RB, TB>;
 template <int RB, int TB> using F16xF32Tile = FloatTiles<V512, LoadF16, LoadF32>::Tile<RB, TB>;
 
@@ -71,6 +86,7 @@ Kernels lookup_avx512(DType w) {
     case DType::Q4_K: return {gemm_tiled<Q4_KTile>};
     case DType::Q6_K: return {gemm_tiled<Q6_KTile>};
     case DType::F32: return {gemm_tiled<F32Tile>};
+    case DType::BF16: return {gemm_tiled<BF16Tile>};
     case DType::F16:
       return {gemm_tiled<F16Tile>, f16_prep_bytes, f16_prepare, f16_gemv, gemm_tiled<F16xF32Tile>};
     default: return {};
