@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on the built-in default: installs, builds, then runs the synthetic tiny model
 # (created on first use; random weights, so the text is meaningless) on one process and as a
-# local cluster of ranks under each split, so you can see what each one does. Extra arguments
+# local cluster of ranks under each split, so you can see what each one does, then lets the
+# planner choose a split and plans a 70B model on two Macs from the catalog. Extra arguments
 # go to every generate/run call (e.g. -n 16 -p "Hello").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,3 +17,7 @@ echo "== tensor: 2 local ranks, each holding half of every layer"
 $o run --nodes 2 --parallel tensor --temp 0 -n 24 -t 1 "$@"
 echo "== hybrid: 4 local ranks, 2 pipeline stages of 2 tensor-parallel ranks"
 $o run --nodes 4 --parallel hybrid --tp 2 --temp 0 -n 24 -t 1 "$@"
+echo "== the planner picks the split (--parallel auto); \`orchard plan --calibrate\` sharpens it"
+$o run --nodes 2 --temp 0 -n 24 "$@"
+echo "== what a 70B model would do on two Mac minis (M4 Pro, 64 GB) joined by Thunderbolt 5 RDMA"
+$o plan --params llama-3.3-70b --type Q4_0 --machine m4-pro:64 --nodes 2 --link tb5-rdma
