@@ -115,8 +115,22 @@ struct LoadF16 {
   static float one(const uint8_t* p, int64_t i) { return f16(reinterpret_cast<const uint16_t*>(p)[i]); }
 };
 
+// bf16 is the top half of an f32: widen to 32 bits with a 16-bit shift.
+struct LoadBF16 {
+  static float32x4_t load(const uint8_t* p, int64_t i) {
+    return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(reinterpret_cast<const uint16_t*>(p) + i), 16));
+  }
+  static float one(const uint8_t* p, int64_t i) {
+    const uint32_t bits = static_cast<uint32_t>(reinterpret_cast<const uint16_t*>(p)[i]) << 16;
+    float f;
+    __builtin_memcpy(&f, &bits, sizeof f);
+    return f;
+  }
+};
+
 template <int RB, int TB> using F32Tile = FloatTiles<V128, LoadF32>::Tile<RB, TB>;
 template <int RB, int TB> using F16Tile = FloatTiles<V128, LoadF16>::Tile<RB, TB>;
+template <int RB, int TB> using BF16Tile = FloatTiles<V128, LoadBF16>::Tile<RB, TB>;
 
 }  // namespace
 
@@ -126,6 +140,7 @@ Kernels lookup_neon(DType w) {
     case DType::Q8_0: return {gemm_tiled<Q8_0Tile>};
     case DType::F32: return {gemm_tiled<F32Tile>};
     case DType::F16: return {gemm_tiled<F16Tile>};
+    case DType::BF16: return {gemm_tiled<BF16Tile>};
     default: return {};
   }
 }
