@@ -9,6 +9,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <thread>
 
@@ -96,9 +97,9 @@ double measure_sync_us(double seconds) {
          100 * 1e6;
 }
 
-// Mean seconds of one all_sum of `bytes` among `n` ranks (threads of this process, each with
-// its own group over real sockets or shared memory).
-double allsum_seconds(const std::string& backend, int n, size_t bytes, double latency_us, double seconds) {
+// Runs body(group) on `n` ranks, each a thread of this process with its own group over real
+// sockets or shared memory (as separate processes would have), and rethrows the first failure.
+void run_local_ranks(const std::string& backend, int n, double latency_us, const std::function<void(dist::Group&)>& body) {
   int port = 0;
   {
     dist::net::Fd fd = dist::net::listen_on(dist::net::Endpoint{"127.0.0.1", 0});
@@ -106,7 +107,6 @@ double allsum_seconds(const std::string& backend, int n, size_t bytes, double la
   }
   static std::atomic<int> job_no{0};
   const std::string job = "calibrate-" + std::to_string(::getpid()) + "-" + std::to_string(job_no++);
-  std::vector<double> result(static_cast<size_t>(n), 0);
   std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
@@ -120,18 +120,7 @@ double allsum_seconds(const std::string& backend, int n, size_t bytes, double la
         c.job = job;
         c.link_latency_us = latency_us;
         auto g = dist::make_group(c);
-        std::vector<float> x(bytes / sizeof(float), 1.0f);
-        // Every rank must make the same number of calls: rank 0 decides and tells the others.
-        for (int i = 0; i < 5; ++i) g->all_sum(x.data(), x.size());
-        auto t0 = Clock::now();
-        for (int i = 0; i < 20; ++i) g->all_sum(x.data(), x.size());
-        int n_calls = std::clamp(static_cast<int>(seconds / (since(t0) / 20)), 20, 100000);
-        g->broadcast(&n_calls, sizeof n_calls, 0);
-        g->barrier();
-        t0 = Clock::now();
-        for (int i = 0; i < n_calls; ++i) g->all_sum(x.data(), x.size());
-        g->barrier();
-        result[static_cast<size_t>(r)] = since(t0) / n_calls;
+        body(*g);
       } catch (...) {
         errors[static_cast<size_t>(r)] = std::current_exception();
       }
@@ -139,6 +128,25 @@ double allsum_seconds(const std::string& backend, int n, size_t bytes, double la
   for (auto& t : threads) t.join();
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
+}
+
+// Mean seconds of one all_sum of `bytes` among `n` local ranks.
+double allsum_seconds(const std::string& backend, int n, size_t bytes, double latency_us, double seconds) {
+  std::vector<double> result(static_cast<size_t>(n), 0);
+  run_local_ranks(backend, n, latency_us, [&](dist::Group& g) {
+    std::vector<float> x(bytes / sizeof(float), 1.0f);
+    // Every rank must make the same number of calls: rank 0 decides and tells the others.
+    for (int i = 0; i < 5; ++i) g.all_sum(x.data(), x.size());
+    auto t0 = Clock::now();
+    for (int i = 0; i < 20; ++i) g.all_sum(x.data(), x.size());
+    int n_calls = std::clamp(static_cast<int>(seconds / (since(t0) / 20)), 20, 100000);
+    g.broadcast(&n_calls, sizeof n_calls, 0);
+    g.barrier();
+    t0 = Clock::now();
+    for (int i = 0; i < n_calls; ++i) g.all_sum(x.data(), x.size());
+    g.barrier();
+    result[static_cast<size_t>(g.rank())] = since(t0) / n_calls;
+  });
   return *std::max_element(result.begin(), result.end());
 }
 
@@ -174,60 +182,36 @@ Loaded loaded_costs(const std::string& backend, int n, double latency_us, double
   constexpr double kSegmentUs = 250;
   const int64_t iters = work_iters(kSegmentUs);
   const int rounds = std::max(20, static_cast<int>(seconds * 1e6 / kSegmentUs / n));
-  int port = 0;
-  {
-    dist::net::Fd fd = dist::net::listen_on(dist::net::Endpoint{"127.0.0.1", 0});
-    port = dist::net::local_port(fd.get());
-  }
-  static std::atomic<int> job_no{0};
-  const std::string job = "calibrate-load-" + std::to_string(::getpid()) + "-" + std::to_string(job_no++);
   std::vector<double> alone(static_cast<size_t>(n)), synced(static_cast<size_t>(n)), ring(static_cast<size_t>(n));
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
   std::atomic<double> sink{0};
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        dist::Config c;
-        c.backend = backend;
-        c.rank = r;
-        c.size = n;
-        c.coordinator = "127.0.0.1:" + std::to_string(port);
-        c.job = job;
-        c.link_latency_us = latency_us;
-        auto g = dist::make_group(c);
-        std::vector<float> x(2048, 1.0f);
-        double acc = 0;
-        g->barrier();
-        auto t0 = Clock::now();
-        for (int i = 0; i < rounds; ++i) acc += work(iters);
-        alone[static_cast<size_t>(r)] = since(t0);
-        g->barrier();
-        t0 = Clock::now();
-        for (int i = 0; i < rounds; ++i) {
-          acc += work(iters);
-          g->all_sum(x.data(), x.size());
-        }
-        synced[static_cast<size_t>(r)] = since(t0);
-        g->barrier();
-        t0 = Clock::now();
-        const int next = (r + 1) % n, prev = (r + n - 1) % n;
-        for (int i = 0; i < rounds; ++i) {
-          if (r > 0 || i > 0) g->recv(x.data(), x.size() * sizeof(float), prev);
-          acc += work(iters);
-          g->send(x.data(), x.size() * sizeof(float), next);
-        }
-        if (r == 0) g->recv(x.data(), x.size() * sizeof(float), prev);
-        ring[static_cast<size_t>(r)] = since(t0);
-        g->barrier();
-        sink = sink + acc;
-      } catch (...) {
-        errors[static_cast<size_t>(r)] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  run_local_ranks(backend, n, latency_us, [&](dist::Group& g) {
+    const int r = g.rank();
+    std::vector<float> x(2048, 1.0f);
+    double acc = 0;
+    g.barrier();
+    auto t0 = Clock::now();
+    for (int i = 0; i < rounds; ++i) acc += work(iters);
+    alone[static_cast<size_t>(r)] = since(t0);
+    g.barrier();
+    t0 = Clock::now();
+    for (int i = 0; i < rounds; ++i) {
+      acc += work(iters);
+      g.all_sum(x.data(), x.size());
+    }
+    synced[static_cast<size_t>(r)] = since(t0);
+    g.barrier();
+    t0 = Clock::now();
+    const int next = (r + 1) % n, prev = (r + n - 1) % n;
+    for (int i = 0; i < rounds; ++i) {
+      if (r > 0 || i > 0) g.recv(x.data(), x.size() * sizeof(float), prev);
+      acc += work(iters);
+      g.send(x.data(), x.size() * sizeof(float), next);
+    }
+    if (r == 0) g.recv(x.data(), x.size() * sizeof(float), prev);
+    ring[static_cast<size_t>(r)] = since(t0);
+    g.barrier();
+    sink = sink + acc;
+  });
   Loaded l;
   const double concurrent = *std::max_element(alone.begin(), alone.end());
   const double one_segment = concurrent / rounds * std::min(1.0, static_cast<double>(std::thread::hardware_concurrency()) / n);

@@ -43,10 +43,13 @@ ShardBytes shard_bytes(const GGUFFile& f, const HParams& hp, const Shard& reques
   }
   // K and V in f32 for every position of every local layer and KV head.
   b.kv = 2ull * static_cast<uint64_t>(s.n_layers() * n_ctx * kvh * hp.head_dim) * sizeof(float);
-  // Activations of one chunk: residual, norm, q/k/v/attention, gate/up, logits.
-  const int64_t per_token = 3 * hp.dim + 2 * hp.q_dim() + 2 * hp.kv_dim() + 2 * hp.ffn_dim + s.n_vocab();
-  b.scratch = static_cast<uint64_t>(chunk * per_token) * sizeof(float);
+  b.scratch = static_cast<uint64_t>(static_cast<double>(chunk) *
+                                    activation_bytes_per_token(hp.dim, hp.q_dim(), 2 * hp.kv_dim(), hp.ffn_dim, s.n_vocab()));
   return b;
+}
+
+double activation_bytes_per_token(int64_t dim, int64_t q_dim, int64_t kv_elems, int64_t ffn_dim, int64_t vocab) {
+  return static_cast<double>(3 * dim + 2 * q_dim + kv_elems + 2 * ffn_dim + vocab) * sizeof(float);
 }
 
 uint64_t parse_bytes(const std::string& text) {

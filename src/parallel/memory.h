@@ -18,6 +18,10 @@ struct ShardBytes {
   uint64_t total() const { return weights + kv + scratch; }
 };
 
+// f32 activations one token of a prompt chunk keeps in flight: residual, norm, q/k/v and
+// attention, gate/up, logits (`kv_elems`: K and V together; `vocab`: this rank's rows).
+double activation_bytes_per_token(int64_t dim, int64_t q_dim, int64_t kv_elems, int64_t ffn_dim, int64_t vocab);
+
 ShardBytes shard_bytes(const GGUFFile& file, const HParams& hp, const Shard& shard, int64_t n_ctx, int64_t chunk);
 
 // "512M", "8G", "1.5GiB", "300000000" → bytes; throws orchard::Error naming the text.

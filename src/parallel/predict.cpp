@@ -183,9 +183,8 @@ Prediction predict(const ModelCost& m, const ClusterSpec& cl, const Candidate& c
 
   // Memory: weights held + KV cache for n_ctx + one chunk's activations, summed per machine.
   std::vector<double> need(cl.nodes.size(), 0.0);
-  const double scratch_per_token =
-      4.0 * static_cast<double>(3 * m.dim + 2 * m.n_heads * m.head_dim + m.kv_elems_per_layer +
-                                2 * std::max(m.ffn_dim, int64_t{1}) + m.n_vocab / T);
+  const double scratch_per_token = activation_bytes_per_token(m.dim, m.n_heads * m.head_dim, m.kv_elems_per_layer,
+                                                              std::max(m.ffn_dim, int64_t{1}), m.n_vocab / T);
   for (int r = 0; r < c.ranks(); ++r) {
     const int s = r / T;
     const auto [b, e] = p.stage_layers[static_cast<size_t>(s)];
