@@ -6,6 +6,7 @@ packages=(
   clang libclang-rt-14-dev             # libFuzzer and sanitizer runtimes
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libpcre2-dev
+  libcpp-httplib-dev                   # orchard serve and orchard pull
   libssl-dev                           # HMAC for authenticated rank connections
   libopenmpi-dev openmpi-bin           # the mpi backend and its tests
   libibverbs-dev                       # the rdma backend (runs against a fake here)

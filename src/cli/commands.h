@@ -12,6 +12,8 @@ void register_bench(CLI::App& app);
 void register_launch(CLI::App& app);
 void register_run(CLI::App& app);
 void register_plan(CLI::App& app);
+void register_serve(CLI::App& app);
+void register_pull(CLI::App& app);    // also `orchard models`
 void register_bench_comm(CLI::App& bench);
 void register_bench_parallel(CLI::App& bench);
 

@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   orchard::cli::register_launch(app);
   orchard::cli::register_run(app);
   orchard::cli::register_plan(app);
+  orchard::cli::register_serve(app);
+  orchard::cli::register_pull(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
