@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "model/text_output.h"
 #include "tensor/error.h"
 #include "tensor/threadpool.h"
 
@@ -77,16 +78,9 @@ GenerateResult Engine::run(Forward& fwd, const std::vector<TokenId>& prompt, con
   fwd.feed(prompt, logits);
   r.prompt_ms = ms_since(t0);
 
-  Utf8Streamer stream;
-  std::string emitted;   // text handed to on_text so far
-  std::string held;      // text withheld because it may be the start of a stop string
+  TextOutput out(opts.stop);
   r.finish_reason = "length";
   auto t1 = std::chrono::steady_clock::now();
-  auto emit = [&](const std::string& s) -> bool {
-    if (s.empty()) return true;
-    emitted += s;
-    return !on_text || on_text(s);
-  };
   for (int32_t i = 0; i < opts.max_tokens; ++i) {
     // The sampler decides; everyone else follows its decision (-1: stop here).
     TokenId decision = -1;
@@ -99,39 +93,18 @@ GenerateResult Engine::run(Forward& fwd, const std::vector<TokenId>& prompt, con
       } else {
         r.tokens.push_back(next);
         sampler.accept(next);
-        held += stream.push(tok_->token_to_piece(next));
-
-        // Stop strings: emit only text that can no longer be part of a stop string.
-        bool stopped = false;
-        size_t safe = held.size();
-        for (const auto& s : opts.stop) {
-          if (s.empty()) continue;
-          if (auto at = held.find(s); at != std::string::npos) {
-            held.resize(at);
-            stopped = true;
-            safe = held.size();
-            break;
-          }
-          for (size_t k = std::min(s.size() - 1, held.size()); k > 0; --k)
-            if (held.compare(held.size() - k, k, s, 0, k) == 0) {
-              safe = std::min(safe, held.size() - k);
-              break;
-            }
-        }
-        if (!emit(held.substr(0, safe))) {
+        const std::string text = out.push(tok_->token_to_piece(next));
+        if (!text.empty() && on_text && !on_text(text)) {
           r.finish_reason = "cancelled";
           go_on = false;
-        } else {
-          held.erase(0, safe);
-          if (stopped) {
-            r.finish_reason = "stop";
-            go_on = false;
-          } else if (i + 1 == opts.max_tokens) {
-            go_on = false;
-          } else if (fwd.positions() >= fwd.capacity()) {
-            r.finish_reason = "length";
-            go_on = false;
-          }
+        } else if (out.stopped()) {
+          r.finish_reason = "stop";
+          go_on = false;
+        } else if (i + 1 == opts.max_tokens) {
+          go_on = false;
+        } else if (fwd.positions() >= fwd.capacity()) {
+          r.finish_reason = "length";
+          go_on = false;
         }
       }
       decision = go_on ? next : -1;
@@ -141,9 +114,12 @@ GenerateResult Engine::run(Forward& fwd, const std::vector<TokenId>& prompt, con
     if (!fwd.is_sampler()) r.tokens.push_back(decision);
     fwd.feed(std::span<const TokenId>(&decision, 1), logits);
   }
-  if (fwd.is_sampler() && r.finish_reason != "cancelled") emit(held + stream.flush());
+  if (fwd.is_sampler() && r.finish_reason != "cancelled") {
+    const std::string rest = out.flush();
+    if (!rest.empty() && on_text) on_text(rest);
+  }
   r.gen_ms = ms_since(t1);
-  r.text = emitted;
+  r.text = out.shown();
   return r;
 }
 

@@ -64,11 +64,52 @@ void LlamaModel::matmul_cols(const MatrixView& w, int64_t offset, const float* x
   matmul(w, p.data(), n, y, scratch_);
 }
 
+void LlamaModel::forward_batch(std::span<const BatchSeq> seqs, std::vector<float>& logits) {
+  if (seqs.empty()) throw Error("forward: no sequences to process");
+  std::vector<KVCache*> kvs;
+  std::vector<int64_t> lengths;
+  std::vector<int32_t> tokens;
+  for (const BatchSeq& s : seqs) {
+    if (s.tokens.empty()) throw Error("forward: a sequence in the batch has no tokens");
+    kvs.push_back(s.kv);
+    lengths.push_back(static_cast<int64_t>(s.tokens.size()));
+    tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
+  }
+  const int64_t n = static_cast<int64_t>(tokens.size()), dim = hp_.dim;
+  buf_.x.resize(static_cast<size_t>(n * dim));
+  embed(tokens, buf_.x.data());
+  run_layers(buf_.x.data(), kvs, lengths);
+  // Only each sequence's last row is projected: gather them together first.
+  std::vector<float> last(static_cast<size_t>(static_cast<int64_t>(seqs.size()) * dim));
+  int64_t end = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    end += lengths[i];
+    std::copy_n(&buf_.x[static_cast<size_t>((end - 1) * dim)], dim, &last[i * static_cast<size_t>(dim)]);
+  }
+  project(last.data(), static_cast<int64_t>(seqs.size()), true, logits);
+}
+
 void LlamaModel::run_layers(float* x, int64_t n, KVCache& kv) {
+  KVCache* kvs[] = {&kv};
+  const int64_t lengths[] = {n};
+  run_layers(x, kvs, lengths);
+}
+
+void LlamaModel::run_layers(float* x, std::span<KVCache* const> kvs, std::span<const int64_t> lengths) {
+  int64_t n = 0;
+  seq_of_.clear();
+  pos_of_.clear();
+  for (size_t s = 0; s < kvs.size(); ++s) {
+    kvs[s]->reserve(lengths[s]);
+    for (int64_t t = 0; t < lengths[s]; ++t) {
+      seq_of_.push_back(static_cast<int32_t>(s));
+      pos_of_.push_back(kvs[s]->size() + t);
+    }
+    n += lengths[s];
+  }
   if (n == 0) throw Error("forward: no tokens to process");
-  kv.reserve(n);
   const int64_t dim = hp_.dim, qd = q_dim_, kvd = kv_dim_, ffn = ffn_dim_;
-  const int64_t hd = hp_.head_dim, pos0 = kv.size();
+  const int64_t hd = hp_.head_dim;
   const bool neox = hp_.rope_order == RopeOrder::NeoX;
   // Activations live in buffers kept across calls: fresh ones every call cost page faults.
   Buffers& b = buf_;
@@ -103,7 +144,8 @@ void LlamaModel::run_layers(float* x, int64_t n, KVCache& kv) {
         for (int64_t h = 0; h < n_kv_heads_; ++h) rms_norm(&k[t * kvd + h * hd], L.k_norm, &k[t * kvd + h * hd], hd, hp_.rms_eps);
       }
       // q_h, k_h = rope(q_h, pos), rope(k_h, pos)
-      const int64_t pos = pos0 + t;
+      const int64_t pos = pos_of_[static_cast<size_t>(t)];
+      KVCache& kv = *kvs[static_cast<size_t>(seq_of_[static_cast<size_t>(t)])];
       for (int64_t h = 0; h < n_heads_; ++h)
         rope(&q[t * qd + h * hd], hp_.n_rot, pos, hp_.rope_base, hp_.rope_freq_scale, w_.rope_freqs, neox);
       for (int64_t h = 0; h < n_kv_heads_; ++h)
@@ -113,7 +155,7 @@ void LlamaModel::run_layers(float* x, int64_t n, KVCache& kv) {
     }
 
     // att = softmax(q·Kᵀ / √head_dim + causal mask) · V, per head (GQA: heads share KV heads)
-    attention(li, q.data(), n, pos0, kv, att.data());
+    attention(li, q.data(), n, kvs, seq_of_, pos_of_, att.data());
 
     // x = x + Σ_ranks Wo·att   (each tensor-parallel rank holds some heads' columns of Wo)
     matmul_cols(L.wo, L.wo_offset, att.data(), qd, n, proj.data());
@@ -129,7 +171,7 @@ void LlamaModel::run_layers(float* x, int64_t n, KVCache& kv) {
     if (partial_sum_) partial_sum_->sum(proj.data(), static_cast<size_t>(n * dim));
     for (int64_t i = 0; i < n * dim; ++i) x[i] += proj[i];
   }
-  kv.advance(n);
+  for (size_t s = 0; s < kvs.size(); ++s) kvs[s]->advance(lengths[s]);
 }
 
 void LlamaModel::project(const float* x, int64_t n, bool all_logits, std::vector<float>& logits) {
@@ -144,16 +186,19 @@ void LlamaModel::project(const float* x, int64_t n, bool all_logits, std::vector
   matmul(w_.output, buf_.xn.data(), rows, logits.data(), scratch_);
 }
 
-void LlamaModel::attention(int64_t layer, const float* q, int64_t n, int64_t pos0, KVCache& kv,
-                           float* out) {
+void LlamaModel::attention(int64_t layer, const float* q, int64_t n, std::span<KVCache* const> kvs,
+                           std::span<const int32_t> seq_of, std::span<const int64_t> pos_of, float* out) {
   const int64_t hd = hp_.head_dim, qd = q_dim_, group = hp_.n_heads / hp_.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  // Every (token, head) pair is independent: threads take contiguous runs of them.
+  int64_t longest = 0;
+  for (int64_t t = 0; t < n; ++t) longest = std::max(longest, pos_of[static_cast<size_t>(t)] + 1);
+  // Every (row, head) pair is independent: threads take contiguous runs of them.
   global_pool().parallel_for(n * n_heads_, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores(static_cast<size_t>(pos0 + n));
+    std::vector<float> scores(static_cast<size_t>(longest));
     for (int64_t job = begin; job < end; ++job) {
       const int64_t t = job / n_heads_, h = job % n_heads_;
-      const int64_t len = pos0 + t + 1;  // causal: this token sees itself and everything before
+      KVCache& kv = *kvs[static_cast<size_t>(seq_of[static_cast<size_t>(t)])];
+      const int64_t len = pos_of[static_cast<size_t>(t)] + 1;  // causal: itself and everything before
       const float* qh = q + t * qd + h * hd;
       const int64_t kvh = h / group;
       dot_rows_f32(kv.k(layer, 0) + kvh * hd, len, hd, kv_dim_, qh, scores.data());

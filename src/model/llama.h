@@ -15,6 +15,13 @@ namespace orchard {
 
 class GGUFFile;
 
+// One sequence's part of a batch: its next tokens and the cache they extend. Sequences are
+// independent (each attends only to its own cache) but share every matrix product.
+struct BatchSeq {
+  std::span<const int32_t> tokens;
+  KVCache* kv;
+};
+
 class LlamaModel {
  public:
   // Binds weights inside `file`, which must outlive the model. `repack`: also keep copies of
@@ -37,15 +44,24 @@ class LlamaModel {
   void forward(std::span<const int32_t> tokens, KVCache& kv, std::vector<float>& logits,
                bool all_logits = false);
 
+  // Several sequences in one pass (continuous batching): the rows of all of them go through
+  // each weight matrix together, so the weights stream from memory once for the whole batch.
+  // `logits` receives one row of n_vocab per sequence: its last token's.
+  void forward_batch(std::span<const BatchSeq> seqs, std::vector<float>& logits);
+
   // The same in pieces, for pipeline stages (x is n × dim, the residual stream):
   void embed(std::span<const int32_t> tokens, float* x) const;           // needs shard().embed
   void run_layers(float* x, int64_t n, KVCache& kv);                      // the shard's layers
+  // x holds the sequences' rows one after another (seqs[i].kv, lengths[i] rows each).
+  void run_layers(float* x, std::span<KVCache* const> kvs, std::span<const int64_t> lengths);
   // This shard's vocabulary slice of the logits (rows × n_vocab_local), for the last token or
   // all n.
   void project(const float* x, int64_t n, bool all_logits, std::vector<float>& logits);
 
  private:
-  void attention(int64_t layer, const float* q, int64_t n, int64_t pos0, KVCache& kv, float* out);
+  // Row r of q belongs to cache kvs[seq_of[r]] at position pos_of[r].
+  void attention(int64_t layer, const float* q, int64_t n, std::span<KVCache* const> kvs,
+                 std::span<const int32_t> seq_of, std::span<const int64_t> pos_of, float* out);
   // y = W·x for a column slice (see LayerWeights::wo_offset): x is placed into zero padding.
   void matmul_cols(const MatrixView& w, int64_t offset, const float* x, int64_t width, int64_t n, float* y);
 
@@ -58,6 +74,8 @@ class LlamaModel {
   struct Buffers {
     std::vector<float> x, xn, q, k, v, att, proj, gate, up, padded;
   } buf_;
+  std::vector<int32_t> seq_of_;
+  std::vector<int64_t> pos_of_;
 };
 
 }  // namespace orchard

@@ -1,0 +1,88 @@
+#pragma once
+// The channel between one request's HTTP handler and the scheduler: the scheduler pushes text
+// as it is generated and finally the completion; the handler waits for either, with a timeout
+// so it can notice a client that went away, and may cancel.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "model/tokenizer/tokenizer.h"
+
+namespace orchard::serve {
+
+struct Completion {
+  std::string text;
+  std::vector<TokenId> tokens;
+  std::string finish_reason;   // "stop", "length", "cancelled", "error"
+  std::string error;           // set when finish_reason == "error"
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  double queue_ms = 0;         // waiting for a slot
+  double ttft_ms = 0;          // from submission to the first generated token
+  double gen_ms = 0;           // from the first generated token to the end
+};
+
+class Stream {
+ public:
+  enum class Got { Text, Done, Timeout };
+
+  // Handler side. Moves all text pushed so far into `text` (Text), or reports the end once all
+  // text has been taken (Done), or nothing happened within `timeout`.
+  Got wait(std::string& text, std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, timeout, [&] { return !pending_.empty() || done_; });
+    if (!pending_.empty()) {
+      text.swap(pending_);
+      pending_.clear();
+      return Got::Text;
+    }
+    return done_ ? Got::Done : Got::Timeout;
+  }
+  // Blocks until the end; returns the completion (its text is the whole output).
+  const Completion& wait_done() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+    return completion_;
+  }
+  // Asks the scheduler to stop this request and free its slot at the next step.
+  void cancel() { cancelled_.store(true, std::memory_order_release); }
+  bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
+  bool done() const {
+    std::lock_guard lock(mu_);
+    return done_;
+  }
+  // Valid once wait() returned Done or wait_done() returned.
+  const Completion& completion() const { return completion_; }
+
+  // Scheduler side.
+  void push(const std::string& text) {
+    if (text.empty()) return;
+    {
+      std::lock_guard lock(mu_);
+      pending_ += text;
+    }
+    cv_.notify_all();
+  }
+  void finish(Completion c) {
+    {
+      std::lock_guard lock(mu_);
+      completion_ = std::move(c);
+      done_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::string pending_;
+  bool done_ = false;
+  Completion completion_;
+  std::atomic<bool> cancelled_{false};
+};
+
+}  // namespace orchard::serve

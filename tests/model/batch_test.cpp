@@ -1,0 +1,93 @@
+// Continuous batching must not change what any sequence computes: a batch of sequences at
+// different positions gives each the logits it gets alone.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "model/engine.h"
+#include "model/synthetic/synthetic.h"
+#include "tensor/error.h"
+#include "test_data.h"
+
+namespace orchard {
+namespace {
+
+std::unique_ptr<Engine> tiny_engine(DType type) {
+  const auto path = std::filesystem::path(::testing::TempDir()) / ("batch-tiny-" + std::string(type_name(type)) + ".gguf");
+  if (!std::filesystem::exists(path)) write_synthetic_model(model_shape("tiny"), type, 11, path.string());
+  EngineOptions o;
+  o.model_path = path.string();
+  o.threads = 2;
+  o.n_ctx = 256;
+  return Engine::load(o);
+}
+
+float max_abs_diff(const float* a, const float* b, int64_t n) {
+  float d = 0;
+  for (int64_t i = 0; i < n; ++i) d = std::max(d, std::fabs(a[i] - b[i]));
+  return d;
+}
+
+class BatchForward : public ::testing::TestWithParam<DType> {};
+
+TEST_P(BatchForward, EachSequenceGetsTheLogitsItGetsAlone) {
+  auto e = tiny_engine(GetParam());
+  LlamaModel& m = e->model();
+  const int64_t nv = m.hparams().n_vocab;
+  // Three sequences with different histories: one fresh, two already some way in.
+  std::vector<std::vector<int32_t>> history = {{}, {5, 9, 13, 2, 7}, {3, 3, 8}};
+  std::vector<std::vector<int32_t>> next = {{1, 4, 6, 8, 10, 12}, {17}, {21, 22}};
+  std::vector<std::unique_ptr<KVCache>> alone, batched;
+  std::vector<float> scratch;
+  for (size_t s = 0; s < history.size(); ++s) {
+    alone.push_back(e->new_cache());
+    batched.push_back(e->new_cache());
+    if (!history[s].empty()) {
+      m.forward(history[s], *alone[s], scratch);
+      m.forward(history[s], *batched[s], scratch);
+    }
+  }
+  std::vector<BatchSeq> batch;
+  for (size_t s = 0; s < next.size(); ++s) batch.push_back({next[s], batched[s].get()});
+  std::vector<float> logits;
+  m.forward_batch(batch, logits);
+  ASSERT_EQ(logits.size(), next.size() * static_cast<size_t>(nv));
+  for (size_t s = 0; s < next.size(); ++s) {
+    std::vector<float> ref;
+    m.forward(next[s], *alone[s], ref);
+    ASSERT_EQ(ref.size(), static_cast<size_t>(nv));
+    // Batched rows may take the matrix-matrix kernels where one row took the vector ones.
+    EXPECT_LT(max_abs_diff(ref.data(), &logits[s * nv], nv), 2e-2f) << "sequence " << s;
+    EXPECT_EQ(argmax(ref.data(), nv), argmax(&logits[s * nv], nv)) << "sequence " << s;
+    EXPECT_EQ(batched[s]->size(), alone[s]->size());
+  }
+  // A decode step for all three together continues each one correctly.
+  std::vector<std::vector<int32_t>> step = {{2}, {2}, {2}};
+  batch.clear();
+  for (size_t s = 0; s < step.size(); ++s) batch.push_back({step[s], batched[s].get()});
+  m.forward_batch(batch, logits);
+  for (size_t s = 0; s < step.size(); ++s) {
+    std::vector<float> ref;
+    m.forward(step[s], *alone[s], ref);
+    EXPECT_LT(max_abs_diff(ref.data(), &logits[s * nv], nv), 2e-2f) << "sequence " << s;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, BatchForward, ::testing::Values(DType::F32, DType::Q8_0, DType::Q4_0),
+                         [](const auto& info) { return std::string(type_name(info.param)); });
+
+TEST(BatchForward, FullCacheIsRefusedBeforeAnythingChanges) {
+  auto e = tiny_engine(DType::Q8_0);
+  LlamaModel& m = e->model();
+  auto a = m.new_cache(4), b = m.new_cache(4);
+  std::vector<int32_t> two = {1, 2}, five = {1, 2, 3, 4, 5};
+  std::vector<BatchSeq> batch = {{two, a.get()}, {five, b.get()}};
+  std::vector<float> logits;
+  EXPECT_THROW(m.forward_batch(batch, logits), Error);
+  EXPECT_EQ(a->size(), 0);
+  EXPECT_EQ(b->size(), 0);
+}
+
+}  // namespace
+}  // namespace orchard
