@@ -1,0 +1,76 @@
+#pragma once
+// Continuous batching. Requests wait in a bounded queue for a free KV slot; every step feeds
+// each running request either its next generated token or its next piece of prompt, all in one
+// executor step, so new requests join and finished ones leave between any two tokens. One
+// thread runs the steps, which is also what gives a cluster one global order of work.
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "model/engine.h"
+#include "model/text_output.h"
+#include "serve/executor.h"
+#include "serve/metrics.h"
+#include "serve/stream.h"
+
+namespace orchard::serve {
+
+struct SchedulerOptions {
+  int max_queue = 64;               // requests waiting for a slot before new ones are refused
+  int64_t max_step_tokens = 256;    // prompt tokens fed per step, shared by the new requests
+};
+
+// Why a request was refused before it started; the HTTP layer maps it to a status code.
+class Refused : public Error {
+ public:
+  enum class Why { QueueFull, TooLong, ShuttingDown, BadRequest };
+  Refused(Why why, const std::string& msg) : Error(msg), why_(why) {}
+  Why why() const { return why_; }
+
+ private:
+  Why why_;
+};
+
+struct Request {
+  std::vector<TokenId> prompt;
+  GenerateOptions options;
+};
+
+class Scheduler {
+ public:
+  Scheduler(Executor& executor, const Tokenizer& tok, Metrics& metrics, SchedulerOptions options = {});
+  ~Scheduler();  // stops: running requests finish as cancelled
+
+  // Queues a request; throws Refused when it cannot be taken.
+  std::shared_ptr<Stream> submit(Request request);
+  void stop();
+
+  int slots() const { return executor_.slots(); }
+  int64_t slot_capacity() const { return executor_.slot_capacity(); }
+  int waiting() const;
+  int active() const;
+
+ private:
+  struct Job;
+  void loop();
+  bool admit_and_collect(std::vector<std::shared_ptr<Job>>& running);
+  void sample(Job& job, const float* logits);
+  void finish(Job& job, const std::string& reason, const std::string& error = {});
+  void release_finished();
+
+  Executor& executor_;
+  const Tokenizer& tok_;
+  Metrics& metrics_;
+  SchedulerOptions opts_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  std::vector<std::shared_ptr<Job>> slot_jobs_;   // per slot: the job in it, or null
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace orchard::serve

@@ -1,0 +1,171 @@
+// The scheduler against the engine it batches: every request gets what it would get alone,
+// and the queue, cancellation and limits behave.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "model/synthetic/synthetic.h"
+#include "serve/scheduler.h"
+#include "test_data.h"
+
+namespace orchard::serve {
+namespace {
+
+std::string tiny_model() {
+  const auto path = std::filesystem::path(::testing::TempDir()) / "scheduler-tiny.gguf";
+  if (!std::filesystem::exists(path)) write_synthetic_model(model_shape("tiny"), DType::Q8_0, 5, path.string());
+  return path.string();
+}
+
+// Without repacking, a batch's rows take the same integer dot products as one row alone, so
+// results do not depend on what else is in the batch. (The repacked prompt kernels round
+// differently: synthetic models, whose logits nearly tie, then drift after some tokens.)
+std::unique_ptr<Engine> load(const std::string& path, int64_t ctx = 256, bool repack = false) {
+  EngineOptions o;
+  o.model_path = path;
+  o.threads = 2;
+  o.n_ctx = ctx;
+  o.repack = repack;
+  return Engine::load(o);
+}
+
+GenerateOptions greedy(int n) {
+  GenerateOptions g;
+  g.max_tokens = n;
+  g.sampling = SamplerOptions::greedy();
+  return g;
+}
+
+struct Fixture {
+  std::unique_ptr<Engine> engine;
+  LocalExecutor exec;
+  Metrics metrics;
+  Scheduler sched;
+  Fixture(std::unique_ptr<Engine> e, int slots, SchedulerOptions o = {})
+      : engine(std::move(e)), exec(*engine, slots), sched(exec, engine->tokenizer(), metrics, o) {}
+};
+
+class ConcurrentRequests : public ::testing::TestWithParam<bool> {};
+
+// With a trained model (the golden stories260K) also when repacked: its logits do not tie.
+TEST_P(ConcurrentRequests, GetWhatTheyGetAlone) {
+  const bool trained = GetParam();
+  if (trained) ORCHARD_REQUIRE_DATA();
+  Fixture f(trained ? load(test::data_file("models/stories260K.gguf").string(), 256, true) : load(tiny_model()), 4);
+  const std::vector<std::string> prompts = {"once upon a time", "the cat sat", "a", "red green blue yellow",
+                                            "it was a dark and stormy night", "hello"};
+  std::vector<GenerateResult> alone;
+  for (const auto& p : prompts) alone.push_back(f.engine->generate(p, greedy(24)));
+  // Six requests on four slots: two wait, and all of them share steps with the others.
+  std::vector<std::shared_ptr<Stream>> streams;
+  for (const auto& p : prompts)
+    streams.push_back(f.sched.submit({f.engine->tokenizer().encode(p, true, false), greedy(24)}));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    std::string streamed, piece;
+    for (;;) {
+      auto got = streams[i]->wait(piece, std::chrono::milliseconds(5000));
+      ASSERT_NE(got, Stream::Got::Timeout) << "request " << i << " stalled";
+      if (got == Stream::Got::Done) break;
+      streamed += piece;
+    }
+    const Completion& c = streams[i]->completion();
+    EXPECT_EQ(c.tokens, alone[i].tokens) << "request " << i << " (" << prompts[i] << ")";
+    EXPECT_EQ(c.text, alone[i].text);
+    EXPECT_EQ(streamed, c.text) << "the streamed pieces make up the text";
+    EXPECT_EQ(c.finish_reason, alone[i].finish_reason);
+    EXPECT_EQ(c.prompt_tokens, static_cast<int64_t>(alone[i].prompt_tokens.size()));
+    EXPECT_EQ(c.completion_tokens, static_cast<int64_t>(alone[i].tokens.size()));
+  }
+  EXPECT_EQ(f.sched.active(), 0);
+  EXPECT_EQ(f.sched.waiting(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Scheduler, ConcurrentRequests, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "Stories260K" : "Synthetic"; });
+
+TEST(Scheduler, LongPromptsArriveInPiecesWithoutChangingTheResult) {
+  SchedulerOptions o;
+  o.max_step_tokens = 3;  // every prompt needs several steps
+  Fixture f(load(tiny_model()), 2, o);
+  const std::string p = "the quick brown fox jumps over the lazy dog and runs far away";
+  auto ref = f.engine->generate(p, greedy(10));
+  auto s = f.sched.submit({f.engine->tokenizer().encode(p, true, false), greedy(10)});
+  const Completion& c = s->wait_done();
+  EXPECT_EQ(c.tokens, ref.tokens);
+}
+
+TEST(Scheduler, StopStringsEndTheRequestAndAreNotShown) {
+  Fixture f(load(tiny_model()), 2);
+  auto ref = f.engine->generate("once upon a time", greedy(24));
+  ASSERT_GT(ref.text.size(), 6u);
+  const std::string stop = ref.text.substr(ref.text.size() / 2, 3);
+  auto opts = greedy(24);
+  opts.stop = {stop};
+  auto s = f.sched.submit({f.engine->tokenizer().encode("once upon a time", true, false), opts});
+  const Completion& c = s->wait_done();
+  EXPECT_EQ(c.finish_reason, "stop");
+  EXPECT_EQ(c.text, ref.text.substr(0, ref.text.find(stop)));
+}
+
+TEST(Scheduler, FullQueueIsRefusedAndCancelledRequestsFreeTheirSlots) {
+  SchedulerOptions o;
+  o.max_queue = 2;
+  Fixture f(load(tiny_model()), 1, o);
+  const auto prompt = f.engine->tokenizer().encode("hello there", true, false);
+  auto running = f.sched.submit({prompt, greedy(100000)});
+  // Wait until it holds the slot, so the next two fill the queue.
+  std::string piece;
+  ASSERT_EQ(running->wait(piece, std::chrono::milliseconds(10000)), Stream::Got::Text);
+  auto q1 = f.sched.submit({prompt, greedy(4)});
+  auto q2 = f.sched.submit({prompt, greedy(4)});
+  try {
+    f.sched.submit({prompt, greedy(4)});
+    FAIL() << "a third waiting request should be refused";
+  } catch (const Refused& e) {
+    EXPECT_EQ(e.why(), Refused::Why::QueueFull);
+    EXPECT_NE(std::string(e.what()).find("queue is full"), std::string::npos);
+  }
+  q1->cancel();         // cancelled while waiting: never takes the slot
+  running->cancel();    // cancelled while generating: its slot goes to q2
+  EXPECT_EQ(running->wait_done().finish_reason, "cancelled");
+  EXPECT_EQ(q1->wait_done().finish_reason, "cancelled");
+  EXPECT_TRUE(q1->completion().tokens.empty());
+  const Completion& c = q2->wait_done();
+  EXPECT_EQ(c.finish_reason, "length");
+  EXPECT_EQ(c.completion_tokens, 4);
+  EXPECT_EQ(f.sched.active(), 0);
+}
+
+TEST(Scheduler, PromptsTooLongOrEmptyAreRefused) {
+  Fixture f(load(tiny_model(), 16), 1);
+  std::vector<TokenId> long_prompt(16, 5);
+  try {
+    f.sched.submit({long_prompt, greedy(4)});
+    FAIL();
+  } catch (const Refused& e) {
+    EXPECT_EQ(e.why(), Refused::Why::TooLong);
+  }
+  EXPECT_THROW(f.sched.submit({{}, greedy(4)}), Refused);
+  EXPECT_THROW(f.sched.submit({{1, 2}, greedy(0)}), Refused);
+  EXPECT_THROW(f.sched.submit({{1, 1 << 30}, greedy(4)}), Refused);
+  // A reply that reaches the end of the slot stops with "length".
+  auto s = f.sched.submit({std::vector<TokenId>(12, 5), greedy(100)});
+  const Completion& c = s->wait_done();
+  EXPECT_EQ(c.finish_reason, "length");
+  EXPECT_EQ(c.completion_tokens, 16 - 12 + 1) << "the last token is returned, never fed";
+}
+
+TEST(Scheduler, StoppingCancelsEverything) {
+  auto f = std::make_unique<Fixture>(load(tiny_model()), 1);
+  const auto prompt = f->engine->tokenizer().encode("hello", true, false);
+  auto a = f->sched.submit({prompt, greedy(1000000)});
+  auto b = f->sched.submit({prompt, greedy(4)});
+  f->sched.stop();
+  EXPECT_EQ(a->wait_done().finish_reason, "cancelled");
+  EXPECT_EQ(b->wait_done().finish_reason, "cancelled");
+  EXPECT_THROW(f->sched.submit({prompt, greedy(4)}), Refused);
+}
+
+}  // namespace
+}  // namespace orchard::serve
