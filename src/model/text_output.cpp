@@ -13,6 +13,7 @@ std::string TextOutput::push(std::string_view piece) {
     if (auto at = held_.find(s); at != std::string::npos) {
       held_.resize(at);
       stopped_ = true;
+      stopped_by_ = s;
       safe = held_.size();
       break;
     }

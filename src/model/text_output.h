@@ -19,12 +19,13 @@ class TextOutput {
   // At the end: everything still held back (nothing after a stop).
   std::string flush();
   bool stopped() const { return stopped_; }
+  const std::string& stopped_by() const { return stopped_by_; }   // the stop string found
   const std::string& shown() const { return shown_; }   // all text returned so far
 
  private:
   std::vector<std::string> stop_;
   Utf8Streamer utf8_;
-  std::string held_, shown_;
+  std::string held_, shown_, stopped_by_;
   bool stopped_ = false;
 };
 

@@ -109,6 +109,7 @@ void Scheduler::finish(Job& job, const std::string& reason, const std::string& e
   c.tokens = job.generated;
   c.finish_reason = reason;
   c.error = error;
+  c.stopped_by = job.out.stopped_by();
   c.prompt_tokens = static_cast<int64_t>(job.req.prompt.size());
   c.completion_tokens = static_cast<int64_t>(job.generated.size());
   c.queue_ms = job.slot >= 0 ? ms_between(job.submitted, job.started) : ms_between(job.submitted, now);

@@ -19,6 +19,7 @@ struct Completion {
   std::vector<TokenId> tokens;
   std::string finish_reason;   // "stop", "length", "cancelled", "error"
   std::string error;           // set when finish_reason == "error"
+  std::string stopped_by;      // the stop string that ended it, if one did
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   double queue_ms = 0;         // waiting for a slot
