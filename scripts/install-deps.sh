@@ -11,7 +11,13 @@ packages=(
   libopenmpi-dev openmpi-bin           # the mpi backend and its tests
   libibverbs-dev                       # the rdma backend (runs against a fake here)
   iproute2                             # network namespaces for the multi-host test
+  chromium                             # the web page's end-to-end test (headless)
 )
+# node and npm run the end-to-end tests (tests/e2e, node 18 or newer). Debian's packages only
+# when one is missing: a NodeSource nodejs already bundles npm and conflicts with Debian's.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

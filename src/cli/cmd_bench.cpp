@@ -59,6 +59,7 @@ void register_bench(CLI::App& app) {
   cmd->add_flag("--no-repack", o->no_repack, "Skip the repacked weight copy (less memory, slower prompts)");
   register_bench_comm(*cmd);
   register_bench_parallel(*cmd);
+  register_bench_serve(*cmd);
   cmd->callback([o, cmd] {
     if (cmd->got_subcommand("comm") || cmd->got_subcommand("parallel")) return;
     if (o->reps < 1) throw CLI::ValidationError("--repetitions", "must be at least 1");

@@ -12,6 +12,7 @@
 #include "model/synthetic/synthetic.h"
 #include "parallel/memory.h"
 #include "parallel/session.h"
+#include "serve/model_store.h"
 #include "tensor/error.h"
 
 namespace orchard::cli {
@@ -37,7 +38,7 @@ std::vector<uint64_t> parse_budgets(const std::string& text) {
 
 EngineOptions engine_options(const GenerateOpts& o) {
   EngineOptions eo;
-  eo.model_path = o.model.empty() ? default_model_path() : o.model;
+  eo.model_path = o.model.empty() ? default_model_path() : serve::resolve_model(o.model);
   eo.threads = o.threads;
   eo.n_ctx = o.ctx;
   eo.mmap = o.mmap;
@@ -109,7 +110,8 @@ void register_generate(CLI::App& app) {
   // defaults that the user's own arguments override.
   cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   cmd->add_option("-m,--model", o->model,
-                  "GGUF model file (default: the built-in synthetic tiny model, created on first use)");
+                  "GGUF model file, or a name from `orchard models` (default: the built-in synthetic tiny "
+                  "model, created on first use)");
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text")->capture_default_str();
   cmd->add_option("-n,--n-predict", o->n, "Tokens to generate")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str();

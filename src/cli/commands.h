@@ -16,5 +16,6 @@ void register_serve(CLI::App& app);
 void register_pull(CLI::App& app);    // also `orchard models`
 void register_bench_comm(CLI::App& bench);
 void register_bench_parallel(CLI::App& bench);
+void register_bench_serve(CLI::App& bench);
 
 }  // namespace orchard::cli

@@ -1,0 +1,163 @@
+// `orchard bench serve`: aggregate generation speed of the HTTP server with one client at a
+// time versus many at once (continuous batching), and a check that every concurrent client
+// got exactly what it got alone.
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "model/synthetic/synthetic.h"
+#include "serve/model_store.h"
+#include "serve/server.h"
+#include "tensor/error.h"
+
+namespace orchard::cli {
+namespace {
+
+using nlohmann::json;
+
+struct Opts {
+  std::string model, clients = "1,16";
+  int n = 64, reps = 3, threads = 0;
+  int64_t ctx = 512;
+  bool repack = false;
+};
+
+struct Reply {
+  std::string text;
+  int64_t tokens = 0;
+  bool ok = false;
+};
+
+// One streaming completion, read piece by piece as a client would.
+Reply stream_one(int port, const std::string& prompt, int n) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(600, 0);
+  json body = {{"prompt", prompt}, {"max_tokens", n}, {"temperature", 0}, {"ignore_eos", true}, {"stream", true},
+               {"stream_options", {{"include_usage", true}}}};
+  Reply r;
+  std::string buf;
+  bool done = false;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
+                      buf.append(data, len);
+                      size_t end;
+                      while ((end = buf.find("\n\n")) != std::string::npos) {
+                        std::string event = buf.substr(0, end);
+                        buf.erase(0, end + 2);
+                        if (event.rfind("data: ", 0) != 0) continue;
+                        event.erase(0, 6);
+                        if (event == "[DONE]") {
+                          done = true;
+                          continue;
+                        }
+                        json j = json::parse(event, nullptr, false);
+                        if (j.is_discarded()) continue;
+                        if (!j["choices"].empty()) r.text += j["choices"][0]["text"].get<std::string>();
+                        if (j.contains("usage")) r.tokens = j["usage"]["completion_tokens"];
+                      }
+                      return true;
+                    };
+  auto res = c.send(req);
+  r.ok = res && res->status == 200 && done && r.tokens == n;
+  return r;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+void register_bench_serve(CLI::App& bench) {
+  auto o = std::make_shared<Opts>();
+  auto* cmd = bench.add_subcommand("serve", "Aggregate tokens/s of the HTTP server: one client vs many concurrent");
+  cmd->add_option("-m,--model", o->model, "GGUF model (default: the built-in tiny model)");
+  cmd->add_option("--clients", o->clients, "Comma-separated concurrent client counts")->capture_default_str();
+  cmd->add_option("-n", o->n, "Tokens each client generates")->capture_default_str();
+  cmd->add_option("-r,--reps", o->reps, "Repetitions (the median is reported)")->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str();
+  cmd->add_option("-c,--ctx", o->ctx, "Positions per slot")->capture_default_str();
+  cmd->add_flag("--repack", o->repack, "Repacked weights (faster prompts; batched text may then differ in last bits)");
+  cmd->footer("Example:\n  orchard bench serve --clients 1,4,16 -n 64 -r 3");
+  cmd->callback([o] {
+    std::vector<int> counts;
+    for (const auto& c : split_commas(o->clients)) counts.push_back(std::stoi(c));
+    const int most = *std::max_element(counts.begin(), counts.end());
+    EngineOptions eo;
+    eo.model_path = o->model.empty() ? default_model_path() : serve::resolve_model(o->model);
+    eo.threads = o->threads;
+    eo.n_ctx = o->ctx;
+    eo.repack = o->repack;
+    auto engine = Engine::load(eo);
+    serve::LocalExecutor exec(*engine, most);
+    serve::Metrics metrics;
+    serve::SchedulerOptions so;
+    so.max_queue = most;
+    serve::Scheduler sched(exec, engine->tokenizer(), metrics, so);
+    serve::ModelInfo mi;
+    mi.id = "bench";
+    serve::Service service(sched, engine->tokenizer(), serve::ChatTemplate::from_gguf(engine->file(), engine->tokenizer()),
+                           metrics, mi, serve::ClusterView{});
+    serve::ServerOptions sopt;
+    sopt.port = 0;
+    sopt.http_threads = most + 8;
+    serve::Server server(service, sopt);
+    const int port = server.bind();
+    std::thread http([&] { server.run(); });
+
+    // Every client its own prompt; what each gets alone is the reference for the others.
+    std::vector<std::string> prompts;
+    for (int i = 0; i < most; ++i) prompts.push_back("story number " + std::to_string(i + 1) + " begins");
+    std::vector<std::string> alone(static_cast<size_t>(most));
+    for (int i = 0; i < most; ++i) alone[static_cast<size_t>(i)] = stream_one(port, prompts[static_cast<size_t>(i)], o->n).text;
+
+    std::printf("| model | clients | tokens each | aggregate tok/s | per client tok/s | vs 1 client | all correct |\n");
+    std::printf("|---|---:|---:|---:|---:|---:|---|\n");
+    double base = 0;
+    bool all_ok = true;
+    for (int c : counts) {
+      std::vector<double> rates;
+      bool ok = true;
+      for (int rep = 0; rep < o->reps; ++rep) {
+        std::vector<Reply> replies(static_cast<size_t>(c));
+        const auto t0 = std::chrono::steady_clock::now();
+        std::vector<std::thread> clients;
+        for (int i = 0; i < c; ++i)
+          clients.emplace_back([&, i] { replies[static_cast<size_t>(i)] = stream_one(port, prompts[static_cast<size_t>(i)], o->n); });
+        for (auto& t : clients) t.join();
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        int64_t tokens = 0;
+        for (int i = 0; i < c; ++i) {
+          const Reply& r = replies[static_cast<size_t>(i)];
+          tokens += r.tokens;
+          ok &= r.ok && r.text == alone[static_cast<size_t>(i)];
+        }
+        rates.push_back(static_cast<double>(tokens) / secs);
+      }
+      const double rate = median(rates);
+      if (c == counts.front()) base = rate;
+      all_ok &= ok;
+      std::printf("| %s | %d | %d | %.1f | %.1f | %.2f× | %s |\n", std::filesystem::path(eo.model_path).filename().c_str(),
+                  c, o->n, rate, rate / c, base > 0 ? rate / base : 0.0, ok ? "yes" : "NO");
+      std::fflush(stdout);
+    }
+    server.stop();
+    http.join();
+    sched.stop();
+    if (!all_ok) throw Error("some concurrent clients did not get what they got alone (see the table)");
+  });
+}
+
+}  // namespace orchard::cli

@@ -1,0 +1,137 @@
+#include "serve/request_params.h"
+
+#include <cmath>
+#include <limits>
+
+namespace orchard::serve {
+
+using nlohmann::json;
+
+json parse_body(const std::string& body) {
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error& e) {
+    throw ApiError::bad_request(std::string("the request body is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw ApiError::bad_request("the request body must be a JSON object");
+  return j;
+}
+
+namespace {
+
+double number(const json& j, const std::string& field, double lo, double hi) {
+  const json& v = j.at(field);
+  if (!v.is_number()) throw ApiError::bad_request("'" + field + "' must be a number", field);
+  const double d = v.get<double>();
+  if (!std::isfinite(d) || d < lo || d > hi)
+    throw ApiError::bad_request("'" + field + "' must be between " + json(lo).dump() + " and " + json(hi).dump() +
+                                    " (got " + v.dump() + ")",
+                                field);
+  return d;
+}
+
+int64_t integer(const json& j, const std::string& field, int64_t lo, int64_t hi) {
+  const json& v = j.at(field);
+  if (!v.is_number_integer()) throw ApiError::bad_request("'" + field + "' must be an integer", field);
+  const int64_t i = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi) ? hi + 1 : v.get<int64_t>();
+  if (i < lo || i > hi)
+    throw ApiError::bad_request("'" + field + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi) +
+                                    " (got " + v.dump() + ")",
+                                field);
+  return i;
+}
+
+bool present(const json& j, const std::string& field) { return j.contains(field) && !j.at(field).is_null(); }
+
+}  // namespace
+
+void read_generation_params(const json& j, GenerateOptions& o, const ParamNames& n) {
+  SamplerOptions& s = o.sampling;
+  if (present(j, n.max_tokens)) o.max_tokens = static_cast<int32_t>(integer(j, n.max_tokens, 1, 1 << 30));
+  if (present(j, "max_completion_tokens"))
+    o.max_tokens = static_cast<int32_t>(integer(j, "max_completion_tokens", 1, 1 << 30));
+  if (present(j, "temperature")) s.temperature = static_cast<float>(number(j, "temperature", 0, 100));
+  if (present(j, "top_p")) s.top_p = static_cast<float>(number(j, "top_p", 0, 1));
+  if (present(j, n.top_k)) s.top_k = static_cast<int32_t>(integer(j, n.top_k, 0, 1 << 30));
+  if (present(j, "min_p")) s.min_p = static_cast<float>(number(j, "min_p", 0, 1));
+  if (present(j, n.repeat_penalty)) s.repeat_penalty = static_cast<float>(number(j, n.repeat_penalty, 0, 100));
+  if (present(j, "seed")) {
+    const json& v = j.at("seed");
+    if (!v.is_number_integer()) throw ApiError::bad_request("'seed' must be an integer", "seed");
+    s.seed = v.is_number_unsigned() ? v.get<uint64_t>() : static_cast<uint64_t>(v.get<int64_t>());
+  }
+  // llama.cpp's extension, for benchmarks: generate the full length even past end-of-text.
+  if (present(j, "ignore_eos")) {
+    if (!j.at("ignore_eos").is_boolean()) throw ApiError::bad_request("'ignore_eos' must be true or false", "ignore_eos");
+    o.stop_at_eog = !j.at("ignore_eos").get<bool>();
+  }
+  if (present(j, n.stop)) {
+    const json& v = j.at(n.stop);
+    o.stop.clear();
+    if (v.is_string()) {
+      o.stop.push_back(v.get<std::string>());
+    } else if (v.is_array()) {
+      if (v.size() > 16) throw ApiError::bad_request("'" + n.stop + "' holds at most 16 strings", n.stop);
+      for (const json& e : v) {
+        if (!e.is_string()) throw ApiError::bad_request("'" + n.stop + "' must be a string or a list of strings", n.stop);
+        o.stop.push_back(e.get<std::string>());
+      }
+    } else {
+      throw ApiError::bad_request("'" + n.stop + "' must be a string or a list of strings", n.stop);
+    }
+    for (const auto& st : o.stop)
+      if (st.empty()) throw ApiError::bad_request("'" + n.stop + "' may not contain an empty string", n.stop);
+  }
+}
+
+std::vector<ChatMessage> read_messages(const json& messages, const std::string& field) {
+  if (!messages.is_array()) throw ApiError::bad_request("'" + field + "' must be a list of messages", field);
+  std::vector<ChatMessage> out;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const json& m = messages[i];
+    const std::string where = field + "[" + std::to_string(i) + "]";
+    if (!m.is_object()) throw ApiError::bad_request("'" + where + "' must be an object", where);
+    if (!m.contains("role") || !m["role"].is_string())
+      throw ApiError::bad_request("'" + where + ".role' must be a string", where + ".role");
+    ChatMessage msg;
+    msg.role = m["role"].get<std::string>();
+    if (msg.role == "developer") msg.role = "system";  // OpenAI's newer name for it
+    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "tool")
+      throw ApiError::bad_request("'" + where + ".role' must be system, user, assistant or tool (got '" + msg.role + "')",
+                                  where + ".role");
+    const json content = m.contains("content") ? m["content"] : json();
+    if (content.is_string()) {
+      msg.content = content.get<std::string>();
+    } else if (content.is_array()) {
+      // Content parts: text only; this server runs no vision models.
+      for (const json& part : content) {
+        if (part.is_object() && part.value("type", "") == "text" && part.contains("text") && part["text"].is_string())
+          msg.content += part["text"].get<std::string>();
+        else
+          throw ApiError::bad_request("'" + where + ".content' parts must be {\"type\": \"text\", \"text\": …}; "
+                                      "images and other parts are not supported",
+                                      where + ".content");
+      }
+    } else if (!content.is_null()) {
+      throw ApiError::bad_request("'" + where + ".content' must be a string or a list of text parts", where + ".content");
+    }
+    out.push_back(std::move(msg));
+  }
+  if (out.empty()) throw ApiError::bad_request("'" + field + "' must hold at least one message", field);
+  return out;
+}
+
+std::string read_string(const json& j, const std::string& field) {
+  if (!j.contains(field)) throw ApiError::bad_request("'" + field + "' is required", field);
+  if (!j[field].is_string()) throw ApiError::bad_request("'" + field + "' must be a string", field);
+  return j[field].get<std::string>();
+}
+
+bool read_bool(const json& j, const std::string& field, bool fallback) {
+  if (!present(j, field)) return fallback;
+  if (!j[field].is_boolean()) throw ApiError::bad_request("'" + field + "' must be true or false", field);
+  return j[field].get<bool>();
+}
+
+}  // namespace orchard::serve

@@ -1,0 +1,117 @@
+#include "serve/server.h"
+
+#include <httplib.h>
+
+#include "serve/api.h"
+#include "serve/http_util.h"
+
+namespace orchard::serve {
+
+extern const char* const kWebPage;
+
+using nlohmann::json;
+
+namespace {
+
+// Metric labels: the routes we serve, everything else as one label (so a scan of random
+// paths cannot grow the metrics without bound).
+std::string endpoint_label(const std::string& path) {
+  static const char* const known[] = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/v1/messages",
+                                      "/api/chat",            "/api/generate",   "/api/tags",  "/api/show",
+                                      "/api/version",         "/api/cluster",    "/health",    "/metrics", "/"};
+  for (const char* k : known)
+    if (path == k) return k;
+  if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
+  return "other";
+}
+
+}  // namespace
+
+Server::Server(Service& service, ServerOptions options)
+    : service_(service), opts_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
+  httplib::Server& h = *http_;
+  const int threads = std::max(2, opts_.http_threads);
+  h.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  h.set_payload_max_length(opts_.max_body_bytes);
+  h.set_keep_alive_max_count(1000);
+  h.set_read_timeout(30, 0);
+  h.set_write_timeout(30, 0);
+
+  // Browsers on other origins (a chat app on another port) may call the API, as with
+  // llama.cpp's and Ollama's servers.
+  h.set_default_headers({{"Access-Control-Allow-Origin", "*"},
+                         {"Access-Control-Allow-Headers", "Authorization, Content-Type, x-api-key, anthropic-version"},
+                         {"Access-Control-Allow-Methods", "GET, POST, OPTIONS"}});
+  h.Options(R"(.*)", [](const httplib::Request&, httplib::Response& res) { res.status = 204; });
+
+  const std::string key = opts_.api_key;
+  h.set_pre_routing_handler([key](const httplib::Request& req, httplib::Response& res) {
+    if (key.empty() || req.method == "OPTIONS" || req.path == "/health" || req.path == "/") return httplib::Server::HandlerResponse::Unhandled;
+    const std::string auth = req.get_header_value("Authorization");
+    if (auth == "Bearer " + key || req.get_header_value("x-api-key") == key) return httplib::Server::HandlerResponse::Unhandled;
+    send_json(res, openai_error(ApiError(401, "invalid_request_error", "missing or wrong API key (send Authorization: Bearer <key>)",
+                                         {}, "invalid_api_key")),
+              401);
+    return httplib::Server::HandlerResponse::Handled;
+  });
+
+  h.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    service_.metrics().request(endpoint_label(req.path), res.status);
+  });
+
+  // Errors httplib answers itself (no route, body too large) get a JSON body too.
+  h.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    std::string msg = "no route " + req.method + " " + req.path;
+    if (res.status == 413) msg = "the request body is too large";
+    else if (res.status == 405) msg = "method not allowed on " + req.path;
+    else if (res.status != 404) msg = "HTTP " + std::to_string(res.status);
+    send_json(res, openai_error(ApiError(res.status, "invalid_request_error", msg)), res.status);
+  });
+
+  add_openai_routes(h, service_);
+  add_ollama_routes(h, service_);
+  add_anthropic_routes(h, service_);
+
+  h.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    send_json(res, {{"status", "ok"},
+                    {"model", service_.model().id},
+                    {"slots", service_.scheduler().slots()},
+                    {"active", service_.scheduler().active()},
+                    {"waiting", service_.scheduler().waiting()}});
+  });
+  h.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(service_.metrics().render(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  h.Get("/api/cluster", [this](const httplib::Request&, httplib::Response& res) {
+    send_json(res, service_.cluster_json());
+  });
+  h.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(kWebPage, "text/html; charset=utf-8");
+  });
+}
+
+Server::~Server() { stop(); }
+
+int Server::bind() {
+  if (opts_.port == 0) {
+    port_ = http_->bind_to_any_port(opts_.host);
+  } else {
+    port_ = http_->bind_to_port(opts_.host, opts_.port) ? opts_.port : -1;
+  }
+  if (port_ < 0)
+    throw Error("cannot listen on " + opts_.host + ":" + std::to_string(opts_.port) +
+                " (is the port in use, or the address not this machine's?)");
+  return port_;
+}
+
+void Server::run() {
+  if (port_ < 0) bind();
+  http_->listen_after_bind();
+}
+
+void Server::stop() {
+  if (http_ && http_->is_running()) http_->stop();
+}
+
+}  // namespace orchard::serve

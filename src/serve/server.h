@@ -1,0 +1,41 @@
+#pragma once
+// The HTTP server: every API's routes over one Service, plus /health, /metrics, the cluster
+// view (/api/cluster) and the chat page at /.
+#include <memory>
+#include <string>
+
+#include "serve/service.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace orchard::serve {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;              // 0: any free port (see bound_port)
+  int http_threads = 64;        // connections served at once (streams hold one each)
+  size_t max_body_bytes = 8u << 20;
+  std::string api_key;          // when set, requests need "Authorization: Bearer <key>"
+};
+
+class Server {
+ public:
+  Server(Service& service, ServerOptions options);
+  ~Server();
+  // Binds the socket; throws naming host and port when it cannot. Returns the port.
+  int bind();
+  int bound_port() const { return port_; }
+  // Serves until stop() (from another thread or a signal handler's thread).
+  void run();
+  void stop();
+
+ private:
+  Service& service_;
+  ServerOptions opts_;
+  std::unique_ptr<httplib::Server> http_;
+  int port_ = -1;
+};
+
+}  // namespace orchard::serve

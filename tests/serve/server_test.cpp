@@ -1,0 +1,322 @@
+// The HTTP server end to end, in process: every API's shape, streaming, errors with the right
+// status codes, a full queue, and a client that hangs up mid-stream freeing its slot.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "model/synthetic/synthetic.h"
+#include "serve/server.h"
+
+namespace orchard::serve {
+namespace {
+
+using nlohmann::json;
+
+std::string tiny_model() {
+  const auto path = std::filesystem::path(::testing::TempDir()) / "server-tiny.gguf";
+  if (!std::filesystem::exists(path)) write_synthetic_model(model_shape("tiny"), DType::Q8_0, 3, path.string());
+  return path.string();
+}
+
+// A whole server on a free port, torn down with the test.
+struct Running {
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<LocalExecutor> exec;
+  Metrics metrics;
+  std::unique_ptr<Scheduler> sched;
+  std::unique_ptr<Service> service;
+  std::unique_ptr<Server> server;
+  std::thread thread;
+  int port = 0;
+
+  explicit Running(int slots = 2, int max_queue = 4, int64_t ctx = 256, size_t max_body = 1 << 20) {
+    EngineOptions eo;
+    eo.model_path = tiny_model();
+    eo.threads = 2;
+    eo.n_ctx = ctx;
+    eo.repack = false;  // batched rows then match single requests exactly
+    engine = Engine::load(eo);
+    exec = std::make_unique<LocalExecutor>(*engine, slots);
+    SchedulerOptions so;
+    so.max_queue = max_queue;
+    sched = std::make_unique<Scheduler>(*exec, engine->tokenizer(), metrics, so);
+    ModelInfo m;
+    m.id = "tiny";
+    m.n_ctx = ctx;
+    GenerateOptions defaults;
+    defaults.max_tokens = 16;
+    service = std::make_unique<Service>(*sched, engine->tokenizer(),
+                                        ChatTemplate::from_gguf(engine->file(), engine->tokenizer()), metrics, m,
+                                        ClusterView{}, defaults);
+    ServerOptions o;
+    o.port = 0;
+    o.max_body_bytes = max_body;
+    server = std::make_unique<Server>(*service, o);
+    port = server->bind();
+    thread = std::thread([this] { server->run(); });
+  }
+  ~Running() {
+    server->stop();
+    thread.join();
+    sched->stop();
+  }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(30, 0);
+    return c;
+  }
+  json post(const std::string& path, const std::string& body, int expect) const {
+    auto res = client().Post(path, body, "application/json");
+    EXPECT_TRUE(res) << path;
+    if (!res) return {};
+    EXPECT_EQ(res->status, expect) << path << " " << body << " → " << res->body;
+    return json::parse(res->body, nullptr, false);
+  }
+  json get(const std::string& path) const {
+    auto res = client().Get(path);
+    EXPECT_TRUE(res && res->status == 200) << path;
+    return res ? json::parse(res->body, nullptr, false) : json();
+  }
+};
+
+json chat_body(const std::string& content, int max_tokens, bool stream = false) {
+  return {{"model", "tiny"},
+          {"messages", json::array({{{"role", "user"}, {"content", content}}})},
+          {"temperature", 0},
+          {"max_tokens", max_tokens},
+          {"stream", stream}};
+}
+
+// The data lines of a server-sent-event stream.
+std::vector<std::string> sse_data(const std::string& body) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while ((pos = body.find("data: ", pos)) != std::string::npos) {
+    const size_t end = body.find("\n\n", pos);
+    out.push_back(body.substr(pos + 6, end - pos - 6));
+    pos = end;
+  }
+  return out;
+}
+
+TEST(Server, CompletionsEqualTheEngineAndStreamTheSameText) {
+  Running s;
+  GenerateOptions g;
+  g.max_tokens = 12;
+  g.sampling = SamplerOptions::greedy();
+  const auto ref = s.engine->generate("once upon a time", g);
+  json r = s.post("/v1/completions", json{{"prompt", "once upon a time"}, {"temperature", 0}, {"max_tokens", 12}}.dump(), 200);
+  EXPECT_EQ(r["object"], "text_completion");
+  EXPECT_EQ(r["choices"][0]["text"], ref.text);
+  EXPECT_EQ(r["choices"][0]["finish_reason"], ref.finish_reason == "length" ? "length" : "stop");
+  EXPECT_EQ(r["usage"]["prompt_tokens"], ref.prompt_tokens.size());
+  EXPECT_EQ(r["usage"]["completion_tokens"], ref.tokens.size());
+
+  auto res = s.client().Post("/v1/completions",
+                             json{{"prompt", "once upon a time"}, {"temperature", 0}, {"max_tokens", 12}, {"stream", true}}.dump(),
+                             "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->get_header_value("Content-Type"), "text/event-stream");
+  auto lines = sse_data(res->body);
+  ASSERT_GE(lines.size(), 2u);
+  EXPECT_EQ(lines.back(), "[DONE]");
+  std::string text;
+  for (size_t i = 0; i + 1 < lines.size(); ++i) text += json::parse(lines[i])["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(text, ref.text);
+}
+
+TEST(Server, ChatStreamsWhatItAnswersWhole) {
+  Running s;
+  json whole = s.post("/v1/chat/completions", chat_body("tell me a story", 14).dump(), 200);
+  EXPECT_EQ(whole["object"], "chat.completion");
+  EXPECT_EQ(whole["model"], "tiny");
+  EXPECT_EQ(whole["choices"][0]["message"]["role"], "assistant");
+  const std::string content = whole["choices"][0]["message"]["content"];
+  EXPECT_EQ(whole["usage"]["total_tokens"].get<int>(),
+            whole["usage"]["prompt_tokens"].get<int>() + whole["usage"]["completion_tokens"].get<int>());
+
+  json body = chat_body("tell me a story", 14, true);
+  body["stream_options"] = {{"include_usage", true}};
+  auto res = s.client().Post("/v1/chat/completions", body.dump(), "application/json");
+  ASSERT_TRUE(res);
+  auto lines = sse_data(res->body);
+  ASSERT_GE(lines.size(), 3u);
+  EXPECT_EQ(lines.back(), "[DONE]");
+  json first = json::parse(lines[0]);
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  std::string streamed;
+  json finish, usage;
+  for (size_t i = 0; i + 1 < lines.size(); ++i) {
+    json c = json::parse(lines[i]);
+    if (c.contains("usage")) usage = c["usage"];
+    if (c["choices"].empty()) continue;
+    if (c["choices"][0]["delta"].contains("content")) streamed += c["choices"][0]["delta"]["content"].get<std::string>();
+    if (!c["choices"][0]["finish_reason"].is_null()) finish = c["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(streamed, content);
+  EXPECT_EQ(finish, whole["choices"][0]["finish_reason"]);
+  EXPECT_EQ(usage, whole["usage"]);
+}
+
+TEST(Server, BadRequestsGetTheRightErrors) {
+  Running s(1, 4, 64, 4096);
+  auto check = [&](const std::string& path, const std::string& body, int status, const std::string& needle,
+                   const std::string& param = {}) {
+    json e = s.post(path, body, status);
+    ASSERT_TRUE(e.contains("error")) << body;
+    const std::string msg = e["error"]["message"];
+    EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+    if (!param.empty()) {
+      EXPECT_EQ(e["error"]["param"], param);
+    }
+  };
+  check("/v1/chat/completions", "{\"messages\": [", 400, "not valid JSON");
+  check("/v1/chat/completions", "[1,2]", 400, "JSON object");
+  check("/v1/chat/completions", "{}", 400, "'messages' is required", "messages");
+  json b = chat_body("hi", 4);
+  b["temperature"] = "hot";
+  check("/v1/chat/completions", b.dump(), 400, "'temperature' must be a number", "temperature");
+  b = chat_body("hi", 0);
+  check("/v1/chat/completions", b.dump(), 400, "'max_tokens' must be between", "max_tokens");
+  b = chat_body("hi", 4);
+  b["top_p"] = 3;
+  check("/v1/chat/completions", b.dump(), 400, "'top_p'", "top_p");
+  b = chat_body("hi", 4);
+  b["messages"][0]["role"] = "wizard";
+  check("/v1/chat/completions", b.dump(), 400, "role", "messages[0].role");
+  b = chat_body("hi", 4);
+  b["n"] = 3;
+  check("/v1/chat/completions", b.dump(), 400, "n = 1", "n");
+  check("/v1/completions", json{{"prompt", 5}}.dump(), 400, "'prompt' must be a string", "prompt");
+  // A prompt longer than a slot: 400 with OpenAI's code for it.
+  std::string long_prompt;
+  for (int i = 0; i < 80; ++i) long_prompt += "word ";
+  json e = s.post("/v1/completions", json{{"prompt", long_prompt}}.dump(), 400);
+  EXPECT_EQ(e["error"]["code"], "context_length_exceeded");
+  // A body over the server's limit.
+  auto res = s.client().Post("/v1/completions", json{{"prompt", std::string(8000, 'a')}}.dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 413);
+  // Unknown routes and models.
+  res = s.client().Get("/v1/nothing");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404);
+  EXPECT_TRUE(json::parse(res->body, nullptr, false).contains("error"));
+  res = s.client().Get("/v1/models/other");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404);
+  // Still serving after all that, with nothing left running.
+  json h = s.get("/health");
+  EXPECT_EQ(h["status"], "ok");
+  EXPECT_EQ(h["active"], 0);
+  EXPECT_EQ(h["waiting"], 0);
+  s.post("/v1/chat/completions", chat_body("hi", 4).dump(), 200);
+}
+
+// Waits until /health shows nothing running or waiting (or gives up after ~10 s).
+bool drains(const Running& s) {
+  for (int i = 0; i < 200; ++i) {
+    json h = s.get("/health");
+    if (h["active"] == 0 && h["waiting"] == 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+TEST(Server, FullQueueGets429AndHangingUpFreesTheSlot) {
+  Running s(1, 1);
+  json endless = {{"prompt", "hello"}, {"max_tokens", 1000000}, {"ignore_eos", true}, {"stream", true}};
+  // A client that reads a few pieces of an endless stream, then hangs up.
+  std::atomic<int> pieces{0};
+  std::atomic<bool> hang_up{false};
+  std::thread reader([&] {
+    httplib::Client c("127.0.0.1", s.port);
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.body = endless.dump();
+    req.set_header("Content-Type", "application/json");
+    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+      ++pieces;
+      return !hang_up.load();
+    };
+    c.send(req);
+  });
+  while (pieces < 3) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // The slot is busy: one more request waits in the queue, the next is refused.
+  std::thread waiter([&] { s.post("/v1/completions", json{{"prompt", "hi"}, {"max_tokens", 3}}.dump(), 200); });
+  for (int i = 0; i < 200 && s.get("/health")["waiting"] != 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  auto res = s.client().Post("/v1/completions", json{{"prompt", "hi"}, {"max_tokens", 3}}.dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 429);
+  EXPECT_EQ(res->get_header_value("Retry-After"), "1");
+  EXPECT_EQ(json::parse(res->body)["error"]["code"], "queue_full");
+  hang_up = true;
+  reader.join();
+  waiter.join();  // it got the slot the hung-up stream gave back
+  EXPECT_TRUE(drains(s)) << "a slot leaked";
+  const std::string metrics = s.client().Get("/metrics")->body;
+  EXPECT_NE(metrics.find("orchard_rejected_total{reason=\"queue_full\"} 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("orchard_requests_total{endpoint=\"/v1/completions\",code=\"429\"} 1"), std::string::npos);
+  EXPECT_NE(metrics.find("orchard_time_to_first_token_seconds_count"), std::string::npos);
+}
+
+TEST(Server, OllamaAndAnthropicAdaptersShapeTheSameAnswer) {
+  Running s;
+  json openai = s.post("/v1/chat/completions", chat_body("a dog", 10).dump(), 200);
+  const std::string want = openai["choices"][0]["message"]["content"];
+
+  json o = s.post("/api/chat",
+                  json{{"model", "tiny"}, {"messages", chat_body("a dog", 10)["messages"]}, {"stream", false},
+                       {"options", {{"temperature", 0}, {"num_predict", 10}}}}
+                      .dump(),
+                  200);
+  EXPECT_EQ(o["message"]["content"], want);
+  EXPECT_EQ(o["done"], true);
+  EXPECT_EQ(o["eval_count"], openai["usage"]["completion_tokens"]);
+
+  auto res = s.client().Post("/api/chat",
+                             json{{"model", "tiny"}, {"messages", chat_body("a dog", 10)["messages"]},
+                                  {"options", {{"temperature", 0}, {"num_predict", 10}}}}
+                                 .dump(),
+                             "application/json");
+  ASSERT_TRUE(res);
+  std::string streamed;
+  json last;
+  std::istringstream lines(res->body);
+  for (std::string line; std::getline(lines, line);) {
+    last = json::parse(line);
+    streamed += last["message"]["content"].get<std::string>();
+  }
+  EXPECT_EQ(last["done"], true);
+  EXPECT_EQ(streamed, want);
+
+  json a = s.post("/v1/messages",
+                  json{{"model", "tiny"}, {"max_tokens", 10}, {"temperature", 0},
+                       {"messages", json::array({{{"role", "user"}, {"content", "a dog"}}})}}
+                      .dump(),
+                  200);
+  EXPECT_EQ(a["type"], "message");
+  EXPECT_EQ(a["content"][0]["text"], want);
+  EXPECT_EQ(a["usage"]["output_tokens"], openai["usage"]["completion_tokens"]);
+  json bad = s.post("/v1/messages", json{{"messages", json::array()}}.dump(), 400);
+  EXPECT_EQ(bad["type"], "error");
+  EXPECT_EQ(bad["error"]["type"], "invalid_request_error");
+
+  json tags = s.get("/api/tags");
+  EXPECT_EQ(tags["models"][0]["name"], "tiny");
+  json models = s.get("/v1/models");
+  EXPECT_EQ(models["data"][0]["id"], "tiny");
+  json cluster = s.get("/api/cluster");
+  EXPECT_EQ(cluster["slots"], 2);
+  auto page = s.client().Get("/");
+  ASSERT_TRUE(page);
+  EXPECT_NE(page->body.find("<html"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace orchard::serve
