@@ -139,6 +139,10 @@ void run_cluster(const ServeOpts& o) {
   serve::ClusterExecutor exec(*session, *world, o.slots);
   serve::ClusterView view = exec.describe(so.engine.model_path);
   if (world->rank() != 0) {
+    // Rank 0 ends the job (a stop message, or its failure seen by the peer monitor): a Ctrl-C
+    // the launcher passes to every rank must not kill a follower mid-step.
+    signal(SIGINT, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
     exec.follow();
     return;
   }
@@ -162,6 +166,8 @@ void run_cluster(const ServeOpts& o) {
 void register_serve(CLI::App& app) {
   auto o = std::make_shared<ServeOpts>();
   auto* cmd = app.add_subcommand("serve", "Serve a model over HTTP: OpenAI, Ollama and Anthropic APIs and a chat page");
+  // `orchard run --serve` puts its defaults (-t, --parallel) first; the user's own come later and win.
+  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   cmd->add_option("-m,--model", o->model,
                   "GGUF model file, or a name from `orchard models` (default: the built-in synthetic tiny model)");
   cmd->add_option("--name", o->name, "Model id clients see (default: the file name without .gguf)");

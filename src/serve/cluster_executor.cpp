@@ -148,6 +148,7 @@ ClusterView ClusterExecutor::describe(const std::string& model_path) {
     rv.layer_begin = s.layer_begin;
     rv.layer_end = s.layer_end;
     if (plan.size() == 1) rv.role = "whole model";
+    else if (plan.stages == 1) rv.role = "slice " + std::to_string(role.tp_rank + 1) + " of " + std::to_string(plan.tp);
     else if (plan.tp == 1) rv.role = "stage " + std::to_string(role.stage + 1) + " of " + std::to_string(plan.stages);
     else
       rv.role = "stage " + std::to_string(role.stage + 1) + " of " + std::to_string(plan.stages) + ", slice " +
