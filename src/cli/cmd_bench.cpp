@@ -61,7 +61,7 @@ void register_bench(CLI::App& app) {
   register_bench_parallel(*cmd);
   register_bench_serve(*cmd);
   cmd->callback([o, cmd] {
-    if (cmd->got_subcommand("comm") || cmd->got_subcommand("parallel")) return;
+    if (cmd->got_subcommand("comm") || cmd->got_subcommand("parallel") || cmd->got_subcommand("serve")) return;
     if (o->reps < 1) throw CLI::ValidationError("--repetitions", "must be at least 1");
     EngineOptions eo;
     eo.model_path = o->model.empty() ? default_model_path() : o->model;

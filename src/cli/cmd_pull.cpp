@@ -57,6 +57,10 @@ class ByteBar {
   void finish() {
     if (base_ >= 0) draw("\n");
   }
+  // Ends a half-drawn line, so an error message starts on its own.
+  void abandon() {
+    if (tty_ && drawn_ != std::chrono::steady_clock::time_point{}) std::fputc('\n', stderr);
+  }
 
  private:
   void draw(const char* end) {
@@ -96,12 +100,22 @@ void pull(const PullOpts& o) {
   ho.token = serve::default_token();
   ho.revision = o.revision;
   const serve::HubClient hub(ho);
-  serve::PullRequest req{o.repo, o.file, o.sha256, serve::models_folder()};
+  serve::PullRequest req{o.repo, o.file, o.sha256, serve::models_folder(), {}};
+  req.starting = [&](const std::string& name, int64_t size) {
+    std::fprintf(stderr, "pulling %s (%s) from %s\n", name.c_str(),
+                 size >= 0 ? human_bytes(static_cast<double>(size)).c_str() : "size unknown", ho.endpoint.c_str());
+  };
   std::unique_ptr<ByteBar> bar;
-  const serve::PullResult r = serve::pull_model(hub, req, [&](int64_t done, int64_t total) {
-    if (!bar) bar = std::make_unique<ByteBar>("pull");
-    bar->update(done, total);
-  });
+  serve::PullResult r;
+  try {
+    r = serve::pull_model(hub, req, [&](int64_t done, int64_t total) {
+      if (!bar) bar = std::make_unique<ByteBar>("pull");
+      bar->update(done, total);
+    });
+  } catch (...) {
+    if (bar) bar->abandon();
+    throw;
+  }
   if (bar) bar->finish();
   if (!r.note.empty()) std::fprintf(stderr, "note: %s\n", r.note.c_str());
   const serve::DownloadResult& d = r.download;

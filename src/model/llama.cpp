@@ -55,13 +55,13 @@ void LlamaModel::embed(std::span<const int32_t> tokens, float* x) const {
 void LlamaModel::matmul_cols(const MatrixView& w, int64_t offset, const float* x, int64_t width, int64_t n,
                              float* y) {
   if (offset == 0 && width == w.cols) {
-    matmul(w, x, n, y, scratch_);
+    matmul(w, x, n, y, scratch_, batch_invariant_);
     return;
   }
   std::vector<float>& p = buf_.padded;
   p.assign(static_cast<size_t>(n * w.cols), 0.0f);
   for (int64_t t = 0; t < n; ++t) std::copy_n(x + t * width, width, &p[static_cast<size_t>(t * w.cols + offset)]);
-  matmul(w, p.data(), n, y, scratch_);
+  matmul(w, p.data(), n, y, scratch_, batch_invariant_);
 }
 
 void LlamaModel::forward_batch(std::span<const BatchSeq> seqs, std::vector<float>& logits) {
@@ -127,9 +127,9 @@ void LlamaModel::run_layers(float* x, std::span<KVCache* const> kvs, std::span<c
     for (int64_t t = 0; t < n; ++t) rms_norm(&x[t * dim], L.attn_norm, &xn[t * dim], dim, hp_.rms_eps);
 
     // q = Wq·xn (+bq), k = Wk·xn (+bk), v = Wv·xn (+bv)   (this shard's heads only)
-    matmul(L.wq, xn.data(), n, q.data(), scratch_);
-    matmul(L.wk, xn.data(), n, k.data(), scratch_);
-    matmul(L.wv, xn.data(), n, v.data(), scratch_);
+    matmul(L.wq, xn.data(), n, q.data(), scratch_, batch_invariant_);
+    matmul(L.wk, xn.data(), n, k.data(), scratch_, batch_invariant_);
+    matmul(L.wv, xn.data(), n, v.data(), scratch_, batch_invariant_);
     if (L.bq) {
       for (int64_t t = 0; t < n; ++t) {
         for (int64_t i = 0; i < qd; ++i) q[t * qd + i] += L.bq[i];
@@ -164,8 +164,8 @@ void LlamaModel::run_layers(float* x, std::span<KVCache* const> kvs, std::span<c
 
     // x = x + Σ_ranks W_down·(silu(W_gate·xn) ⊙ W_up·xn), xn = rmsnorm(x) · ffn_norm
     for (int64_t t = 0; t < n; ++t) rms_norm(&x[t * dim], L.ffn_norm, &xn[t * dim], dim, hp_.rms_eps);
-    matmul(L.w_gate, xn.data(), n, gate.data(), scratch_);
-    matmul(L.w_up, xn.data(), n, up.data(), scratch_);
+    matmul(L.w_gate, xn.data(), n, gate.data(), scratch_, batch_invariant_);
+    matmul(L.w_up, xn.data(), n, up.data(), scratch_, batch_invariant_);
     swiglu(gate.data(), up.data(), gate.data(), n * ffn);
     matmul_cols(L.w_down, L.down_offset, gate.data(), ffn, n, proj.data());
     if (partial_sum_) partial_sum_->sum(proj.data(), static_cast<size_t>(n * dim));
@@ -183,7 +183,7 @@ void LlamaModel::project(const float* x, int64_t n, bool all_logits, std::vector
   for (int64_t t = first; t < n; ++t)
     rms_norm(&x[t * dim], w_.output_norm, &buf_.xn[static_cast<size_t>((t - first) * dim)], dim, hp_.rms_eps);
   logits.resize(static_cast<size_t>(rows * shard().n_vocab()));
-  matmul(w_.output, buf_.xn.data(), rows, logits.data(), scratch_);
+  matmul(w_.output, buf_.xn.data(), rows, logits.data(), scratch_, batch_invariant_);
 }
 
 void LlamaModel::attention(int64_t layer, const float* q, int64_t n, std::span<KVCache* const> kvs,
@@ -204,9 +204,15 @@ void LlamaModel::attention(int64_t layer, const float* q, int64_t n, std::span<K
       dot_rows_f32(kv.k(layer, 0) + kvh * hd, len, hd, kv_dim_, qh, scores.data());
       for (int64_t p = 0; p < len; ++p) scores[p] *= scale;
       softmax(scores.data(), len);
+      // out_h = Σ_p scores[p] · V_p: written out here (not axpy per position) so the compiler
+      // keeps out_h in registers across positions; per-call overhead dominated at small heads.
       float* oh = out + t * qd + h * hd;
       std::fill_n(oh, hd, 0.0f);
-      for (int64_t p = 0; p < len; ++p) axpy(scores[p], kv.v(layer, p) + kvh * hd, oh, hd);
+      const float* vp = kv.v(layer, 0) + kvh * hd;
+      for (int64_t p = 0; p < len; ++p, vp += kv_dim_) {
+        const float sp = scores[p];
+        for (int64_t d = 0; d < hd; ++d) oh[d] += sp * vp[d];
+      }
     }
   });
 }

@@ -32,6 +32,9 @@ class LlamaModel {
                       PartialSum* partial_sum = nullptr);
 
   const HParams& hparams() const { return hp_; }
+  // Batch-invariant results (for serving): every token takes the same kernels whether it runs
+  // alone or in a batch of many. Costs single-stream speed where the one-token kernel is faster.
+  void set_batch_invariant(bool on) { batch_invariant_ = on; }
   const ModelWeights& weights() const { return w_; }
   const Shard& shard() const { return w_.shard; }
 
@@ -68,6 +71,7 @@ class LlamaModel {
   HParams hp_;
   ModelWeights w_;
   PartialSum* partial_sum_;
+  bool batch_invariant_ = false;
   // Local sizes: this shard's heads, KV heads and FFN columns.
   int64_t n_heads_, n_kv_heads_, q_dim_, kv_dim_, ffn_dim_;
   std::vector<uint8_t> scratch_;

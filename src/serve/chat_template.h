@@ -8,7 +8,10 @@
 // operators, `x if c else y`, attribute/item access, slicing, and the filters, tests and
 // methods listed in serve/jinja/builtins.h. Variables: messages, add_generation_prompt,
 // bos_token, eos_token, tools (none), date_string (today, "26 Jul 2024" style), and the
-// functions raise_exception, strftime_now, namespace, range, dict.
+// functions raise_exception, strftime_now, namespace, range, dict. Not supported: include,
+// extends, import, call and filter blocks, recursive loops, loop.cycle, `%` string formatting
+// and str.format; tuples are lists; case mapping knows ASCII only. Undefined is lenient: an
+// attribute of something undefined is undefined rather than an error.
 //
 // When the template cannot be parsed or rendered, a built-in renderer for the family its
 // markers reveal takes over (chat_families.h). If the template refuses the conversation with

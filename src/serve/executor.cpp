@@ -9,6 +9,8 @@ LocalExecutor::LocalExecutor(Engine& engine, int slots) : engine_(engine) {
   // Caches are allocated lazily by the kernel (pages touched as positions fill), so idle slots
   // cost address space, not memory.
   for (int i = 0; i < slots; ++i) caches_.push_back(engine_.new_cache());
+  // A request's answer must not depend on who else is being served.
+  engine_.model().set_batch_invariant(true);
 }
 
 void LocalExecutor::step(std::span<const SlotFeed> feeds, std::vector<float>& logits) {

@@ -126,6 +126,10 @@ HttpResult HubClient::request(const std::string& method, const std::string& star
     cli.set_connection_timeout(options_.connect_timeout_s, 0);
     cli.set_read_timeout(options_.read_timeout_s, 0);
     cli.set_write_timeout(options_.read_timeout_s, 0);
+#ifdef CPPHTTPLIB_OPENSSL_SUPPORT
+    // The expected sha256 arrives over this same connection, so it is only as good as the TLS check.
+    cli.enable_server_certificate_verification(true);
+#endif
 
     httplib::Headers headers{{"User-Agent", "orchard/0.1"}};
     for (const auto& [k, v] : extra) headers.emplace(k, v);

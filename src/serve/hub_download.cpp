@@ -255,7 +255,8 @@ DownloadResult download_file(const HubClient& hub, const std::string& repo, cons
   result.resumed_from = have;
 
   // Two tries: the second starts from zero when the server would not continue the part.
-  for (int attempt = 0; attempt < 2 && !(expect.size >= 0 && have == expect.size); ++attempt) {
+  bool finished = expect.size >= 0 && have == expect.size;
+  for (int attempt = 0; attempt < 2 && !finished; ++attempt) {
     FILE* out = std::fopen(part.c_str(), "ab");
     if (!out)
       throw Error("cannot write " + part.string() + ": " + std::strerror(errno) +
@@ -322,8 +323,10 @@ DownloadResult download_file(const HubClient& hub, const std::string& repo, cons
                   hub.network_message(r) + "); run the same command again to resume");
     const int status = r.final().status;
     if (status < 200 || status >= 300) throw Error(hub.status_message(r, at_revision(hub, repo, file.path)));
-    break;
+    finished = true;
   }
+  if (!finished)
+    throw Error(what + ": the server answered the range request with other bytes twice; run the same command again");
 
   if (expect.size >= 0 && have < expect.size)
     throw Error(what + ": the download ended early, at " + std::to_string(have) + " of " +
@@ -339,6 +342,7 @@ DownloadResult download_file(const HubClient& hub, const std::string& repo, cons
     throw Error("corrupted download of " + what + ": sha256 " + result.sha256 + ", expected " + expect.sha256 +
                 "; the partial file was deleted, run the same command again");
   }
+  fs::remove(sidecar, ec);  // it described the file being replaced
   fs::rename(part, dest, ec);
   if (ec) throw Error("cannot move " + part.string() + " to " + dest.string() + ": " + ec.message());
   write_sidecar(sidecar, result.sha256, dest);
@@ -403,6 +407,7 @@ PullResult pull_model(const HubClient& hub, const PullRequest& req, const BytePr
     out.remote.sha256 = wanted;
   }
   out.name = req.repo + "/" + out.remote.path;
+  if (req.starting) req.starting(out.name, out.remote.size);
   out.download = download_file(hub, req.repo, out.remote, model_file_path(req.folder, req.repo, out.remote.path),
                                progress);
   return out;

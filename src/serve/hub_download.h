@@ -59,6 +59,8 @@ struct PullRequest {
   std::string file;              // empty: choose_gguf
   std::string sha256;            // expected sha256 from the user (--sha256); empty: the hub's
   std::filesystem::path folder;  // the models folder
+  // Told the chosen file's name (owner/repo/file) and size (-1 unknown) before any download.
+  std::function<void(const std::string& name, int64_t size)> starting;
 };
 
 struct PullResult {

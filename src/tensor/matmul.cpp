@@ -47,14 +47,14 @@ const kernels::Kernels& fast_kernels(DType t) {
 }  // namespace
 
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
-            std::vector<uint8_t>& scratch) {
+            std::vector<uint8_t>& scratch, bool packed_always) {
   const size_t w_row = checked_row_bytes(w, "matmul");
   if (n_tokens < 0) throw Error("matmul: negative token count " + std::to_string(n_tokens));
   if (n_tokens == 0 || w.rows == 0) return;
   const kernels::Kernels& k = fast_kernels(w.type);
   ThreadPool& pool = global_pool();
   const auto* wbytes = static_cast<const uint8_t*>(w.data);
-  if (w.packed && k.packed && n_tokens > 1) {  // weights repacked at load for many tokens
+  if (w.packed && k.packed && (n_tokens > 1 || packed_always)) {  // weights repacked at load for many tokens
     const kernels::PackedKernels& pk = *k.packed;
     const size_t pb = pk.prep_bytes(w.cols);
     scratch.resize(pb * static_cast<size_t>(n_tokens));

@@ -194,7 +194,7 @@ class HubPull : public ::testing::Test {
     folder = fresh_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
   }
   PullResult pull(const std::string& repo, const std::string& file = "", const std::string& token = "") {
-    return pull_model(hub.client(token), PullRequest{repo, file, "", folder});
+    return pull_model(hub.client(token), PullRequest{repo, file, "", folder, {}});
   }
 
   FakeHub hub;
@@ -204,7 +204,7 @@ class HubPull : public ::testing::Test {
 
 TEST_F(HubPull, FullPullInstallsTheSourceBytesVerified) {
   int64_t last_done = -1, last_total = -1;
-  const PullResult r = pull_model(hub.client(), PullRequest{"owner/model-GGUF", "", "", folder},
+  const PullResult r = pull_model(hub.client(), PullRequest{"owner/model-GGUF", "", "", folder, {}},
                                   [&](int64_t done, int64_t total) {
                                     EXPECT_GE(done, last_done);
                                     last_done = done;
@@ -289,7 +289,7 @@ TEST_F(HubPull, AStalePartLongerThanTheFileIsDiscarded) {
 
 TEST_F(HubPull, UserShaMustAgreeWithTheHub) {
   const std::string err = error_of([&] {
-    pull_model(hub.client(), PullRequest{"owner/model-GGUF", "", std::string(64, 'a'), folder});
+    pull_model(hub.client(), PullRequest{"owner/model-GGUF", "", std::string(64, 'a'), folder, {}});
   });
   EXPECT_NE(err.find("differs from the hub's sha256"), std::string::npos) << err;
 }
@@ -325,14 +325,14 @@ TEST_F(HubPull, PrivateRepoAsksForHfTokenAndTheTokenStaysOffTheCdn) {
 TEST_F(HubPull, UnreachableEndpointIsNamed) {
   HubOptions o;
   o.endpoint = "http://127.0.0.1:1";
-  const std::string err = error_of([&] { pull_model(HubClient(o), PullRequest{"owner/model-GGUF", "", "", folder}); });
+  const std::string err = error_of([&] { pull_model(HubClient(o), PullRequest{"owner/model-GGUF", "", "", folder, {}}); });
   EXPECT_NE(err.find("cannot reach http://127.0.0.1:1"), std::string::npos) << err;
 }
 
 TEST_F(HubPull, UnwritableFolderIsAClearError) {
   write_file(folder / "not-a-folder", "x");
   const std::string err = error_of([&] {
-    pull_model(hub.client(), PullRequest{"owner/model-GGUF", "", "", folder / "not-a-folder" / "models"});
+    pull_model(hub.client(), PullRequest{"owner/model-GGUF", "", "", folder / "not-a-folder" / "models", {}});
   });
   EXPECT_NE(err.find("cannot create"), std::string::npos) << err;
 }

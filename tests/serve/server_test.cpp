@@ -37,7 +37,6 @@ struct Running {
     eo.model_path = tiny_model();
     eo.threads = 2;
     eo.n_ctx = ctx;
-    eo.repack = false;  // batched rows then match single requests exactly
     engine = Engine::load(eo);
     exec = std::make_unique<LocalExecutor>(*engine, slots);
     SchedulerOptions so;

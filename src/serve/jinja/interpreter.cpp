@@ -20,6 +20,24 @@ int64_t floor_mod(int64_t a, int64_t b) {
   return r;
 }
 
+// Operations on big strings and lists cost time in proportion to their size; charging for
+// the operands keeps a loop over a huge value from running unbounded on a single step each.
+size_t cost_of(const Value& v) {
+  switch (v.kind) {
+    case Kind::String: return v.str().size() / 256;
+    case Kind::List: return v.list->items.size() / 8;
+    case Kind::Dict: return v.dict->items.size() / 8;
+    default: return 0;
+  }
+}
+
+size_t cost_of(const Args& a) {
+  size_t n = 0;
+  for (const Value& v : a.positional) n += cost_of(v);
+  for (const auto& kv : a.named) n += cost_of(kv.second);
+  return n;
+}
+
 std::string describe_operand(const Expr& e, const Value& v) {
   if (v.kind == Kind::Undefined && e.kind == Expr::Kind::Name) return "'" + e.name + "' (undefined)";
   if (v.kind == Kind::Undefined && e.kind == Expr::Kind::Attr) return "'." + e.name + "' (undefined)";
@@ -94,7 +112,6 @@ std::string Interpreter::capture(const Body& body) {
 
 void Interpreter::exec_for(const Stmt& s) {
   const std::vector<Value> all = iterate(heap_, eval(*s.expr));
-  budget_.bytes(all.size() * sizeof(Value));
   auto bind = [&](Frame& frame, const Value& item) {
     if (s.targets.size() == 1) {
       frame.vars[s.targets[0]] = item;
@@ -214,10 +231,12 @@ Value Interpreter::eval(const Expr& e) {
     case Expr::Kind::Attr: return get_attr(eval(*e.args[0]), e.name);
     case Expr::Kind::Index: {
       const Value obj = eval(*e.args[0]);
+      budget_.step(cost_of(obj));
       return subscript(obj, eval(*e.args[1]));
     }
     case Expr::Kind::Slice: {
       const Value obj = eval(*e.args[0]);
+      budget_.step(cost_of(obj));
       Value parts[3];
       for (int k = 0; k < 3; ++k)
         if (e.args[static_cast<size_t>(k) + 1]) parts[k] = eval(*e.args[static_cast<size_t>(k) + 1]);
@@ -228,12 +247,14 @@ Value Interpreter::eval(const Expr& e) {
       const Value input = eval(*e.args[0]);
       const Args args = eval_args(e, 1);
       line_ = e.line;
+      budget_.step(cost_of(input) + cost_of(args));
       return apply_filter(env_, e.name, input, args);
     }
     case Expr::Kind::Test: {
       const Value subject = eval(*e.args[0]);
       const Args args = eval_args(e, 1);
       line_ = e.line;
+      budget_.step(cost_of(subject) + cost_of(args));
       return Value::boolean(apply_test(env_, e.name, subject, args) != e.negated);
     }
     case Expr::Kind::Unary: {
@@ -266,6 +287,7 @@ Value Interpreter::eval_call(const Expr& e) {
     const Value self = eval(*callee.args[0]);
     const Args args = eval_args(e, 1);
     line_ = e.line;
+    budget_.step(cost_of(self) + cost_of(args));
     const Value member = get_attr(self, callee.name);
     if (member.kind == Kind::Callable) return member.fn->macro ? call_macro(*member.fn, args) : call_function(env_, member.fn->name, args);
     Value out;
@@ -275,6 +297,7 @@ Value Interpreter::eval_call(const Expr& e) {
   const Value fn = eval(callee);
   const Args args = eval_args(e, 1);
   line_ = e.line;
+  budget_.step(cost_of(args));
   if (fn.kind != Kind::Callable) {
     if (callee.kind == Expr::Kind::Name) fail("'" + callee.name + "' is " + (fn.kind == Kind::Undefined ? "undefined" : "not a function"));
     fail(std::string("cannot call a ") + kind_name(fn.kind));
@@ -308,6 +331,7 @@ Value Interpreter::eval_binary(const Expr& e) {
   const Value l = eval(*e.args[0]);
   const Value r = eval(*e.args[1]);
   line_ = e.line;
+  budget_.step(cost_of(l) + cost_of(r));
   if (op == "==") return Value::boolean(equal(l, r, budget_));
   if (op == "!=") return Value::boolean(!equal(l, r, budget_));
   if (op == "in") return Value::boolean(contains(r, l));

@@ -206,6 +206,15 @@ class Lexer {
       ++e;
       while (e < src_.size() && is_digit(src_[e])) ++e;
     }
+    if (e < src_.size() && (src_[e] == 'e' || src_[e] == 'E')) {
+      size_t d = e + 1;
+      if (d < src_.size() && (src_[d] == '+' || src_[d] == '-')) ++d;
+      if (d < src_.size() && is_digit(src_[d])) {
+        is_float = true;
+        e = d;
+        while (e < src_.size() && is_digit(src_[e])) ++e;
+      }
+    }
     const std::string text(src_.substr(pos_, e - pos_));
     if (!is_float) {
       int64_t v = 0;
