@@ -11,7 +11,7 @@ json parse_body(const std::string& body) {
   json j;
   try {
     j = json::parse(body);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors, and numbers too large for any type
     throw ApiError::bad_request(std::string("the request body is not valid JSON: ") + e.what());
   }
   if (!j.is_object()) throw ApiError::bad_request("the request body must be a JSON object");

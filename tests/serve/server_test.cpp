@@ -175,6 +175,7 @@ TEST(Server, BadRequestsGetTheRightErrors) {
   };
   check("/v1/chat/completions", "{\"messages\": [", 400, "not valid JSON");
   check("/v1/chat/completions", "[1,2]", 400, "JSON object");
+  check("/v1/completions", "{\"prompt\": \"x\", \"max_tokens\": 77777785656e7777}", 400, "not valid JSON");  // found by request_fuzz
   check("/v1/chat/completions", "{}", 400, "'messages' is required", "messages");
   json b = chat_body("hi", 4);
   b["temperature"] = "hot";
