@@ -1,7 +1,8 @@
 // What the e2e tests share: where the server run.sh started listens, the binary and model it
 // runs, where artifacts go, and small HTTP helpers. run.sh sets the environment; running a test
 // file alone needs ORCHARD_URL (and ORCHARD_BINARY, ORCHARD_MODEL for the golden text).
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -73,4 +74,34 @@ export async function eventually(check, ms = 10_000, what = 'condition') {
     if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}${last ? ': ' + last.message : ''}`);
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+// Starts another `orchard serve` (beside the one run.sh started) with extra options, for tests
+// that need a differently configured server. Resolves once it listens.
+export async function startServer(args) {
+  const child = spawn(binary, ['serve', '-m', modelPath, '--host', '127.0.0.1', '--port', '0', '-t', '1', ...args],
+    { stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '';
+  const exited = once(child, 'exit');
+  const url = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`orchard serve did not listen within 60 s: ${log}`)), 60_000);
+    child.stderr.on('data', (data) => {
+      log += data;
+      const m = /on (http:\/\/127\.0\.0\.1:\d+)/.exec(log);
+      if (m) { clearTimeout(timer); resolve(m[1]); }
+    });
+    exited.then(([code]) => { clearTimeout(timer); reject(new Error(`orchard serve exited (${code}): ${log}`)); });
+  }).catch((e) => { child.kill('SIGKILL'); throw e; });
+  return {
+    url,
+    async stop() {
+      if (child.exitCode !== null) return child.exitCode;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      const [code, signal] = await exited;
+      clearTimeout(timer);
+      if (code !== 0) throw new Error(`orchard serve ended with ${signal ?? code} after SIGTERM: ${log}`);
+      return code;
+    },
+  };
 }

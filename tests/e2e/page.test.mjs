@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 
 import { chromium } from 'playwright-core';
 
-import { artifactsDir, eventually, getJson, post, servedModel, serverUrl } from './harness.mjs';
+import { artifactsDir, eventually, getJson, post, servedModel, serverUrl, startServer } from './harness.mjs';
 
 const pageSource = readFileSync(
   path.join(path.dirname(fileURLToPath(import.meta.url)), '../../src/serve/web/index.html'), 'utf8');
@@ -32,13 +32,16 @@ describe('the page source', () => {
     const res = await fetch(serverUrl + '/');
     assert.equal(res.status, 200);
     assert.match(res.headers.get('content-type') ?? '', /text\/html/);
-    assert.equal(await res.text(), pageSource, 'the binary serves another page: rebuild orchard');
+    const served = await res.text();
+    // Not assert.equal: a mismatch would print both 20 KB pages.
+    assert.ok(served === pageSource, `the binary serves another page (${served.length} characters, the file has ${pageSource.length}): rebuild orchard`);
   });
 });
 
 describe('the page in Chromium', () => {
   let browser, page, model;
   const problems = [];       // console errors, page errors, requests that left the server
+  let expectRefusal = false; // Chromium logs the 400 the refusal test asks for as an error
 
   // Records, at every change of the conversation, the last assistant message's state and
   // length, so a test can tell whether text showed while the request was still in flight.
@@ -79,8 +82,12 @@ describe('the page in Chromium', () => {
     }
     model = await servedModel();
     browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox'] });
-    page = await browser.newPage({ viewport: { width: 1280, height: 860 } });
-    page.on('console', (m) => { if (m.type() === 'error') problems.push(`console: ${m.text()}`); });
+    page = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
+    page.on('console', (m) => {
+      if (m.type() !== 'error') return;
+      if (expectRefusal && /status of 400/.test(m.text())) return;
+      problems.push(`console: ${m.text()}`);
+    });
     page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
     await page.route('**/*', (route) => {
       if (route.request().url().startsWith(serverUrl + '/')) return route.continue();
@@ -123,7 +130,8 @@ describe('the page in Chromium', () => {
     const res = await post('/v1/chat/completions', { ...request, stream: false });
     const whole = await res.json();
     assert.equal(text, whole.choices[0].message.content);
-    assert.match(await reply.locator('.meta').textContent(), /finish: (stop|length)/);
+    const usage = whole.usage.completion_tokens;
+    assert.match(await reply.locator('.meta').textContent(), new RegExp(`^${usage} tokens .*finish: ${whole.choices[0].finish_reason}$`));
   });
 
   test('a second turn sends the conversation so far', async () => {
@@ -160,6 +168,18 @@ describe('the page in Chromium', () => {
     await page.screenshot({ path: path.join(artifactsDir(), 'page.png'), fullPage: true });
   });
 
+  test('a refused request shows the server\'s message and gives the prompt back', async () => {
+    await page.fill('#temperature', '1000');
+    expectRefusal = true;
+    const { reply } = await sendAndWait('Hello');
+    expectRefusal = false;
+    await page.fill('#temperature', '0');
+    assert.equal(await reply.getAttribute('data-state'), 'error');
+    assert.match(await reply.locator('.meta').textContent(), /^Error: 'temperature' must be between/);
+    assert.equal(await page.inputValue('#prompt'), 'Hello');
+    await page.fill('#prompt', '');
+  });
+
   test('stop ends the reply and the server frees the slot', async () => {
     await page.fill('#max_tokens', '1000');
     await page.fill('#temperature', '1');
@@ -170,6 +190,28 @@ describe('the page in Chromium', () => {
     assert.equal(await page.isDisabled('#stop'), true);
     assert.equal(await page.isDisabled('#send'), false);
     await eventually(async () => (await getJson('/health')).active === 0, 10_000, 'no active slot');
+  });
+
+  test('works with a server that wants an API key once the key is entered', async () => {
+    const server = await startServer(['--api-key', 'orchard-test-key', '--slots', '1']);
+    const keyed = await browser.newPage();
+    try {
+      await keyed.goto(server.url + '/');
+      await keyed.waitForFunction(() => /API key/.test(document.getElementById('cluster-error').textContent));
+      assert.equal(await keyed.locator('#cluster .rank').count(), 0);
+      await keyed.fill('#api_key', 'orchard-test-key');
+      await keyed.locator('#api_key').blur();
+      await keyed.waitForSelector('#cluster .rank');
+      await keyed.waitForSelector(`#model option[value="${model}"]`, { state: 'attached' });
+      await keyed.fill('#max_tokens', '8');
+      await keyed.fill('#prompt', 'Hello');
+      await keyed.click('#send');
+      await keyed.waitForSelector('.assistant[data-state="done"]');
+      assert.ok((await keyed.locator('.assistant .content').textContent()).length > 0);
+    } finally {
+      await keyed.close();
+      await server.stop();
+    }
   });
 
   test('caused no errors and no outside requests', () => {

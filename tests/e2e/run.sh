@@ -51,7 +51,8 @@ artifacts=$(cd "$artifacts" && pwd)
 log=$artifacts/serve.log
 
 # --port 0: the kernel picks a free port; the server names it once it listens.
-"$binary" serve -m "$model" --host 127.0.0.1 --port 0 --slots 2 >"$log" 2>&1 &
+# One thread: the model is tiny, and spinning workers on a shared, busy machine only slow it.
+"$binary" serve -m "$model" --host 127.0.0.1 --port 0 --slots 2 -t 1 >"$log" 2>&1 &
 server=$!
 stop_server() {
   [[ -n ${server:-} ]] || return 0
@@ -77,6 +78,7 @@ stop_server() {
   fi
 }
 trap 'stop_server || true' EXIT
+trap 'exit 143' TERM INT
 
 url=
 for _ in $(seq 600); do

@@ -265,6 +265,30 @@ TEST(Server, FullQueueGets429AndHangingUpFreesTheSlot) {
   EXPECT_NE(metrics.find("orchard_time_to_first_token_seconds_count"), std::string::npos);
 }
 
+// The load the benchmark measures (`orchard bench serve`), checked for correctness only: 16
+// streaming clients at once on 16 slots each get exactly what they get alone.
+TEST(Server, SixteenConcurrentStreamsEachGetTheirOwnAnswer) {
+  Running s(16, 16);
+  auto body = [](int i, bool stream) {
+    return json{{"prompt", "story " + std::to_string(i)}, {"max_tokens", 20}, {"temperature", 0},
+                {"ignore_eos", true}, {"stream", stream}};
+  };
+  std::vector<std::string> alone(16), together(16);
+  for (int i = 0; i < 16; ++i) alone[i] = s.post("/v1/completions", body(i, false).dump(), 200)["choices"][0]["text"];
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 16; ++i)
+    clients.emplace_back([&, i] {
+      auto res = s.client().Post("/v1/completions", body(i, true).dump(), "application/json");
+      if (!res || res->status != 200) return;
+      auto lines = sse_data(res->body);
+      for (size_t k = 0; k + 1 < lines.size(); ++k)
+        together[i] += json::parse(lines[k])["choices"][0]["text"].get<std::string>();
+    });
+  for (auto& t : clients) t.join();
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(together[i], alone[i]) << "client " << i;
+  EXPECT_TRUE(drains(s));
+}
+
 TEST(Server, OllamaAndAnthropicAdaptersShapeTheSameAnswer) {
   Running s;
   json openai = s.post("/v1/chat/completions", chat_body("a dog", 10).dump(), 200);
