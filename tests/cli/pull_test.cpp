@@ -234,7 +234,7 @@ TEST_F(PullCli, ErrorsAreClearAndExitNonZero) {
   r = run("pull not-a-repo --endpoint " + hub.endpoint());
   EXPECT_NE(r.code, 0);
   EXPECT_TRUE(has(r.err, "OWNER/REPO")) << r.err;
-  EXPECT_TRUE(fs::is_empty(folder) || !fs::exists(folder));
+  EXPECT_TRUE(!fs::exists(folder) || fs::is_empty(folder));
 }
 
 TEST_F(PullCli, GenerateWithAnUnknownModelSuggestsPull) {
