@@ -26,7 +26,7 @@ struct Opts {
   std::string model, clients = "1,16";
   int n = 64, reps = 3, threads = 0;
   int64_t ctx = 512;
-  bool repack = false;
+  bool no_repack = false;
 };
 
 struct Reply {
@@ -39,6 +39,7 @@ struct Reply {
 Reply stream_one(int port, const std::string& prompt, int n) {
   httplib::Client c("127.0.0.1", port);
   c.set_read_timeout(600, 0);
+  c.set_tcp_nodelay(true);
   json body = {{"prompt", prompt}, {"max_tokens", n}, {"temperature", 0}, {"ignore_eos", true}, {"stream", true},
                {"stream_options", {{"include_usage", true}}}};
   Reply r;
@@ -89,7 +90,7 @@ void register_bench_serve(CLI::App& bench) {
   cmd->add_option("-r,--reps", o->reps, "Repetitions (the median is reported)")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str();
   cmd->add_option("-c,--ctx", o->ctx, "Positions per slot")->capture_default_str();
-  cmd->add_flag("--repack", o->repack, "Repacked weights (faster prompts; batched text may then differ in last bits)");
+  cmd->add_flag("--no-repack", o->no_repack, "One weight layout only (less memory, slower batches)");
   cmd->footer("Example:\n  orchard bench serve --clients 1,4,16 -n 64 -r 3");
   cmd->callback([o] {
     std::vector<int> counts;
@@ -99,7 +100,7 @@ void register_bench_serve(CLI::App& bench) {
     eo.model_path = o->model.empty() ? default_model_path() : serve::resolve_model(o->model);
     eo.threads = o->threads;
     eo.n_ctx = o->ctx;
-    eo.repack = o->repack;
+    eo.repack = !o->no_repack;
     auto engine = Engine::load(eo);
     serve::LocalExecutor exec(*engine, most);
     serve::Metrics metrics;

@@ -31,6 +31,9 @@ void Sampler::accept(int32_t token) {
 }
 
 int32_t Sampler::sample(const float* logits, int64_t n_vocab) {
+  // Greedy without a penalty needs no candidate list (a server samples every token of every
+  // request here).
+  if (opts_.temperature <= 0 && (opts_.repeat_penalty == 1.0f || recent_.empty())) return argmax(logits, n_vocab);
   cand_.resize(static_cast<size_t>(n_vocab));
   for (int64_t i = 0; i < n_vocab; ++i) cand_[i] = {static_cast<int32_t>(i), logits[i], 0.0f};
 

@@ -1,6 +1,7 @@
 #include "serve/server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include "serve/api.h"
 #include "serve/http_util.h"
@@ -33,6 +34,15 @@ Server::Server(Service& service, ServerOptions options)
   const int threads = std::max(2, opts_.http_threads);
   h.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   h.set_payload_max_length(opts_.max_body_bytes);
+  // Streams are many small writes: without this, Nagle's algorithm holds a token back until
+  // the client's delayed ACK (~40 ms) arrives.
+  h.set_tcp_nodelay(true);
+  // Remember the listening socket (see bind()); keep httplib's default of reusable addresses.
+  h.set_socket_options([this](socket_t fd) {
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    listen_fd_ = fd;
+  });
   h.set_keep_alive_max_count(1000);
   h.set_read_timeout(30, 0);
   h.set_write_timeout(30, 0);
@@ -102,6 +112,9 @@ int Server::bind() {
   if (port_ < 0)
     throw Error("cannot listen on " + opts_.host + ":" + std::to_string(opts_.port) +
                 " (is the port in use, or the address not this machine's?)");
+  // The packaged httplib listens with a backlog of 5: sixteen clients connecting at once then
+  // lose SYNs and wait a second for TCP to retry. Listening again only raises the backlog.
+  if (listen_fd_ >= 0) ::listen(listen_fd_, 1024);
   return port_;
 }
 

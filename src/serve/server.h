@@ -36,6 +36,7 @@ class Server {
   ServerOptions opts_;
   std::unique_ptr<httplib::Server> http_;
   int port_ = -1;
+  int listen_fd_ = -1;
 };
 
 }  // namespace orchard::serve

@@ -15,6 +15,10 @@
 namespace orchard {
 namespace {
 
+// Below this many multiply-adds a product runs on one thread: a fork/join costs a few µs,
+// about what 100k int8 multiply-adds take on one core.
+constexpr int64_t kMinParallelMacs = 100'000;
+
 // Checks the view and returns the bytes of one weight row.
 size_t checked_row_bytes(const MatrixView& w, const char* what) {
   if (w.rows < 0 || w.cols < 0)
@@ -52,7 +56,9 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
   if (n_tokens < 0) throw Error("matmul: negative token count " + std::to_string(n_tokens));
   if (n_tokens == 0 || w.rows == 0) return;
   const kernels::Kernels& k = fast_kernels(w.type);
-  ThreadPool& pool = global_pool();
+  // Small products (a tiny model's one token) finish before a fork/join would: keep them on
+  // the calling thread. Rows are independent, so the split never changes the result.
+  ThreadPool& pool = w.rows * w.cols * n_tokens < kMinParallelMacs ? serial_pool() : global_pool();
   const auto* wbytes = static_cast<const uint8_t*>(w.data);
   if (w.packed && k.packed && (n_tokens > 1 || packed_always)) {  // weights repacked at load for many tokens
     const kernels::PackedKernels& pk = *k.packed;

@@ -123,6 +123,11 @@ ThreadPool& global_pool() {
   return *p;
 }
 
+ThreadPool& serial_pool() {
+  static ThreadPool one(1);
+  return one;
+}
+
 void set_threads(int n_threads) {
   auto& p = pool_slot();
   if (!p || p->size() != resolve(n_threads)) p = std::make_unique<ThreadPool>(n_threads);

@@ -47,5 +47,7 @@ class ThreadPool {
 // The process-wide pool the kernels use; set_threads() resizes it (0: all hardware threads).
 ThreadPool& global_pool();
 void set_threads(int n_threads);
+// A pool of one: runs everything on the calling thread (for work too small to split).
+ThreadPool& serial_pool();
 
 }  // namespace orchard

@@ -8,7 +8,6 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <thread>
 
 #include "model/engine.h"
@@ -31,7 +30,7 @@ std::pair<pid_t, int> start(const std::string& kind, const std::string& model, c
           "--port", "0", "--slots", "3", "-t", "1", static_cast<char*>(nullptr));
     _exit(127);
   }
-  const std::regex listening(R"(on http://127\.0\.0\.1:(\d+))");
+  const std::string listening = "on http://127.0.0.1:";
   for (int i = 0; i < 600; ++i) {
     std::ifstream in(log);
     if (!in) {
@@ -39,8 +38,12 @@ std::pair<pid_t, int> start(const std::string& kind, const std::string& model, c
       continue;
     }
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::smatch m;
-    if (std::regex_search(text, m, listening)) return {pid, std::stoi(m[1])};
+    // The whole line (the port and the space after it), not a half-written one.
+    if (const size_t at = text.find(listening); at != std::string::npos) {
+      const size_t digits = at + listening.size(), end = text.find_first_not_of("0123456789", digits);
+      if (end != std::string::npos && end > digits && text[end] == ' ')
+        return {pid, std::stoi(text.substr(digits, end - digits))};
+    }
     if (waitpid(pid, nullptr, WNOHANG) == pid) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
