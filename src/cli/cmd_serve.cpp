@@ -185,8 +185,7 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--top-p", o->s.top_p, "Default top-p (1: off)")->capture_default_str();
   cmd->add_option("--min-p", o->s.min_p, "Default min-p (0: off)")->capture_default_str();
   cmd->add_option("--mmap", o->mmap, "Run from the page cache instead of a private copy");
-  cmd->add_flag("--no-repack", o->no_repack,
-                "Keep one weight layout: batched results then match single requests bit for bit (slower prompts)");
+  cmd->add_flag("--no-repack", o->no_repack, "Keep one weight layout only (less memory; slower prompts and batches)");
   cmd->add_option("--parallel", o->parallel,
                   "As a rank of a job: auto, pipeline, tensor or hybrid (start with `orchard run --serve`)");
   cmd->add_option("--tp", o->tp, "hybrid: tensor-parallel ranks per stage");
