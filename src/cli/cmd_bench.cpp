@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "model/engine.h"
 #include "model/synthetic/synthetic.h"
+#include "serve/model_store.h"
 #include "tensor/kernels/kernels.h"
 #include "tensor/threadpool.h"
 
@@ -64,7 +65,7 @@ void register_bench(CLI::App& app) {
     if (cmd->got_subcommand("comm") || cmd->got_subcommand("parallel") || cmd->got_subcommand("serve")) return;
     if (o->reps < 1) throw CLI::ValidationError("--repetitions", "must be at least 1");
     EngineOptions eo;
-    eo.model_path = o->model.empty() ? default_model_path() : o->model;
+    eo.model_path = o->model.empty() ? default_model_path() : serve::resolve_model(o->model);
     eo.n_ctx = std::max(o->pp, o->tg) + 1;
     eo.mmap = o->mmap;
     eo.repack = !o->no_repack;

@@ -26,6 +26,7 @@
 #include "parallel/model_cost.h"
 #include "parallel/predict.h"
 #include "parallel/session.h"
+#include "serve/model_store.h"
 #include "tensor/error.h"
 #include "tensor/threadpool.h"
 
@@ -213,7 +214,7 @@ void register_bench_parallel(CLI::App& bench) {
   cmd->add_option("--worker-split", o->split, "Internal");
   cmd->add_option("--worker-latency", o->latency, "Internal");
   cmd->callback([o] {
-    const std::string path = o->model.empty() ? default_model_path() : o->model;
+    const std::string path = o->model.empty() ? default_model_path() : serve::resolve_model(o->model);
     if (o->worker) {
       run_worker(*o, path);
       return;

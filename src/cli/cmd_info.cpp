@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "model/gguf.h"
+#include "serve/model_store.h"
 #include "tensor/types.h"
 
 namespace orchard::cli {
@@ -180,8 +181,8 @@ void print_info(const GGUFFile& f) {
 void register_info(CLI::App& app) {
   auto model = std::make_shared<std::string>();
   auto* cmd = app.add_subcommand("info", "Show a GGUF file's header, metadata and tensor table");
-  cmd->add_option("model", *model, "GGUF model file")->required();
-  cmd->callback([model] { print_info(*GGUFFile::open(*model)); });
+  cmd->add_option("model", *model, "GGUF model file, or a name from `orchard models`")->required();
+  cmd->callback([model] { print_info(*GGUFFile::open(serve::resolve_model(*model))); });
 }
 
 }  // namespace orchard::cli

@@ -8,6 +8,7 @@
 #include "cli/progress.h"
 #include "model/engine.h"
 #include "model/perplexity.h"
+#include "serve/model_store.h"
 #include "tensor/error.h"
 
 namespace orchard::cli {
@@ -33,7 +34,7 @@ void register_perplexity(CLI::App& app) {
     std::stringstream ss;
     ss << in.rdbuf();
     EngineOptions eo;
-    eo.model_path = o->model;
+    eo.model_path = serve::resolve_model(o->model);
     eo.threads = o->threads;
     eo.n_ctx = o->ctx;
     auto engine = Engine::load(eo);
