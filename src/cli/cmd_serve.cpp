@@ -136,7 +136,7 @@ void run_cluster(const ServeOpts& o) {
   so.tp = o.tp;
   so.chunk = o.chunk;
   auto session = parallel::Session::start(*world, so);
-  serve::ClusterExecutor exec(*session, *world, o.slots);
+  serve::ClusterExecutor exec(*session, *world, o.slots, o.chunk);
   serve::ClusterView view = exec.describe(so.engine.model_path);
   if (world->rank() != 0) {
     // Rank 0 ends the job (a stop message, or its failure seen by the peer monitor): a Ctrl-C

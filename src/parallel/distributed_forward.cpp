@@ -43,7 +43,7 @@ void DistributedForward::feed(std::span<const TokenId> tokens, std::vector<float
   }
 }
 
-void DistributedForward::gather_logits(std::vector<float>& logits) {
+void DistributedForward::gather_logits(std::vector<float>& logits, int64_t rows) {
   if (plan_.tp == 1) {
     logits.swap(local_);
     return;
@@ -51,15 +51,54 @@ void DistributedForward::gather_logits(std::vector<float>& logits) {
   // Vocabulary slices differ in length by at most one row: gather padded to the longest.
   int64_t longest = 0;
   for (int t = 0; t < plan_.tp; ++t) longest = std::max(longest, plan_.ranks[static_cast<size_t>(plan_.world_rank(role_.stage, t))].shard.n_vocab());
-  padded_.assign(static_cast<size_t>(longest), 0.0f);
-  std::copy(local_.begin(), local_.end(), padded_.begin());
-  all_.resize(static_cast<size_t>(longest * plan_.tp));
-  tp_->all_gather(padded_.data(), all_.data(), static_cast<size_t>(longest) * sizeof(float));
-  logits.resize(static_cast<size_t>(model_.hparams().n_vocab));
+  const int64_t mine = role_.shard.n_vocab(), nv = model_.hparams().n_vocab;
+  padded_.assign(static_cast<size_t>(rows * longest), 0.0f);
+  for (int64_t r = 0; r < rows; ++r) std::copy_n(local_.begin() + r * mine, mine, padded_.begin() + r * longest);
+  all_.resize(static_cast<size_t>(rows * longest * plan_.tp));
+  tp_->all_gather(padded_.data(), all_.data(), static_cast<size_t>(rows * longest) * sizeof(float));
+  logits.resize(static_cast<size_t>(rows * nv));
   for (int t = 0; t < plan_.tp; ++t) {
     const Shard& s = plan_.ranks[static_cast<size_t>(plan_.world_rank(role_.stage, t))].shard;
-    std::copy_n(all_.begin() + t * longest, s.n_vocab(), logits.begin() + s.vocab_begin);
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy_n(all_.begin() + (t * rows + r) * longest, s.n_vocab(), logits.begin() + r * nv + s.vocab_begin);
   }
+}
+
+void DistributedForward::feed_batch(std::span<const BatchSeq> seqs, std::vector<float>& logits) {
+  if (seqs.empty()) throw Error("forward: no sequences to process");
+  const int64_t dim = model_.hparams().dim;
+  const bool first = role_.stage == 0, last = role_.stage == plan_.stages - 1;
+  std::vector<KVCache*> kvs;
+  std::vector<int64_t> lengths;
+  std::vector<TokenId> tokens;
+  for (const BatchSeq& s : seqs) {
+    if (s.tokens.empty()) throw Error("forward: a sequence in the batch has no tokens");
+    kvs.push_back(s.kv);
+    lengths.push_back(static_cast<int64_t>(s.tokens.size()));
+    tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
+  }
+  const int64_t n = static_cast<int64_t>(tokens.size()), rows = static_cast<int64_t>(seqs.size());
+  x_.resize(static_cast<size_t>(n * dim));
+  const size_t bytes = x_.size() * sizeof(float);
+  // x = embed(tokens) on the first stage, else the previous stage's output; then this stage's layers
+  if (first)
+    model_.embed(tokens, x_.data());
+  else
+    world_.recv(x_.data(), bytes, plan_.world_rank(role_.stage - 1, role_.tp_rank));
+  model_.run_layers(x_.data(), kvs, lengths);
+  if (!last) {
+    world_.send(x_.data(), bytes, plan_.world_rank(role_.stage + 1, role_.tp_rank));
+    return;
+  }
+  // Each sequence's last row → its logits.
+  std::vector<float> ends(static_cast<size_t>(rows * dim));
+  int64_t end = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    end += lengths[static_cast<size_t>(i)];
+    std::copy_n(&x_[static_cast<size_t>((end - 1) * dim)], dim, &ends[static_cast<size_t>(i * dim)]);
+  }
+  model_.project(ends.data(), rows, true, local_);
+  gather_logits(logits, rows);
 }
 
 TokenId DistributedForward::agree(TokenId decision) {

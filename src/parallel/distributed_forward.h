@@ -36,13 +36,18 @@ class DistributedForward : public Forward {
   DistributedForward(LlamaModel& model, KVCache& kv, dist::Group& world, dist::Group* tp_group, const Plan& plan,
                      int64_t chunk = 64);
   void feed(std::span<const TokenId> tokens, std::vector<float>& logits) override;
+  // Several sequences in one pass through every stage (continuous batching), each with its own
+  // cache (this forward's own is not used); the sampler's `logits` gets one row of n_vocab per
+  // sequence. No chunking: callers keep the rows few (decode steps, short prompt pieces).
+  void feed_batch(std::span<const BatchSeq> seqs, std::vector<float>& logits);
   int64_t positions() const override { return kv_.size(); }
   int64_t capacity() const override { return kv_.capacity(); }
   bool is_sampler() const override { return world_.rank() == plan_.sampler(); }
   TokenId agree(TokenId decision) override;
 
  private:
-  void gather_logits(std::vector<float>& logits);
+  // The sampler's full rows from the tensor ranks' vocabulary slices (local_: rows × slice).
+  void gather_logits(std::vector<float>& logits, int64_t rows = 1);
 
   LlamaModel& model_;
   KVCache& kv_;

@@ -49,9 +49,11 @@ constexpr int64_t kStop = -1;
 
 }  // namespace
 
-ClusterExecutor::ClusterExecutor(parallel::Session& session, dist::Group& world, int slots)
-    : session_(session), world_(world) {
+ClusterExecutor::ClusterExecutor(parallel::Session& session, dist::Group& world, int slots, int64_t chunk)
+    : session_(session), world_(world), chunk_(std::max<int64_t>(1, chunk)) {
   if (slots < 1) throw Error("the server needs at least one slot (got " + std::to_string(slots) + ")");
+  // As on one machine: an answer must not depend on who else is being served.
+  session_.engine().model().set_batch_invariant(true);
   for (int i = 0; i < slots; ++i) {
     caches_.push_back(session_.engine().new_cache());
     forwards_.push_back(session_.make_forward(*caches_.back()));
@@ -62,12 +64,24 @@ void ClusterExecutor::run(std::span<const SlotFeed> feeds, std::vector<float>& l
   const int64_t nv = n_vocab();
   const bool sampler = session_.is_sampler();
   logits.resize(feeds.size() * static_cast<size_t>(nv));
-  // Slots one after another: every feed is a collective of all ranks, in the order sent.
-  for (size_t i = 0; i < feeds.size(); ++i) {
-    const SlotFeed& f = feeds[i];
+  for (const SlotFeed& f : feeds)
     if (f.reset) caches_[static_cast<size_t>(f.slot)]->clear();
-    forwards_[static_cast<size_t>(f.slot)]->feed(f.tokens, row_);
-    if (sampler) std::copy_n(row_.begin(), nv, logits.begin() + static_cast<std::ptrdiff_t>(i * nv));
+  size_t rows = 0;
+  for (const SlotFeed& f : feeds) rows += f.tokens.size();
+  if (feeds.size() > 1 && rows <= static_cast<size_t>(chunk_)) {
+    // One pass for all of them (the usual step: one new token per request): the weights are
+    // read and the links crossed once per step, not once per request.
+    std::vector<BatchSeq> batch;
+    for (const SlotFeed& f : feeds) batch.push_back({f.tokens, caches_[static_cast<size_t>(f.slot)].get()});
+    forwards_[0]->feed_batch(batch, row_);
+    if (sampler) std::copy(row_.begin(), row_.end(), logits.begin());
+  } else {
+    // Long prompt pieces: slot by slot, each in pipelined chunks.
+    for (size_t i = 0; i < feeds.size(); ++i) {
+      const SlotFeed& f = feeds[i];
+      forwards_[static_cast<size_t>(f.slot)]->feed(f.tokens, row_);
+      if (sampler) std::copy_n(row_.begin(), nv, logits.begin() + static_cast<std::ptrdiff_t>(i * nv));
+    }
   }
   const int s = session_.plan().sampler();
   if (s == 0) return;

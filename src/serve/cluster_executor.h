@@ -16,7 +16,9 @@ namespace orchard::serve {
 class ClusterExecutor : public Executor {
  public:
   // Collective: every rank constructs it with the same slot count.
-  ClusterExecutor(parallel::Session& session, dist::Group& world, int slots);
+  // `chunk`: steps with at most this many tokens run as one batched pass; longer ones slot by
+  // slot in pipelined chunks.
+  ClusterExecutor(parallel::Session& session, dist::Group& world, int slots, int64_t chunk = 64);
   int slots() const override { return static_cast<int>(caches_.size()); }
   int64_t slot_capacity() const override { return session_.engine().n_ctx(); }
   int64_t n_vocab() const override { return session_.engine().hparams().n_vocab; }
@@ -39,6 +41,7 @@ class ClusterExecutor : public Executor {
   std::vector<std::unique_ptr<KVCache>> caches_;
   std::vector<std::unique_ptr<parallel::DistributedForward>> forwards_;
   std::vector<float> row_;
+  int64_t chunk_;
   bool stopped_ = false;
 };
 
