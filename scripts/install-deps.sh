@@ -11,6 +11,7 @@ packages=(
   libopenmpi-dev openmpi-bin           # the mpi backend and its tests
   libibverbs-dev                       # the rdma backend (runs against a fake here)
   iproute2                             # network namespaces for the multi-host test
+  curl                                 # the demo's request to orchard serve
   chromium                             # the web page's end-to-end test (headless)
 )
 # node and npm run the end-to-end tests (tests/e2e, node 18 or newer). Debian's packages only
