@@ -172,11 +172,17 @@ void register_serve(CLI::App& app) {
                   "GGUF model file, or a name from `orchard models` (default: the built-in synthetic tiny model)");
   cmd->add_option("--name", o->name, "Model id clients see (default: the file name without .gguf)");
   cmd->add_option("--host", o->host, "Address to listen on (0.0.0.0: every interface)")->capture_default_str();
-  cmd->add_option("--port", o->port, "Port (0: any free port, printed at start)")->capture_default_str();
-  cmd->add_option("--slots", o->slots, "Requests generated at once (each has its own KV cache)")->capture_default_str();
+  cmd->add_option("--port", o->port, "Port (0: any free port, printed at start)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--slots", o->slots, "Requests generated at once (each has its own KV cache)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   cmd->add_option("-c,--ctx", o->ctx, "Positions per slot, prompt and reply together (0: min(model's, 4096))");
   cmd->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str();
-  cmd->add_option("--max-queue", o->max_queue, "Requests waiting for a slot before new ones get 429")->capture_default_str();
+  cmd->add_option("--max-queue", o->max_queue, "Requests waiting for a slot before new ones get 429")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
   cmd->add_option("--step-tokens", o->step_tokens, "Prompt tokens fed per step (shared by new requests)")->capture_default_str();
   cmd->add_option("--api-key", o->api_key, "Require this key (Authorization: Bearer KEY)");
   cmd->add_option("-n,--max-tokens", o->max_tokens, "Default reply length when a request gives none")->capture_default_str();

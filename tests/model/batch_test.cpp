@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "model/engine.h"
@@ -87,6 +88,42 @@ TEST(BatchForward, FullCacheIsRefusedBeforeAnythingChanges) {
   EXPECT_THROW(m.forward_batch(batch, logits), Error);
   EXPECT_EQ(a->size(), 0);
   EXPECT_EQ(b->size(), 0);
+}
+
+// Served models are batch-invariant: a sequence's logits are the same bits whether it runs
+// alone or among 15 others, in every weight format (each takes one kernel for any row count).
+TEST(BatchForward, BatchInvariantModelsGiveTheSameBitsInEveryFormat) {
+  ORCHARD_REQUIRE_DATA();
+  const auto dir = test::shared_data() / "golden" / "quant";
+  int checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".gguf") continue;
+    EngineOptions o;
+    o.model_path = entry.path().string();
+    o.threads = 2;
+    o.n_ctx = 64;
+    auto e = Engine::load(o);
+    e->model().set_batch_invariant(true);
+    const int64_t nv = e->hparams().n_vocab;
+    std::vector<std::unique_ptr<KVCache>> kv;
+    std::vector<float> scratch, alone, batched;
+    for (int i = 0; i < 17; ++i) {
+      kv.push_back(e->new_cache());
+      std::vector<int32_t> history = {1, 5 + i % 3, 9, 13};  // sequences at the same place, some different
+      e->model().forward(history, *kv.back(), scratch);
+    }
+    std::vector<int32_t> next = {7};
+    std::vector<BatchSeq> one = {{next, kv[16].get()}};
+    e->model().forward_batch(one, alone);
+    std::vector<BatchSeq> many;
+    for (int i = 0; i < 16; ++i) many.push_back({next, kv[i].get()});
+    e->model().forward_batch(many, batched);
+    // kv[16] has the history of kv[16 % 3 == 1 → i = 1, 4, …]: compare with sequence 1.
+    EXPECT_EQ(std::memcmp(alone.data(), &batched[1 * static_cast<size_t>(nv)], static_cast<size_t>(nv) * sizeof(float)), 0)
+        << entry.path().filename();
+    ++checked;
+  }
+  EXPECT_GE(checked, 10) << "expected the golden quantization zoo in " << dir;
 }
 
 }  // namespace
