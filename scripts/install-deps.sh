@@ -8,6 +8,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libpcre2-dev
   libcpp-httplib-dev                   # orchard serve and orchard pull
   libssl-dev                           # HMAC for authenticated rank connections
+  libsqlite3-dev                       # the network layer's credit ledger
   libopenmpi-dev openmpi-bin           # the mpi backend and its tests
   libibverbs-dev                       # the rdma backend (runs against a fake here)
   iproute2                             # network namespaces for the multi-host test

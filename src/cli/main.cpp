@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   orchard::cli::register_plan(app);
   orchard::cli::register_serve(app);
   orchard::cli::register_pull(app);
+  orchard::cli::register_network(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

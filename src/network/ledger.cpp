@@ -1,0 +1,313 @@
+#include "network/ledger.h"
+
+#include <sqlite3.h>
+
+#include <chrono>
+#include <thread>
+
+#include "network/ledger_hash.h"
+#include "network/sqlite_util.h"
+#include "tensor/error.h"
+
+namespace orchard::network {
+namespace {
+
+constexpr const char* kFormat = "orchard-ledger";
+constexpr const char* kVersion = "1";
+constexpr int kBusyTimeoutMs = 30'000;
+
+// The schema. Entries and signed heads are append-only: the triggers make an UPDATE or DELETE
+// fail inside SQLite, whoever issues it; verify() checks they are still there.
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS accounts(name TEXT PRIMARY KEY, created_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS entries(
+  seq INTEGER PRIMARY KEY,
+  job_id TEXT NOT NULL UNIQUE,
+  attempt INTEGER NOT NULL,
+  payer TEXT NOT NULL,
+  payee TEXT NOT NULL,
+  amount INTEGER NOT NULL,
+  details TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  prev_hash TEXT NOT NULL,
+  hash TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS entries_payer ON entries(payer);
+CREATE INDEX IF NOT EXISTS entries_payee ON entries(payee);
+CREATE TABLE IF NOT EXISTS signed_heads(
+  id INTEGER PRIMARY KEY,
+  seq INTEGER NOT NULL,
+  hash TEXT NOT NULL,
+  public_key TEXT NOT NULL,
+  signature TEXT NOT NULL,
+  signed_at INTEGER NOT NULL);
+CREATE TRIGGER IF NOT EXISTS entries_no_update BEFORE UPDATE ON entries
+  BEGIN SELECT RAISE(ABORT, 'ledger entries are append-only'); END;
+CREATE TRIGGER IF NOT EXISTS entries_no_delete BEFORE DELETE ON entries
+  BEGIN SELECT RAISE(ABORT, 'ledger entries are append-only'); END;
+CREATE TRIGGER IF NOT EXISTS signed_heads_no_update BEFORE UPDATE ON signed_heads
+  BEGIN SELECT RAISE(ABORT, 'signed heads are append-only'); END;
+CREATE TRIGGER IF NOT EXISTS signed_heads_no_delete BEFORE DELETE ON signed_heads
+  BEGIN SELECT RAISE(ABORT, 'signed heads are append-only'); END;
+INSERT OR IGNORE INTO meta(key, value) VALUES('format', 'orchard-ledger');
+INSERT OR IGNORE INTO meta(key, value) VALUES('version', '1');
+)sql";
+
+constexpr const char* kEntryColumns =
+    "seq, job_id, attempt, payer, payee, amount, details, created_at, prev_hash, hash";
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Entry read_entry(const sql::Stmt& s) {
+  Entry e;
+  e.seq = s.i64(0);
+  e.job_id = s.text(1);
+  e.attempt = s.i64(2);
+  e.payer = s.text(3);
+  e.payee = s.text(4);
+  e.amount = s.i64(5);
+  e.details = s.text(6);
+  e.created_at = s.i64(7);
+  e.prev_hash = s.text(8);
+  e.hash = s.text(9);
+  return e;
+}
+
+std::string select_entries(const char* where) {
+  return std::string("SELECT ") + kEntryColumns + " FROM entries " + where;
+}
+
+// The database's tables, to tell an empty file (make it a ledger) from someone else's database.
+int64_t table_count(sqlite3* db) {
+  sql::Stmt s(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table'");
+  s.step();
+  return s.i64(0);
+}
+
+void check_is_ledger(sqlite3* db, const std::string& path) {
+  sqlite3_stmt* raw = nullptr;
+  if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = 'format'", -1, &raw, nullptr) != SQLITE_OK) {
+    sqlite3_finalize(raw);
+    throw Error(path + ": not an Orchard ledger (an SQLite database without the ledger's tables)");
+  }
+  std::string format;
+  if (sqlite3_step(raw) == SQLITE_ROW)
+    if (const auto* p = sqlite3_column_text(raw, 0)) format = reinterpret_cast<const char*>(p);
+  sqlite3_finalize(raw);
+  if (format != kFormat)
+    throw Error(path + ": not an Orchard ledger (meta.format is '" + format + "', expected '" + kFormat + "')");
+  sql::Stmt v(db, "SELECT value FROM meta WHERE key = 'version'");
+  const std::string version = v.step() ? v.text(0) : "";
+  if (version != kVersion)
+    throw Error(path + ": Orchard ledger version '" + version + "' is not supported (this build reads " + kVersion + ")");
+}
+
+// Runs `f` again while another connection holds a lock SQLite does not wait for on its own
+// (a file being switched to WAL or recovered by someone else), up to the busy timeout.
+template <class F>
+auto retry_while_busy(F f) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+  for (;;) {
+    try {
+      return f();
+    } catch (const sql::SqlError& e) {
+      if (!e.busy() || std::chrono::steady_clock::now() > deadline) throw;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+}  // namespace
+
+Ledger Ledger::open(const std::filesystem::path& path) {
+  const std::string p = path.string();
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(p.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr) !=
+      SQLITE_OK) {
+    const std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    throw Error(p + ": cannot open the ledger: " + msg);
+  }
+  Ledger ledger(db, path);  // closes db if anything below throws
+  sqlite3_busy_timeout(db, kBusyTimeoutMs);
+  sqlite3_extended_result_codes(db, 1);
+  retry_while_busy([&] {
+    // The first read of the header tells an SQLite file from anything else.
+    int64_t tables = 0;
+    try {
+      tables = table_count(db);
+    } catch (const sql::SqlError& e) {
+      if (e.busy()) throw;
+      throw Error(p + ": not an Orchard ledger (" + sqlite3_errmsg(db) + ")");
+    }
+    // WAL: readers never block the writer and several processes share the file; FULL: a
+    // transaction that returned from COMMIT is on disk even if the process dies right after.
+    {
+      sql::Stmt wal(db, "PRAGMA journal_mode = WAL");
+      wal.step();
+      if (wal.text(0) != "wal")
+        throw Error(p + ": cannot switch the ledger to WAL mode (journal_mode " + wal.text(0) + ")");
+    }
+    sql::exec(db, "PRAGMA synchronous = FULL");
+    if (tables == 0) {
+      sql::Transaction t(db);
+      if (table_count(db) == 0) sql::exec(db, kSchema);  // another process may have won the race
+      t.commit();
+    }
+    return 0;
+  });
+  check_is_ledger(db, p);
+  return ledger;
+}
+
+Ledger::Ledger(Ledger&& other) noexcept : db_(other.db_), path_(std::move(other.path_)) { other.db_ = nullptr; }
+
+Ledger& Ledger::operator=(Ledger&& other) noexcept {
+  if (this != &other) {
+    sqlite3_close_v2(db_);
+    db_ = other.db_;
+    path_ = std::move(other.path_);
+    other.db_ = nullptr;
+  }
+  return *this;
+}
+
+Ledger::~Ledger() { sqlite3_close_v2(db_); }
+
+std::optional<Entry> Ledger::entry_for_job(const std::string& job_id) {
+  sql::Stmt s(db_, select_entries("WHERE job_id = ?1").c_str());
+  s.bind(1, job_id);
+  if (!s.step()) return std::nullopt;
+  return read_entry(s);
+}
+
+PayResult Ledger::pay(const std::string& job_id, int64_t attempt, const std::string& payer, const std::string& payee,
+                      int64_t amount, const nlohmann::json& details) {
+  const std::string where = path_.string() + ": paying job '" + job_id + "': ";
+  if (job_id.empty()) throw Error(where + "the job id is empty");
+  if (payer.empty() || payee.empty()) throw Error(where + "an account name is empty");
+  if (payer == payee) throw Error(where + "payer and payee are the same account '" + payer + "'");
+  if (amount <= 0) throw Error(where + "amount " + std::to_string(amount) + " is not positive");
+
+  // IMMEDIATE takes the write lock up front, so the check for an earlier payment, the head we
+  // chain to and the insert all see one state: no other writer can slip in between.
+  sql::Transaction t(db_);
+  if (auto existing = entry_for_job(job_id)) {
+    t.commit();
+    return {*existing, false};
+  }
+  Entry e;
+  e.job_id = job_id;
+  e.attempt = attempt;
+  e.payer = payer;
+  e.payee = payee;
+  e.amount = amount;
+  e.details = details.dump();
+  e.created_at = now_ms();
+  const Head h = head();
+  e.seq = h.seq + 1;
+  e.prev_hash = h.hash;
+  e.hash = entry_hash(e);
+  for (const std::string* account : {&payer, &payee}) {
+    sql::Stmt a(db_, "INSERT OR IGNORE INTO accounts(name, created_at) VALUES(?1, ?2)");
+    a.bind(1, *account).bind(2, e.created_at).step();
+  }
+  sql::Stmt ins(db_, "INSERT INTO entries(seq, job_id, attempt, payer, payee, amount, details, created_at, prev_hash, hash) "
+                     "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
+  ins.bind(1, e.seq).bind(2, e.job_id).bind(3, e.attempt).bind(4, e.payer).bind(5, e.payee).bind(6, e.amount);
+  ins.bind(7, e.details).bind(8, e.created_at).bind(9, e.prev_hash).bind(10, e.hash);
+  ins.step();
+  t.commit();
+  return {e, true};
+}
+
+int64_t Ledger::balance(const std::string& account) {
+  sql::Stmt s(db_,
+              "SELECT (SELECT coalesce(sum(amount), 0) FROM entries WHERE payee = ?1) - "
+              "(SELECT coalesce(sum(amount), 0) FROM entries WHERE payer = ?1)");
+  s.bind(1, account).step();
+  return s.i64(0);
+}
+
+std::vector<Entry> Ledger::entries_for(const std::string& account) {
+  sql::Stmt s(db_, select_entries("WHERE payer = ?1 OR payee = ?1 ORDER BY seq").c_str());
+  s.bind(1, account);
+  std::vector<Entry> out;
+  while (s.step()) out.push_back(read_entry(s));
+  return out;
+}
+
+std::vector<std::string> Ledger::accounts() {
+  sql::Stmt s(db_, "SELECT name FROM accounts ORDER BY name");
+  std::vector<std::string> out;
+  while (s.step()) out.push_back(s.text(0));
+  return out;
+}
+
+Head Ledger::head() {
+  sql::Stmt s(db_, "SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1");
+  if (!s.step()) return {0, kZeroHash};
+  return {s.i64(0), s.text(1)};
+}
+
+SignedHead Ledger::sign_head(EVP_PKEY* key) {
+  if (!key || EVP_PKEY_get_id(key) != EVP_PKEY_ED25519) throw Error(path_.string() + ": signing the head needs an Ed25519 key");
+  sql::Transaction t(db_);  // the head cannot move between reading and recording it
+  SignedHead sh;
+  const Head h = head();
+  sh.seq = h.seq;
+  sh.hash = h.hash;
+  sh.public_key = public_key_hex(key);
+  const std::string msg = head_message(sh.seq, sh.hash);
+  unsigned char sig[64];
+  size_t sig_len = sizeof sig;
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  const bool ok = ctx && EVP_DigestSignInit(ctx, nullptr, nullptr, nullptr, key) == 1 &&
+                  EVP_DigestSign(ctx, sig, &sig_len, reinterpret_cast<const unsigned char*>(msg.data()), msg.size()) == 1;
+  EVP_MD_CTX_free(ctx);
+  if (!ok) throw Error(path_.string() + ": signing the head failed (OpenSSL)");
+  sh.signature = to_hex(sig, sig_len);
+  sh.signed_at = now_ms();
+  sql::Stmt ins(db_, "INSERT INTO signed_heads(seq, hash, public_key, signature, signed_at) VALUES(?1, ?2, ?3, ?4, ?5)");
+  ins.bind(1, sh.seq).bind(2, sh.hash).bind(3, sh.public_key).bind(4, sh.signature).bind(5, sh.signed_at).step();
+  t.commit();
+  return sh;
+}
+
+std::optional<SignedHead> Ledger::latest_signed_head() {
+  sql::Stmt s(db_, "SELECT seq, hash, public_key, signature, signed_at FROM signed_heads ORDER BY id DESC LIMIT 1");
+  if (!s.step()) return std::nullopt;
+  return SignedHead{s.i64(0), s.text(1), s.text(2), s.text(3), s.i64(4)};
+}
+
+// ---- Ed25519 helpers ----
+
+KeyPtr generate_ed25519_key() {
+  EVP_PKEY* key = nullptr;
+  EVP_PKEY_CTX* ctx = EVP_PKEY_CTX_new_id(EVP_PKEY_ED25519, nullptr);
+  const bool ok = ctx && EVP_PKEY_keygen_init(ctx) == 1 && EVP_PKEY_keygen(ctx, &key) == 1;
+  EVP_PKEY_CTX_free(ctx);
+  if (!ok) throw Error("generating an Ed25519 key failed (OpenSSL)");
+  return KeyPtr(key);
+}
+
+std::string public_key_hex(EVP_PKEY* key) {
+  unsigned char raw[32];
+  size_t n = sizeof raw;
+  if (!key || EVP_PKEY_get_raw_public_key(key, raw, &n) != 1) throw Error("not an Ed25519 key");
+  return to_hex(raw, n);
+}
+
+KeyPtr public_key_from_hex(const std::string& hex) {
+  std::string raw;
+  if (!from_hex(hex, raw) || raw.size() != 32) throw Error("Ed25519 public key '" + hex + "' is not 64 hex digits");
+  EVP_PKEY* key = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr,
+                                              reinterpret_cast<const unsigned char*>(raw.data()), raw.size());
+  if (!key) throw Error("Ed25519 public key '" + hex + "' was refused by OpenSSL");
+  return KeyPtr(key);
+}
+
+}  // namespace orchard::network

@@ -1,0 +1,131 @@
+#pragma once
+// The credit ledger: one SQLite file, append-only, hash-chained, double-entry.
+//
+// Every entry is one job's payment: the client (payer) is debited and the node owner (payee)
+// credited the same amount, so balances — derived from the entries, never stored — sum to zero.
+// A job is paid exactly once: job_id is UNIQUE, and paying a job that is already paid returns
+// the entry that paid it (a retry, a second attempt, a coordinator restarted mid-job).
+//
+// Entry N carries the hash of entry N-1 (prev_hash) and its own hash, SHA-256 over a canonical
+// encoding of all its fields and prev_hash (ledger_hash.h). The coordinator signs the head
+// (seq, hash) with Ed25519; a signed head pins every entry up to it, so an owner holding one
+// can check that their entries are included and unaltered. Triggers refuse UPDATE and DELETE
+// of entries and signed heads; verify() re-checks everything a writer with raw access could
+// still break (drop the triggers, edit, recompute).
+//
+// Several processes may open one file: WAL, synchronous=FULL (a committed payment survives
+// SIGKILL and power loss), writers serialize on BEGIN IMMEDIATE with a busy timeout.
+#include <openssl/evp.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+struct sqlite3;
+
+namespace orchard::network {
+
+struct Entry {
+  int64_t seq = 0;  // 1, 2, 3, … in chain order
+  std::string job_id;
+  int64_t attempt = 0;
+  std::string payer;   // client account, debited
+  std::string payee;   // owner account, credited
+  int64_t amount = 0;  // micro-credits, > 0
+  std::string details; // JSON text (tokens, model class, hardware, dedicated)
+  int64_t created_at = 0;  // Unix milliseconds
+  std::string prev_hash;   // hex; 64 zeros for seq 1
+  std::string hash;        // hex SHA-256 (ledger_hash.h)
+};
+
+struct Head {
+  int64_t seq = 0;    // 0 for an empty ledger
+  std::string hash;   // hex; 64 zeros for an empty ledger
+};
+
+struct SignedHead {
+  int64_t seq = 0;
+  std::string hash;
+  std::string public_key;  // hex, raw Ed25519 (32 bytes)
+  std::string signature;   // hex (64 bytes)
+  int64_t signed_at = 0;   // Unix milliseconds
+};
+
+struct PayResult {
+  Entry entry;
+  bool inserted = false;  // false: the job was already paid, `entry` is that payment
+};
+
+struct VerifyReport {
+  int64_t entries = 0;
+  int64_t signed_heads = 0;
+  std::vector<std::string> violations;  // each names the seq it concerns
+  bool ok() const { return violations.empty(); }
+};
+
+class Ledger {
+ public:
+  // Opens (creating when absent or empty) the ledger at `path`. Throws orchard::Error naming
+  // the path when the file is not an SQLite database or is a database that is not a ledger.
+  static Ledger open(const std::filesystem::path& path);
+
+  Ledger(Ledger&& other) noexcept;
+  Ledger& operator=(Ledger&& other) noexcept;
+  Ledger(const Ledger&) = delete;
+  Ledger& operator=(const Ledger&) = delete;
+  ~Ledger();
+
+  // Pays job `job_id` once: one IMMEDIATE transaction appends the entry after the current head.
+  // When the job is already paid (by this or another process), returns that entry with
+  // inserted = false and changes nothing. Throws orchard::Error for an empty id or account,
+  // payer == payee, or amount ≤ 0.
+  PayResult pay(const std::string& job_id, int64_t attempt, const std::string& payer, const std::string& payee,
+                int64_t amount, const nlohmann::json& details);
+
+  // Credits minus debits of `account`, in micro-credits (0 for an unknown account).
+  int64_t balance(const std::string& account);
+  // Entries where `account` pays or is paid, in chain order.
+  std::vector<Entry> entries_for(const std::string& account);
+  // The entry that paid `job_id`, if any.
+  std::optional<Entry> entry_for_job(const std::string& job_id);
+  std::vector<std::string> accounts();
+  Head head();
+
+  // Signs the current head with an Ed25519 private key and records it.
+  SignedHead sign_head(EVP_PKEY* key);
+  // The last recorded signed head, if any.
+  std::optional<SignedHead> latest_signed_head();
+  // True when the last signed head was signed by `public_key`, its signature verifies, and the
+  // chain still holds that hash at that seq (entries may have been appended since). `why`, if
+  // given, says what failed.
+  bool verify_head_signature(EVP_PKEY* public_key, std::string* why = nullptr);
+
+  // Checks every invariant over the whole file and lists each violation: seq gaps, broken
+  // chain links, hash mismatches, amounts not positive, payer == payee, duplicate jobs,
+  // balances not summing to zero, missing append-only triggers, signed heads whose signature
+  // fails or that no longer match the chain. With `trusted_key`, signed heads by other keys
+  // are violations too. Never throws for a tampered or corrupt file: that is a violation.
+  VerifyReport verify(EVP_PKEY* trusted_key = nullptr);
+
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  Ledger(sqlite3* db, std::filesystem::path path) : db_(db), path_(std::move(path)) {}
+  sqlite3* db_ = nullptr;
+  std::filesystem::path path_;
+};
+
+// Ed25519 helpers (OpenSSL): a fresh key pair, and a key's raw public half as hex / back.
+struct KeyDeleter {
+  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
+};
+using KeyPtr = std::unique_ptr<EVP_PKEY, KeyDeleter>;
+KeyPtr generate_ed25519_key();
+std::string public_key_hex(EVP_PKEY* key);
+KeyPtr public_key_from_hex(const std::string& hex);  // throws orchard::Error when malformed
+
+}  // namespace orchard::network

@@ -1,0 +1,95 @@
+#pragma once
+// A thin RAII layer over the SQLite C API for the ledger: a prepared statement that finalizes
+// itself, and errors that name the file and SQLite's message.
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <string>
+
+#include "tensor/error.h"
+
+namespace orchard::network::sql {
+
+// An SQLite failure; `code` (the extended result code) tells a busy file from a broken one.
+class SqlError : public Error {
+ public:
+  SqlError(const std::string& what, int code) : Error(what), code(code) {}
+  bool busy() const { return (code & 0xff) == SQLITE_BUSY || (code & 0xff) == SQLITE_LOCKED; }
+  int code;
+};
+
+[[noreturn]] inline void fail(sqlite3* db, const std::string& what) {
+  const char* file = db ? sqlite3_db_filename(db, "main") : nullptr;
+  throw SqlError(std::string(file && *file ? file : "ledger") + ": " + what + ": " +
+                     (db ? sqlite3_errmsg(db) : "out of memory"),
+                 db ? sqlite3_extended_errcode(db) : SQLITE_NOMEM);
+}
+
+inline void exec(sqlite3* db, const char* sql) {
+  char* msg = nullptr;
+  if (const int rc = sqlite3_exec(db, sql, nullptr, nullptr, &msg); rc != SQLITE_OK) {
+    const std::string m = msg ? msg : "unknown error";
+    sqlite3_free(msg);
+    const char* file = sqlite3_db_filename(db, "main");
+    throw SqlError(std::string(file && *file ? file : "ledger") + ": " + m, sqlite3_extended_errcode(db));
+  }
+}
+
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql, -1, &s_, nullptr) != SQLITE_OK) fail(db, std::string("preparing '") + sql + "'");
+  }
+  ~Stmt() { sqlite3_finalize(s_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  Stmt& bind(int i, const std::string& v) {
+    check(sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
+    return *this;
+  }
+  Stmt& bind(int i, int64_t v) {
+    check(sqlite3_bind_int64(s_, i, v));
+    return *this;
+  }
+  // True while a row is available; false when done. Throws on errors (busy past the timeout,
+  // constraint violations, corruption).
+  bool step() {
+    const int rc = sqlite3_step(s_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    fail(db_, "statement failed");
+  }
+  int64_t i64(int col) const { return sqlite3_column_int64(s_, col); }
+  std::string text(int col) const {
+    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s_, col));
+    return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(s_, col))) : std::string();
+  }
+  int type(int col) const { return sqlite3_column_type(s_, col); }
+
+ private:
+  void check(int rc) {
+    if (rc != SQLITE_OK) fail(db_, "binding a parameter");
+  }
+  sqlite3* db_;
+  sqlite3_stmt* s_ = nullptr;
+};
+
+// BEGIN IMMEDIATE … COMMIT, rolled back when destroyed uncommitted (an exception).
+class Transaction {
+ public:
+  explicit Transaction(sqlite3* db) : db_(db) { exec(db, "BEGIN IMMEDIATE"); }
+  ~Transaction() {
+    if (!done_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  void commit() {
+    exec(db_, "COMMIT");
+    done_ = true;
+  }
+
+ private:
+  sqlite3* db_;
+  bool done_ = false;
+};
+
+}  // namespace orchard::network::sql
