@@ -61,20 +61,6 @@ int64_t now_ms() {
       .count();
 }
 
-Entry read_entry(const sql::Stmt& s) {
-  Entry e;
-  e.seq = s.i64(0);
-  e.job_id = s.text(1);
-  e.attempt = s.i64(2);
-  e.payer = s.text(3);
-  e.payee = s.text(4);
-  e.amount = s.i64(5);
-  e.details = s.text(6);
-  e.created_at = s.i64(7);
-  e.prev_hash = s.text(8);
-  e.hash = s.text(9);
-  return e;
-}
 
 std::string select_entries(const char* where) {
   return std::string("SELECT ") + kEntryColumns + " FROM entries " + where;
@@ -121,6 +107,21 @@ auto retry_while_busy(F f) {
 }
 
 }  // namespace
+
+Entry read_entry(const sql::Stmt& s) {
+  Entry e;
+  e.seq = s.i64(0);
+  e.job_id = s.text(1);
+  e.attempt = s.i64(2);
+  e.payer = s.text(3);
+  e.payee = s.text(4);
+  e.amount = s.i64(5);
+  e.details = s.text(6);
+  e.created_at = s.i64(7);
+  e.prev_hash = s.text(8);
+  e.hash = s.text(9);
+  return e;
+}
 
 Ledger Ledger::open(const std::filesystem::path& path) {
   const std::string p = path.string();

@@ -90,17 +90,7 @@ VerifyReport Ledger::verify(EVP_PKEY* trusted_key) {
     int64_t prev_seq = 0;
     std::string prev_hash = kZeroHash;
     while (s.step()) {
-      Entry e;
-      e.seq = s.i64(0);
-      e.job_id = s.text(1);
-      e.attempt = s.i64(2);
-      e.payer = s.text(3);
-      e.payee = s.text(4);
-      e.amount = s.i64(5);
-      e.details = s.text(6);
-      e.created_at = s.i64(7);
-      e.prev_hash = s.text(8);
-      e.hash = s.text(9);
+      const Entry e = read_entry(s);
       const std::string at = "seq " + std::to_string(e.seq);
       ++r.entries;
       if (e.seq != prev_seq + 1)

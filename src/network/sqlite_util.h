@@ -93,3 +93,9 @@ class Transaction {
 };
 
 }  // namespace orchard::network::sql
+
+namespace orchard::network {
+struct Entry;
+// An entry from a row of `SELECT <kEntryColumns>` (ledger.cpp), for the ledger and its verifier.
+Entry read_entry(const sql::Stmt& s);
+}  // namespace orchard::network

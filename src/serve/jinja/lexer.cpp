@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 
+#include "model/tokenizer/utf8.h"
 #include "serve/jinja/limits.h"
 
 namespace orchard::serve::jinja {
@@ -15,23 +16,10 @@ bool is_name_char(char c) { return is_name_start(c) || is_digit(c); }
 
 int count_lines(std::string_view s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
 
+// An escape's code point as UTF-8; surrogates and values past U+10FFFF become U+FFFD.
 void append_utf8(std::string& out, uint32_t cp) {
   if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) cp = 0xFFFD;
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
+  utf8::append_codepoint(out, cp);
 }
 
 class Lexer {
