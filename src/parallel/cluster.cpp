@@ -64,6 +64,22 @@ NodeSpec measured_node(const std::string& path) {
   return n;
 }
 
+namespace {
+
+// A whole-number field within [lo, hi]: json's own conversion of 1e300 to int is undefined
+// behaviour (found by cluster_fuzz).
+int count_field(const json& e, const char* key, int fallback, int lo, int hi) {
+  if (!e.contains(key)) return fallback;
+  const json& v = e[key];
+  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)) ||
+      v.get<int64_t>() < lo || v.get<int64_t>() > hi)
+    throw Error(std::string("cluster file: \"") + key + "\" must be a whole number from " + std::to_string(lo) +
+                " to " + std::to_string(hi) + " (got " + v.dump() + ")");
+  return static_cast<int>(v.get<int64_t>());
+}
+
+}  // namespace
+
 ClusterSpec ClusterSpec::parse(const std::string& text, const std::string& base_dir, const Catalog& catalog) {
   json j;
   try {
@@ -92,12 +108,12 @@ ClusterSpec ClusterSpec::parse(const std::string& text, const std::string& base_
         throw Error("cluster file: each node needs \"machine\" (a catalog id or an object) or \"file\"");
       }
       n.memory_gib = e.value("memory_gib", n.memory_gib);
-      n.ranks = e.value("ranks", 1);
-      n.threads = e.value("threads", 0);
+      n.ranks = count_field(e, "ranks", 1, 0, 1 << 16);
+      n.threads = count_field(e, "threads", 0, 0, 1 << 16);
       if (n.ranks < 1 || n.ranks > 4096 || n.threads < 0 || n.threads > 65536 || !(n.memory_gib > 0))
         throw Error("cluster file: node '" + n.name + "' needs ranks >= 1, threads >= 0 and memory > 0");
       const std::string base = e.value("name", n.name);
-      const int count = e.value("count", 1);
+      const int count = count_field(e, "count", 1, 0, 1 << 16);
       if (count < 1 || count > 4096) throw Error("cluster file: node '" + base + "' count must lie in 1..4096");
       n.name = base;
       for (int i = 0; i < count; ++i) c.nodes.push_back(n);
@@ -113,7 +129,7 @@ ClusterSpec ClusterSpec::parse(const std::string& text, const std::string& base_
       c.link.spec.latency_us = l.value("latency_us", c.link.spec.latency_us);
       c.link.spec.gbs = l.value("gbs", c.link.spec.gbs);
       if (l.contains("latency_us") && !l.contains("type")) c.link.spec.id = c.link.spec.name = "custom";
-      c.link.cables = l.value("cables", 1);
+      c.link.cables = count_field(l, "cables", 1, 0, 64);
       if (c.link.spec.latency_us < 0 || c.link.cables < 1 || c.link.cables > 64)
         throw Error("cluster file: the link needs latency_us >= 0 and 1..64 cables");
     } else if (c.nodes.size() > 1) {
