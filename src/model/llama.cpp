@@ -64,28 +64,34 @@ void LlamaModel::matmul_cols(const MatrixView& w, int64_t offset, const float* x
   matmul(w, p.data(), n, y, scratch_, batch_invariant_);
 }
 
-void LlamaModel::forward_batch(std::span<const BatchSeq> seqs, std::vector<float>& logits) {
+BatchRows::BatchRows(std::span<const BatchSeq> seqs) {
   if (seqs.empty()) throw Error("forward: no sequences to process");
-  std::vector<KVCache*> kvs;
-  std::vector<int64_t> lengths;
-  std::vector<int32_t> tokens;
   for (const BatchSeq& s : seqs) {
     if (s.tokens.empty()) throw Error("forward: a sequence in the batch has no tokens");
     kvs.push_back(s.kv);
     lengths.push_back(static_cast<int64_t>(s.tokens.size()));
     tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
   }
-  const int64_t n = static_cast<int64_t>(tokens.size()), dim = hp_.dim;
-  buf_.x.resize(static_cast<size_t>(n * dim));
-  embed(tokens, buf_.x.data());
-  run_layers(buf_.x.data(), kvs, lengths);
-  // Only each sequence's last row is projected: gather them together first.
-  std::vector<float> last(static_cast<size_t>(static_cast<int64_t>(seqs.size()) * dim));
+}
+
+void BatchRows::last_rows(const float* x, int64_t dim, std::vector<float>& out) const {
+  out.resize(lengths.size() * static_cast<size_t>(dim));
   int64_t end = 0;
-  for (size_t i = 0; i < seqs.size(); ++i) {
+  for (size_t i = 0; i < lengths.size(); ++i) {
     end += lengths[i];
-    std::copy_n(&buf_.x[static_cast<size_t>((end - 1) * dim)], dim, &last[i * static_cast<size_t>(dim)]);
+    std::copy_n(x + (end - 1) * dim, dim, &out[i * static_cast<size_t>(dim)]);
   }
+}
+
+void LlamaModel::forward_batch(std::span<const BatchSeq> seqs, std::vector<float>& logits) {
+  const BatchRows b(seqs);
+  const int64_t n = static_cast<int64_t>(b.tokens.size()), dim = hp_.dim;
+  buf_.x.resize(static_cast<size_t>(n * dim));
+  embed(b.tokens, buf_.x.data());
+  run_layers(buf_.x.data(), b.kvs, b.lengths);
+  // Only each sequence's last row is projected.
+  std::vector<float> last;
+  b.last_rows(buf_.x.data(), dim, last);
   project(last.data(), static_cast<int64_t>(seqs.size()), true, logits);
 }
 

@@ -22,6 +22,16 @@ struct BatchSeq {
   KVCache* kv;
 };
 
+// A batch's rows laid end to end, as the forward passes (local and distributed) take them.
+struct BatchRows {
+  explicit BatchRows(std::span<const BatchSeq> seqs);  // throws on an empty batch or sequence
+  std::vector<int32_t> tokens;
+  std::vector<KVCache*> kvs;
+  std::vector<int64_t> lengths;
+  // Each sequence's last row of x (rows dim wide), one after another, into `out`.
+  void last_rows(const float* x, int64_t dim, std::vector<float>& out) const;
+};
+
 class LlamaModel {
  public:
   // Binds weights inside `file`, which must outlive the model. `repack`: also keep copies of

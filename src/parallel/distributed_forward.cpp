@@ -65,38 +65,25 @@ void DistributedForward::gather_logits(std::vector<float>& logits, int64_t rows)
 }
 
 void DistributedForward::feed_batch(std::span<const BatchSeq> seqs, std::vector<float>& logits) {
-  if (seqs.empty()) throw Error("forward: no sequences to process");
+  const BatchRows b(seqs);
   const int64_t dim = model_.hparams().dim;
   const bool first = role_.stage == 0, last = role_.stage == plan_.stages - 1;
-  std::vector<KVCache*> kvs;
-  std::vector<int64_t> lengths;
-  std::vector<TokenId> tokens;
-  for (const BatchSeq& s : seqs) {
-    if (s.tokens.empty()) throw Error("forward: a sequence in the batch has no tokens");
-    kvs.push_back(s.kv);
-    lengths.push_back(static_cast<int64_t>(s.tokens.size()));
-    tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
-  }
-  const int64_t n = static_cast<int64_t>(tokens.size()), rows = static_cast<int64_t>(seqs.size());
+  const int64_t n = static_cast<int64_t>(b.tokens.size()), rows = static_cast<int64_t>(seqs.size());
   x_.resize(static_cast<size_t>(n * dim));
   const size_t bytes = x_.size() * sizeof(float);
   // x = embed(tokens) on the first stage, else the previous stage's output; then this stage's layers
   if (first)
-    model_.embed(tokens, x_.data());
+    model_.embed(b.tokens, x_.data());
   else
     world_.recv(x_.data(), bytes, plan_.world_rank(role_.stage - 1, role_.tp_rank));
-  model_.run_layers(x_.data(), kvs, lengths);
+  model_.run_layers(x_.data(), b.kvs, b.lengths);
   if (!last) {
     world_.send(x_.data(), bytes, plan_.world_rank(role_.stage + 1, role_.tp_rank));
     return;
   }
   // Each sequence's last row → its logits.
-  std::vector<float> ends(static_cast<size_t>(rows * dim));
-  int64_t end = 0;
-  for (int64_t i = 0; i < rows; ++i) {
-    end += lengths[static_cast<size_t>(i)];
-    std::copy_n(&x_[static_cast<size_t>((end - 1) * dim)], dim, &ends[static_cast<size_t>(i * dim)]);
-  }
+  std::vector<float> ends;
+  b.last_rows(x_.data(), dim, ends);
   model_.project(ends.data(), rows, true, local_);
   gather_logits(logits, rows);
 }
