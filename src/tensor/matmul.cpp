@@ -18,6 +18,9 @@ namespace {
 // Below this many multiply-adds a product runs on one thread: a fork/join costs a few µs,
 // about what 100k int8 multiply-adds take on one core.
 constexpr int64_t kMinParallelMacs = 100'000;
+// From this many tokens a kernel's gemm_many (outer-product panels) beats its dot-product
+// tiles; below, converting and transposing each panel costs more than it saves.
+constexpr int64_t kManyTokens = 16;
 
 // Checks the view and returns the bytes of one weight row.
 size_t checked_row_bytes(const MatrixView& w, const char* what) {
@@ -51,7 +54,7 @@ const kernels::Kernels& fast_kernels(DType t) {
 }  // namespace
 
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
-            std::vector<uint8_t>& scratch, bool packed_always) {
+            std::vector<uint8_t>& scratch, bool batch_invariant) {
   const size_t w_row = checked_row_bytes(w, "matmul");
   if (n_tokens < 0) throw Error("matmul: negative token count " + std::to_string(n_tokens));
   if (n_tokens == 0 || w.rows == 0) return;
@@ -60,7 +63,7 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
   // the calling thread. Rows are independent, so the split never changes the result.
   ThreadPool& pool = w.rows * w.cols * n_tokens < kMinParallelMacs ? serial_pool() : global_pool();
   const auto* wbytes = static_cast<const uint8_t*>(w.data);
-  if (w.packed && k.packed && (n_tokens > 1 || packed_always)) {  // weights repacked at load for many tokens
+  if (w.packed && k.packed && (n_tokens > 1 || batch_invariant)) {  // weights repacked at load for many tokens
     const kernels::PackedKernels& pk = *k.packed;
     const size_t pb = pk.prep_bytes(w.cols);
     scratch.resize(pb * static_cast<size_t>(n_tokens));
@@ -89,9 +92,10 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
     pool.parallel_for(n_tokens, 1, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) k.prepare(x + t * w.cols, w.cols, xp + static_cast<size_t>(t) * pb);
     });
-    pool.parallel_for(w.rows, 16, [&](int64_t r0, int64_t r1) {
-      k.gemm_prepared(wbytes + static_cast<size_t>(r0) * w_row, w_row, r1 - r0, xp, pb, n_tokens, w.cols,
-                      y + r0, w.rows);
+    const bool many = k.gemm_many && !batch_invariant && n_tokens >= kManyTokens;
+    const kernels::GemmFn gemm = many ? k.gemm_many : k.gemm_prepared;
+    pool.parallel_for(w.rows, many ? 32 : 16, [&](int64_t r0, int64_t r1) {
+      gemm(wbytes + static_cast<size_t>(r0) * w_row, w_row, r1 - r0, xp, pb, n_tokens, w.cols, y + r0, w.rows);
     });
     return;
   }

@@ -26,12 +26,12 @@ std::vector<uint8_t> pack_for_cpu(MatrixView& w);
 void matvec(const MatrixView& w, const float* x, float* y, std::vector<uint8_t>& scratch);
 
 // Y[t, r] = sum_c W[r, c] * X[t, c] for t in [0, n_tokens): a batch of activations.
-// `packed_always`: take the repacked weights (when there are any) for a single token too.
-// Their kernel computes each token's row the same way however many tokens share the call, so
-// a server batching requests gives each the bits it gets alone; the one-token kernel rounds
-// differently.
+// `batch_invariant`: compute each token's row the same way however many tokens share the call,
+// so a server batching requests gives each the bits it gets alone. It takes the repacked
+// weights (when there are any) for a single token too, and leaves out kernels whose rounding
+// depends on the token count.
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
-            std::vector<uint8_t>& scratch, bool packed_always = false);
+            std::vector<uint8_t>& scratch, bool batch_invariant = false);
 
 // y[r] = Σ_c w[r·stride + c] · x[c] on the calling thread only (for use inside parallel work,
 // e.g. attention scores against the rows of a KV cache).

@@ -137,6 +137,55 @@ TEST(Kernels, PreparedLayoutKernelsMatchScalarReference) {
       }
 }
 
+// gemm_many (outer-product panels for prompts) on shapes around its panel (32 rows × 256
+// columns) and token tile (12), against the reference; and its one claim about rounding: a
+// token's outputs are the same bits whatever the token count or the rows given to a call.
+TEST(Kernels, ManyTokenKernelsMatchScalarReference) {
+  for (Isa isa : available_isas()) {
+    const kernels::Kernels k = kernels::lookup(DType::F16, isa);
+    if (isa == Isa::Avx512) {
+      ASSERT_TRUE(k.gemm_many) << "AVX-512 has a many-token F16 kernel";
+    }
+    if (!k.gemm_many) continue;
+    for (int64_t cols : {1, 17, 256, 257, 600})
+      for (int64_t rows : {1, 16, 31, 33, 70}) {
+        const int64_t ntok = 13 + rows % 19;  // a whole token tile and a remainder
+        std::mt19937 rng(static_cast<uint32_t>(cols * 97 + rows));
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        const size_t wrb = row_bytes(DType::F16, cols), xrb = row_bytes(DType::F16, cols);
+        std::vector<uint8_t> w(wrb * rows);
+        fill_weights(DType::F16, w, rows * cols, rng);
+        const size_t pb = k.prep_bytes(cols);
+        std::vector<uint8_t> xp(pb * ntok), xq(xrb * ntok);
+        std::vector<float> x(cols);
+        for (int64_t t = 0; t < ntok; ++t) {
+          for (auto& v : x) v = nd(rng);
+          k.prepare(x.data(), cols, xp.data() + t * pb);
+          quantize_row(DType::F16, x.data(), xq.data() + t * xrb, cols);
+        }
+        const int64_t ldy = rows + 3;
+        std::vector<float> y(ldy * ntok, -12345.0f);
+        k.gemm_many(w.data(), wrb, rows, xp.data(), pb, ntok, cols, y.data(), ldy);
+        for (int64_t t = 0; t < ntok; ++t) {
+          for (int64_t r = 0; r < rows; ++r) {
+            const float ref = vec_dot(DType::F16, w.data() + r * wrb, xq.data() + t * xrb, cols);
+            ASSERT_NEAR(y[t * ldy + r], ref, 1e-4f * std::sqrt(static_cast<float>(cols)) * (1.0f + std::fabs(ref)))
+                << kernels::isa_name(isa) << " rows " << rows << " cols " << cols << " t " << t << " r " << r;
+          }
+          for (int64_t r = rows; r < ldy; ++r) ASSERT_EQ(y[t * ldy + r], -12345.0f) << "wrote outside the rows";
+        }
+        // The last token alone, and the rows split in two calls at a panel-unaligned row.
+        const int64_t last = ntok - 1, split = rows / 2;
+        std::vector<float> alone(rows);
+        k.gemm_many(w.data(), wrb, split, xp.data() + last * pb, pb, 1, cols, alone.data(), rows);
+        k.gemm_many(w.data() + split * wrb, wrb, rows - split, xp.data() + last * pb, pb, 1, cols,
+                    alone.data() + split, rows);
+        for (int64_t r = 0; r < rows; ++r)
+          ASSERT_EQ(alone[r], y[last * ldy + r]) << "rows " << rows << " cols " << cols << " r " << r;
+      }
+  }
+}
+
 TEST(Kernels, FloatKernelsHandleRowTails) {
   for (Isa isa : available_isas())
     for (DType wt : {DType::F32, DType::F16, DType::BF16}) check(wt, isa, 5, 5, 37);

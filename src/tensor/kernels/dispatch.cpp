@@ -61,6 +61,7 @@ Kernels lookup(DType w, Isa isa) {
       if (!k.gemm) k = lookup_avx2(w);
       add_avx512_prepared(w, k);
       k.packed = avx512_packed(w);
+      add_avx512_many(w, k);
       return k;
     }
     case Isa::Avx2: return lookup_avx2(w);
@@ -74,6 +75,7 @@ Kernels lookup_avx2(DType) { return {}; }
 Kernels lookup_avx512(DType) { return {}; }
 void add_avx512_prepared(DType, Kernels&) {}
 const PackedKernels* avx512_packed(DType) { return nullptr; }
+void add_avx512_many(DType, Kernels&) {}
 #endif
 #if !defined(__aarch64__)
 Kernels lookup_neon(DType) { return {}; }

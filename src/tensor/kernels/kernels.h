@@ -48,6 +48,10 @@ struct Kernels {
   GemvFn gemv = nullptr;
   GemmFn gemm_prepared = nullptr;
   const PackedKernels* packed = nullptr;  // optional repacked-weight path for many tokens
+  // Optional, over prepared activations like gemm_prepared but faster for many tokens. Its
+  // rounding differs from gemv's (not from itself at other token counts), so callers that need
+  // a token's bits not to depend on the batch leave it out.
+  GemmFn gemm_many = nullptr;
 };
 
 enum class Isa { Scalar, Avx2, Avx512, Neon };
@@ -65,5 +69,7 @@ Kernels lookup_neon(DType w);
 // Adds the prepared-layout kernels of avx512_q4_0.cpp to `k`.
 void add_avx512_prepared(DType w, Kernels& k);
 const PackedKernels* avx512_packed(DType w);
+// Adds the many-token kernel of avx512_f16_panels.cpp to `k` where there is one.
+void add_avx512_many(DType w, Kernels& k);
 
 }  // namespace orchard::kernels
