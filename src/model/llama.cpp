@@ -5,6 +5,7 @@
 
 #include "model/forward.h"
 #include "model/gguf.h"
+#include "tensor/attention.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
 #include "tensor/threadpool.h"
@@ -196,6 +197,42 @@ void LlamaModel::attention(int64_t layer, const float* q, int64_t n, std::span<K
                            std::span<const int32_t> seq_of, std::span<const int64_t> pos_of, float* out) {
   const int64_t hd = hp_.head_dim, qd = q_dim_, group = hp_.n_heads / hp_.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  if (attend_available(hd)) {
+    // Jobs: a run of up to 16 tokens of one sequence × one KV head, whose `group` query heads
+    // share its keys (packed once per job). Rows of a sequence lie end to end.
+    struct Job {
+      int64_t t0, ntok, kvh;
+    };
+    std::vector<Job> jobs;
+    for (int64_t t = 0; t < n;) {
+      int64_t end = t + 1;
+      while (end < n && end - t < 16 && seq_of[static_cast<size_t>(end)] == seq_of[static_cast<size_t>(t)]) ++end;
+      for (int64_t kvh = 0; kvh < n_kv_heads_; ++kvh) jobs.push_back({t, end - t, kvh});
+      t = end;
+    }
+    len_of_.resize(static_cast<size_t>(n));
+    for (int64_t t = 0; t < n; ++t) len_of_[static_cast<size_t>(t)] = pos_of[static_cast<size_t>(t)] + 1;
+    global_pool().parallel_for(static_cast<int64_t>(jobs.size()), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t j = begin; j < end; ++j) {
+        const Job& job = jobs[static_cast<size_t>(j)];
+        KVCache& kv = *kvs[static_cast<size_t>(seq_of[static_cast<size_t>(job.t0)])];
+        AttendArgs a;
+        a.q = q + job.t0 * qd + job.kvh * group * hd;
+        a.out = out + job.t0 * qd + job.kvh * group * hd;
+        a.tok_stride = qd;
+        a.ntok = job.ntok;
+        a.group = group;
+        a.len = len_of_.data() + job.t0;
+        a.k = kv.k(layer, 0) + job.kvh * hd;
+        a.v = kv.v(layer, 0) + job.kvh * hd;
+        a.kv_stride = kv_dim_;
+        a.head_dim = hd;
+        a.scale = scale;
+        attend(a);
+      }
+    });
+    return;
+  }
   int64_t longest = 0;
   for (int64_t t = 0; t < n; ++t) longest = std::max(longest, pos_of[static_cast<size_t>(t)] + 1);
   // Every (row, head) pair is independent: threads take contiguous runs of them.

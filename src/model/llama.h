@@ -90,6 +90,7 @@ class LlamaModel {
   } buf_;
   std::vector<int32_t> seq_of_;
   std::vector<int64_t> pos_of_;
+  std::vector<int64_t> len_of_;  // positions each row sees (pos + 1), for the attention kernel
 };
 
 }  // namespace orchard

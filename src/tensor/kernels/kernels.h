@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "tensor/attention.h"
 #include "tensor/types.h"
 
 namespace orchard::kernels {
@@ -69,6 +70,11 @@ Kernels lookup_neon(DType w);
 // Adds the prepared-layout kernels of avx512_q4_0.cpp to `k`.
 void add_avx512_prepared(DType w, Kernels& k);
 const PackedKernels* avx512_packed(DType w);
+// Causal attention for one KV head (tensor/attention.h); heads a multiple of 16 wide.
+using AttendFn = void (*)(const AttendArgs& a);
+AttendFn lookup_attend(Isa isa);  // nullptr where `isa` has none
+AttendFn avx512_attend();
+
 // Adds the many-token kernel of avx512_f16_panels.cpp to `k` where there is one.
 void add_avx512_many(DType w, Kernels& k);
 

@@ -1,0 +1,106 @@
+// Causal attention for one KV head on AVX-512 (see tensor/attention.h), in three steps per
+// tile of up to 12 query rows:
+//   S = Q·Kᵀ      keys packed once per call into panels of 32 positions × head_dim, transposed,
+//                 and the queries broadcast past them (avx512_panels.h's micro-tile);
+//   P = softmax(scale · S) over each row's visible positions, zero beyond;
+//   O = P·V       values read in place (a position's head is whole registers), the
+//                 probabilities broadcast: up to 6 rows × 64 dims of accumulators.
+// Every output is a fixed FMA chain (over dims for S, over positions for O, where the zeros
+// past a row's end add nothing), so it does not depend on which rows share a tile.
+#if defined(__x86_64__)
+#include "tensor/kernels/kernels.h"
+
+#include "tensor/kernels/avx512_target_begin.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "tensor/kernels/avx512_panels.h"
+#include "tensor/ops.h"
+
+namespace orchard::kernels {
+namespace {
+
+using namespace panels;
+
+constexpr int kMixRows = 6;  // 6 rows × 4 registers of dims = 24 accumulators
+
+// out[r][16·j …] = Σ_{p < np} P[r·ps + p] · V(p)[16·j …] for r < R, j < DV.
+template <int R, int DV>
+void mix_tile(const float* P, int64_t ps, int64_t np, const float* v, int64_t vs, float* const* out) {
+  __m512 acc[R][DV];
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < DV; ++j) acc[r][j] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < np; ++p) {
+    __m512 vv[DV];
+    for (int j = 0; j < DV; ++j) vv[j] = _mm512_loadu_ps(v + p * vs + 16 * j);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 b = _mm512_set1_ps(P[r * ps + p]);
+      for (int j = 0; j < DV; ++j) acc[r][j] = _mm512_fmadd_ps(vv[j], b, acc[r][j]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < DV; ++j) _mm512_storeu_ps(out[r] + 16 * j, acc[r][j]);
+}
+
+using MixFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, float* const*);
+template <int R>
+constexpr std::array<MixFn, 4> mix_row() {
+  return {mix_tile<R, 1>, mix_tile<R, 2>, mix_tile<R, 3>, mix_tile<R, 4>};
+}
+// kMix[R - 1][DV - 1] is mix_tile<R, DV>.
+constexpr std::array<std::array<MixFn, 4>, kMixRows> kMix{mix_row<1>(), mix_row<2>(), mix_row<3>(),
+                                                           mix_row<4>(), mix_row<5>(), mix_row<6>()};
+
+void attend_avx512(const AttendArgs& a) {
+  const int64_t hd = a.head_dim, rows = a.ntok * a.group;
+  int64_t longest = 0;
+  for (int64_t t = 0; t < a.ntok; ++t) longest = std::max(longest, a.len[t]);
+  const int64_t n_panels = (longest + kPanelRows - 1) / kPanelRows, ld = n_panels * kPanelRows;
+  thread_local std::vector<float> kt, qt, s;
+  kt.resize(static_cast<size_t>(n_panels * hd * kPanelRows));
+  qt.resize(static_cast<size_t>(kTokenTile * hd));
+  s.resize(static_cast<size_t>(kTokenTile * ld));
+  for (int64_t pi = 0; pi < n_panels; ++pi) {
+    const float* k0 = a.k + pi * kPanelRows * a.kv_stride;
+    pack_panel([&](int r, int c0, __mmask16 m) { return _mm512_maskz_loadu_ps(m, k0 + r * a.kv_stride + c0); },
+               static_cast<int>(std::min<int64_t>(kPanelRows, longest - pi * kPanelRows)), static_cast<int>(hd),
+               kt.data() + pi * hd * kPanelRows);
+  }
+  const auto offset = [&](int64_t i) { return (i / a.group) * a.tok_stride + (i % a.group) * hd; };
+  for (int64_t i0 = 0; i0 < rows; i0 += kTokenTile) {
+    const int tb = static_cast<int>(std::min<int64_t>(kTokenTile, rows - i0));
+    pack_tiles([&](int64_t r) { return a.q + offset(i0 + r); }, tb, static_cast<int>(hd), qt.data());
+    int64_t np = 0;  // the longest visible run among these rows
+    for (int r = 0; r < tb; ++r) np = std::max(np, a.len[(i0 + r) / a.group]);
+    for (int64_t pi = 0; pi * kPanelRows < np; ++pi)
+      kTiles[tb - 1](kt.data() + pi * hd * kPanelRows, static_cast<int>(hd), qt.data(), s.data() + pi * kPanelRows,
+                     ld, true, 0xFFFF, 0xFFFF);
+    for (int r = 0; r < tb; ++r) {
+      const int64_t len = a.len[(i0 + r) / a.group];
+      float* sr = s.data() + r * ld;
+      for (int64_t p = 0; p < len; ++p) sr[p] *= a.scale;
+      if (len > 0) softmax(sr, len);
+      std::fill(sr + len, sr + np, 0.0f);
+    }
+    for (int r0 = 0; r0 < tb; r0 += kMixRows) {
+      const int nr = std::min(kMixRows, tb - r0);
+      for (int64_t d0 = 0; d0 < hd; d0 += 64) {
+        float* outs[kMixRows];
+        for (int r = 0; r < nr; ++r) outs[r] = a.out + offset(i0 + r0 + r) + d0;
+        const int dv = static_cast<int>(std::min<int64_t>(4, (hd - d0) / 16));
+        kMix[nr - 1][dv - 1](s.data() + r0 * ld, ld, np, a.v + d0, a.kv_stride, outs);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+AttendFn avx512_attend() { return attend_avx512; }
+
+}  // namespace orchard::kernels
+
+#include "tensor/kernels/avx512_target_end.h"
+#endif  // __x86_64__

@@ -1,0 +1,116 @@
+#pragma once
+// The AVX-512 outer-product GEMM pieces shared by the F16 prompt kernel and attention: a panel
+// of 32 rows held transposed (one column = two registers), a micro-tile that streams up to 12
+// broadcast operands past it, and the packing on both sides. Include after
+// avx512_target_begin.h, outside any namespace.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <utility>
+
+namespace orchard::kernels::panels {
+
+constexpr int kPanelRows = 32;  // two registers of rows
+constexpr int kTokenTile = 12;  // 24 accumulators + 2 weights + 1 broadcast of 32 registers
+
+// Transposes 16 registers in place: r[i] lane j becomes r[j] lane i.
+inline void transpose16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 8; ++i) {  // pairs of rows, interleaved within 128-bit lanes
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int g = 0; g < 4; ++g) {  // quads of rows: lane L of u[4g+m] = rows 4g..4g+3 at column 4L+m
+    const __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * g + 2]), d = _mm512_castps_pd(t[4 * g + 3]);
+    u[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  for (int m = 0; m < 4; ++m) {  // gather 128-bit lane L of the four quads: column 4L+m
+    const __m512 v_even = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x88);  // lanes 0, 2
+    const __m512 v_odd = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xDD);   // lanes 1, 3
+    const __m512 w_even = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0x88);
+    const __m512 w_odd = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0xDD);
+    r[m] = _mm512_shuffle_f32x4(v_even, w_even, 0x88);
+    r[8 + m] = _mm512_shuffle_f32x4(v_even, w_even, 0xDD);
+    r[4 + m] = _mm512_shuffle_f32x4(v_odd, w_odd, 0x88);
+    r[12 + m] = _mm512_shuffle_f32x4(v_odd, w_odd, 0xDD);
+  }
+}
+
+// panel[c·32 + r] = row r's element c as f32, for r < rows (rows ≥ `rows` are zero), c < kc.
+// load(r, c0, mask) returns row r's elements c0 … c0+15 (lanes outside `mask` zero).
+template <class Load>
+inline void pack_panel(const Load& load, int rows, int kc, float* panel) {
+  for (int half = 0; half < 2; ++half)
+    for (int c0 = 0; c0 < kc; c0 += 16) {
+      const __mmask16 cols = static_cast<__mmask16>(kc - c0 >= 16 ? 0xFFFF : (1u << (kc - c0)) - 1);
+      __m512 r[16];
+      for (int i = 0; i < 16; ++i) {
+        const int row = half * 16 + i;
+        r[i] = row < rows ? load(row, c0, cols) : _mm512_setzero_ps();
+      }
+      transpose16(r);
+      const int n = std::min(16, kc - c0);
+      for (int c = 0; c < n; ++c) _mm512_storeu_ps(panel + (c0 + c) * kPanelRows + half * 16, r[c]);
+    }
+}
+
+// Masks for the two registers of a panel with `rows` rows.
+inline __mmask16 low_mask(int rows) { return static_cast<__mmask16>(rows >= 16 ? 0xFFFF : (1u << rows) - 1); }
+inline __mmask16 high_mask(int rows) {
+  return static_cast<__mmask16>(rows >= 32 ? 0xFFFF : rows <= 16 ? 0 : (1u << (rows - 16)) - 1);
+}
+
+// y[t·ldy + r] (+)= Σ_c panel[c][r] · xt[c·TB + t] for r < 32 (masked to the panel's rows).
+// Each output is one FMA chain over c in order, continued from y unless `first`.
+template <int TB>
+void panel_tile(const float* panel, int kc, const float* xt, float* y, int64_t ldy, bool first, __mmask16 m0,
+                __mmask16 m1) {
+  __m512 a0[TB], a1[TB];
+  for (int t = 0; t < TB; ++t) {
+    a0[t] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, y + t * ldy);
+    a1[t] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, y + t * ldy + 16);
+  }
+  for (int c = 0; c < kc; ++c) {
+    const __m512 w0 = _mm512_loadu_ps(panel + c * kPanelRows);
+    const __m512 w1 = _mm512_loadu_ps(panel + c * kPanelRows + 16);
+#pragma GCC unroll 16
+    for (int t = 0; t < TB; ++t) {
+      const __m512 b = _mm512_set1_ps(xt[c * TB + t]);
+      a0[t] = _mm512_fmadd_ps(w0, b, a0[t]);
+      a1[t] = _mm512_fmadd_ps(w1, b, a1[t]);
+    }
+  }
+  for (int t = 0; t < TB; ++t) {
+    _mm512_mask_storeu_ps(y + t * ldy, m0, a0[t]);
+    _mm512_mask_storeu_ps(y + t * ldy + 16, m1, a1[t]);
+  }
+}
+
+using TileFn = void (*)(const float*, int, const float*, float*, int64_t, bool, __mmask16, __mmask16);
+template <int... TB>
+constexpr std::array<TileFn, sizeof...(TB)> tile_table(std::integer_sequence<int, TB...>) {
+  return {panel_tile<TB + 1>...};
+}
+// kTiles[tb - 1] is panel_tile<tb>.
+inline constexpr auto kTiles = tile_table(std::make_integer_sequence<int, kTokenTile>{});
+
+// Operand tiles for panel_tile: for each tile of up to 12 rows, xt[c·tb + t] = row(t0 + t)[c],
+// c < kc, tiles one after another. Read in place, rows a multiple of 4 KB apart would fight
+// over one L1 set.
+template <class Row>
+inline void pack_tiles(const Row& row, int64_t nrows, int kc, float* xt) {
+  for (int64_t t0 = 0; t0 < nrows; t0 += kTokenTile) {
+    const int tb = static_cast<int>(std::min<int64_t>(kTokenTile, nrows - t0));
+    for (int t = 0; t < tb; ++t) {
+      const float* src = row(t0 + t);
+      for (int c = 0; c < kc; ++c) xt[c * tb + t] = src[c];
+    }
+    xt += static_cast<int64_t>(tb) * kc;
+  }
+}
+
+}  // namespace orchard::kernels::panels
