@@ -48,6 +48,27 @@ void fill_weights(DType wt, std::vector<uint8_t>& w, int64_t n, std::mt19937& rn
   quantize_row(wt, tmp.data(), w.data(), n);
 }
 
+// ntok random tokens of `cols` activations, each prepared by `prepare` (prep_bytes(cols) apart,
+// in `prepared`) and quantized the standard way to `xt` (row_bytes(xt, cols) apart, in `ref`).
+struct Tokens {
+  std::vector<uint8_t> prepared, ref;
+  size_t pb, xrb;
+};
+Tokens prepare_tokens(kernels::PrepareFn prepare, kernels::PrepBytesFn prep_bytes, DType xt, int64_t cols,
+                      int64_t ntok, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  Tokens out{{}, {}, prep_bytes(cols), row_bytes(xt, cols)};
+  out.prepared.resize(out.pb * ntok);
+  out.ref.resize(out.xrb * ntok);
+  std::vector<float> x(cols);
+  for (int64_t t = 0; t < ntok; ++t) {
+    for (auto& v : x) v = nd(rng);
+    prepare(x.data(), cols, out.prepared.data() + t * out.pb);
+    quantize_row(xt, x.data(), out.ref.data() + t * out.xrb, cols);
+  }
+  return out;
+}
+
 void check(DType wt, Isa isa, int64_t rows, int64_t ntok, int64_t cols) {
   const kernels::Kernels k = kernels::lookup(wt, isa);
   if (!k.gemm) return;
@@ -151,18 +172,12 @@ TEST(Kernels, ManyTokenKernelsMatchScalarReference) {
       for (int64_t rows : {1, 16, 31, 33, 70}) {
         const int64_t ntok = 13 + rows % 19;  // a whole token tile and a remainder
         std::mt19937 rng(static_cast<uint32_t>(cols * 97 + rows));
-        std::normal_distribution<float> nd(0.0f, 1.0f);
-        const size_t wrb = row_bytes(DType::F16, cols), xrb = row_bytes(DType::F16, cols);
+        const size_t wrb = row_bytes(DType::F16, cols);
         std::vector<uint8_t> w(wrb * rows);
         fill_weights(DType::F16, w, rows * cols, rng);
-        const size_t pb = k.prep_bytes(cols);
-        std::vector<uint8_t> xp(pb * ntok), xq(xrb * ntok);
-        std::vector<float> x(cols);
-        for (int64_t t = 0; t < ntok; ++t) {
-          for (auto& v : x) v = nd(rng);
-          k.prepare(x.data(), cols, xp.data() + t * pb);
-          quantize_row(DType::F16, x.data(), xq.data() + t * xrb, cols);
-        }
+        const Tokens x = prepare_tokens(k.prepare, k.prep_bytes, DType::F16, cols, ntok, rng);
+        const size_t pb = x.pb, xrb = x.xrb;
+        const std::vector<uint8_t>&xp = x.prepared, &xq = x.ref;
         const int64_t ldy = rows + 3;
         std::vector<float> y(ldy * ntok, -12345.0f);
         k.gemm_many(w.data(), wrb, rows, xp.data(), pb, ntok, cols, y.data(), ldy);
@@ -249,21 +264,15 @@ TEST(Kernels, PackedWeightKernelsMatchScalarReference) {
     for (int64_t cols : {32, 96, 2048})
       for (int64_t ntok : {1, 3, 4, 9}) {
         std::mt19937 rng(static_cast<uint32_t>(cols + ntok));
-        std::normal_distribution<float> nd(0.0f, 1.0f);
         const int64_t rows = 2 * pk.row_group;
-        const size_t wrb = row_bytes(wt, cols), xrb = row_bytes(vec_dot_type(wt), cols);
+        const size_t wrb = row_bytes(wt, cols);
         std::vector<uint8_t> w(wrb * rows);
         fill_weights(wt, w, rows * cols, rng);
         std::vector<uint8_t> packed(pk.pack_bytes(rows, cols));
         pk.pack(w.data(), wrb, rows, cols, packed.data());
-        const size_t pb = pk.prep_bytes(cols);
-        std::vector<uint8_t> xp(pb * ntok), xq(xrb * ntok);
-        std::vector<float> x(cols);
-        for (int64_t t = 0; t < ntok; ++t) {
-          for (auto& v : x) v = nd(rng);
-          pk.prepare(x.data(), cols, xp.data() + t * pb);
-          quantize_row(vec_dot_type(wt), x.data(), xq.data() + t * xrb, cols);
-        }
+        const Tokens x = prepare_tokens(pk.prepare, pk.prep_bytes, vec_dot_type(wt), cols, ntok, rng);
+        const size_t pb = x.pb, xrb = x.xrb;
+        const std::vector<uint8_t>&xp = x.prepared, &xq = x.ref;
         const int64_t ldy = rows + 5;
         std::vector<float> y(ldy * ntok, -1e9f);
         pk.gemm(packed.data(), 0, rows, xp.data(), pb, ntok, cols, y.data(), ldy);

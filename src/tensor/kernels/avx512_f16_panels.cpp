@@ -37,12 +37,9 @@ void f16_gemm_panels(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t*
   const auto* x = reinterpret_cast<const float*>(xp);
   const int64_t xs = static_cast<int64_t>(xrb / sizeof(float));
   // Column blocks outermost: a block of every token's activations (ntok × 1 KB) stays in L2
-  // while all of this thread's row panels pass. The partial sums in y and the next panel's
-  // weights stay nowhere near: both are prefetched a tile ahead.
-  const int64_t n_tiles = (ntok + kTokenTile - 1) / kTokenTile;
+  // while all of this thread's row panels pass.
   for (int64_t k0 = 0; k0 < nb; k0 += kPanelCols) {
     const int kc = static_cast<int>(std::min<int64_t>(kPanelCols, nb - k0));
-    const int64_t lines_per_row = (kc * 2 + 63) / 64;
     pack_tiles([&](int64_t t) { return x + t * xs + k0; }, ntok, kc, xt.data());
     for (int64_t r0 = 0; r0 < nrows; r0 += kPanelRows) {
       const int rows = static_cast<int>(std::min<int64_t>(kPanelRows, nrows - r0));
@@ -54,21 +51,8 @@ void f16_gemm_panels(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t*
           },
           rows, kc, panel);
       const __mmask16 m0 = low_mask(rows), m1 = high_mask(rows);
-      const int64_t next_rows = std::min<int64_t>(kPanelRows, nrows - r0 - kPanelRows);
-      const int64_t next_lines = next_rows > 0 ? next_rows * lines_per_row : 0;
-      const int64_t lines_per_tile = (next_lines + n_tiles - 1) / n_tiles;
-      int64_t line = 0;
       for (int64_t t = 0; t < ntok; t += kTokenTile) {
         const int tb = static_cast<int>(std::min<int64_t>(kTokenTile, ntok - t));
-        if (k0 > 0)
-          for (int64_t u = t + kTokenTile; u < std::min(ntok, t + 2 * kTokenTile); ++u) {
-            _mm_prefetch(reinterpret_cast<const char*>(y + u * ldy + r0), _MM_HINT_T0);
-            _mm_prefetch(reinterpret_cast<const char*>(y + u * ldy + r0 + 16), _MM_HINT_T0);
-          }
-        for (const int64_t end = std::min(next_lines, line + lines_per_tile); line < end; ++line) {
-          const uint8_t* row = w + (r0 + kPanelRows + line / lines_per_row) * wrb + k0 * 2;
-          _mm_prefetch(reinterpret_cast<const char*>(row + (line % lines_per_row) * 64), _MM_HINT_T0);
-        }
         kTiles[tb - 1](panel, kc, xt.data() + t * kc, y + t * ldy + r0, ldy, k0 == 0, m0, m1);
       }
     }
