@@ -8,12 +8,16 @@
 // Every output is a fixed FMA chain (over dims for S, over positions for O, where the zeros
 // past a row's end add nothing), so it does not depend on which rows share a tile.
 #if defined(__x86_64__)
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
 #include "tensor/kernels/kernels.h"
 
+// Standard headers come first: clang rejects a target attribute pushed over their definitions.
 #include "tensor/kernels/avx512_target_begin.h"
-
-#include <algorithm>
-#include <vector>
 
 #include "tensor/kernels/avx512_panels.h"
 #include "tensor/ops.h"

@@ -11,12 +11,16 @@
 // depend on the tiling, the thread split or the token count — but it differs from the
 // one-token kernel's, so matmul leaves it out where a server needs batch-invariant bits.
 #if defined(__x86_64__)
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
 #include "tensor/kernels/kernels.h"
 
+// Standard headers come first: clang rejects a target attribute pushed over their definitions.
 #include "tensor/kernels/avx512_target_begin.h"
-
-#include <algorithm>
-#include <vector>
 
 #include "tensor/kernels/avx512_panels.h"
 
