@@ -22,7 +22,7 @@ LlamaModel::LlamaModel(const GGUFFile& file, bool repack, const Shard& shard, Pa
   q_dim_ = n_heads_ * hp_.head_dim;
   kv_dim_ = n_kv_heads_ * hp_.head_dim;
   ffn_dim_ = s.n_ffn();
-  if (repack) w_.pack_for_cpu();
+  if (repack) w_.pack_for_cpu(&file);
 }
 
 void LocalForward::feed(std::span<const TokenId> tokens, std::vector<float>& logits) {

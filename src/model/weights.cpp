@@ -183,11 +183,25 @@ std::vector<std::pair<uint64_t, uint64_t>> ModelWeights::byte_ranges(const GGUFF
   return out;
 }
 
-void ModelWeights::pack_for_cpu() {
+void ModelWeights::pack_for_cpu(const GGUFFile* file) {
+  const auto* embd = static_cast<const uint8_t*>(tok_embd.data);
+  const size_t embd_bytes = embd ? row_bytes(tok_embd.type, tok_embd.cols) * static_cast<size_t>(tok_embd.rows) : 0;
   auto pack = [&](MatrixView& m) {
-    if (m.packed) return;
-    auto bytes = orchard::pack_for_cpu(m);
-    if (!bytes.empty()) packed.push_back(std::move(bytes));
+    if (m.packed || !m.data) return;
+    auto buf = orchard::pack_for_cpu(m);
+    if (!buf) return;
+    packed.push_back(std::move(buf));
+    if (!pack_replaces_original(m.type)) return;
+    // matmul reads only the packed copy from now on: give the original back, unless it is
+    // also the embedding table (tied output), whose rows get_row still reads.
+    const auto* data = static_cast<const uint8_t*>(m.data);
+    if (embd && data >= embd && data < embd + embd_bytes) return;
+    const auto slice = std::find_if(sliced.begin(), sliced.end(), [&](const auto& b) { return b && b->data() == data; });
+    if (slice != sliced.end())
+      slice->reset();
+    else if (file)
+      file->release(data, row_bytes(m.type, m.cols) * static_cast<size_t>(m.rows));
+    m.data = nullptr;
   };
   for (auto& L : layers)
     for (MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*m);

@@ -50,11 +50,13 @@ struct ModelWeights {
 
   // Column slices of matrices (tensor parallel), copied out of the file.
   std::vector<std::unique_ptr<HugeBuffer>> sliced;
-  // Matrices repacked for this CPU's prompt-processing kernel (see pack_for_cpu).
-  std::vector<std::vector<uint8_t>> packed;
+  // Matrices repacked into this CPU's faster layout (see pack_for_cpu).
+  std::vector<std::unique_ptr<HugeBuffer>> packed;
 
-  // Repacks every matrix that has a faster many-token layout on this CPU.
-  void pack_for_cpu();
+  // Repacks every matrix that has a faster layout on this CPU. Where matmul then reads only
+  // the packed copy (pack_replaces_original), gives the original back — its pages of `file`'s
+  // copy, or its column slice — so memory stays one copy.
+  void pack_for_cpu(const GGUFFile* file);
 };
 
 }  // namespace orchard

@@ -267,8 +267,10 @@ void measure_compute(MachineSpec& m, const std::vector<DType>& types, const std:
     size_t layer_bytes = 0;
     for (const TestMatrix& w : layer) layer_bytes += w.data.size();
     TestMatrix small(type, size_t{8} << 20, cols);
-    // The engine repacks weights at load for its many-token kernel where the CPU has one.
-    const std::vector<uint8_t> packed = pack_for_cpu(small.view);
+    // The engine repacks weights at load where the CPU has a faster layout.
+    std::vector<std::unique_ptr<HugeBuffer>> packed;
+    for (TestMatrix* w : {&small}) packed.push_back(pack_for_cpu(w->view));
+    for (TestMatrix& w : layer) packed.push_back(pack_for_cpu(w.view));
     for (int t : threads) {
       set_threads(t);
       say(std::string("kernels, ") + type_name(type) + ", " + std::to_string(t) + " thread(s)");

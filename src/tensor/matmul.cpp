@@ -27,7 +27,7 @@ size_t checked_row_bytes(const MatrixView& w, const char* what) {
   if (w.rows < 0 || w.cols < 0)
     throw Error(std::string(what) + ": negative matrix shape " + std::to_string(w.rows) + " x " +
                 std::to_string(w.cols));
-  if ((w.rows > 0 && w.cols > 0) && w.data == nullptr)
+  if ((w.rows > 0 && w.cols > 0) && w.data == nullptr && w.packed == nullptr)
     throw Error(std::string(what) + ": " + type_name(w.type) + " matrix has no data");
   const TypeInfo& info = type_info(w.type);
   if (w.cols % info.block_elems != 0)
@@ -63,7 +63,9 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
   // the calling thread. Rows are independent, so the split never changes the result.
   ThreadPool& pool = w.rows * w.cols * n_tokens < kMinParallelMacs ? serial_pool() : global_pool();
   const auto* wbytes = static_cast<const uint8_t*>(w.data);
-  if (w.packed && k.packed && (n_tokens > 1 || batch_invariant)) {  // weights repacked at load for many tokens
+  // Weights repacked at load: always for many tokens; for one token where that layout is the
+  // faster one too (then it is the only copy kept), or where bits must not depend on the batch.
+  if (w.packed && k.packed && (n_tokens > 1 || batch_invariant || k.packed->one_token || !w.data)) {
     const kernels::PackedKernels& pk = *k.packed;
     const size_t pb = pk.prep_bytes(w.cols);
     scratch.resize(pb * static_cast<size_t>(n_tokens));
@@ -142,20 +144,25 @@ void dot_rows_f32(const float* w, int64_t rows, int64_t cols, int64_t stride, co
   }
 }
 
-std::vector<uint8_t> pack_for_cpu(MatrixView& w) {
+std::unique_ptr<HugeBuffer> pack_for_cpu(MatrixView& w) {
   const kernels::Kernels& k = fast_kernels(w.type);
-  if (!k.packed || w.rows % k.packed->row_group != 0 || w.rows == 0) return {};
+  if (!k.packed || w.rows % k.packed->row_group != 0 || w.rows == 0 || w.data == nullptr) return nullptr;
   const size_t w_row = checked_row_bytes(w, "pack_for_cpu");
-  std::vector<uint8_t> out(k.packed->pack_bytes(w.rows, w.cols));
+  auto out = std::make_unique<HugeBuffer>(k.packed->pack_bytes(w.rows, w.cols));
   const auto* wbytes = static_cast<const uint8_t*>(w.data);
   const int64_t group = k.packed->row_group;
   const size_t group_bytes = k.packed->pack_bytes(group, w.cols);
   global_pool().parallel_for(w.rows, group, [&](int64_t r0, int64_t r1) {
     k.packed->pack(wbytes + static_cast<size_t>(r0) * w_row, w_row, r1 - r0, w.cols,
-                   out.data() + static_cast<size_t>(r0 / group) * group_bytes);
+                   out->data() + static_cast<size_t>(r0 / group) * group_bytes);
   });
-  w.packed = out.data();
+  w.packed = out->data();
   return out;
+}
+
+bool pack_replaces_original(DType type) {
+  const kernels::Kernels& k = fast_kernels(type);
+  return k.packed && k.packed->one_token;
 }
 
 void matvec(const MatrixView& w, const float* x, float* y, std::vector<uint8_t>& scratch) {

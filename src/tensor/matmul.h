@@ -1,8 +1,10 @@
 #pragma once
 // The one place where weight matrices multiply activations, so faster kernels swap in here.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "tensor/huge_buffer.h"
 #include "tensor/types.h"
 
 namespace orchard {
@@ -13,23 +15,26 @@ struct MatrixView {
   int64_t rows = 0;
   int64_t cols = 0;
   const void* data = nullptr;
-  // Optional copy of the rows repacked for this CPU's many-token kernel (see pack_for_cpu).
+  // Optional copy of the rows repacked for this CPU's kernels (see pack_for_cpu). Where
+  // pack_replaces_original(type), matmul reads only it, so `data` may then be null.
   const uint8_t* packed = nullptr;
 };
 
-// Repacks `w` for the fastest prompt-processing kernel of this CPU when there is one and its
-// shape fits, pointing w.packed at the returned bytes (keep them alive as long as `w`).
-// Returns an empty vector and leaves `w` alone otherwise.
-std::vector<uint8_t> pack_for_cpu(MatrixView& w);
+// Repacks `w` into this CPU's faster layout when it has one and the shape fits, pointing
+// w.packed at the returned huge-page memory (keep it alive as long as `w`). Returns nullptr
+// and leaves `w` alone otherwise.
+std::unique_ptr<HugeBuffer> pack_for_cpu(MatrixView& w);
+// True where matmul reads a packed matrix of this type for every token count, so the original
+// rows are no longer needed once packed.
+bool pack_replaces_original(DType type);
 
 // y[r] = sum_c W[r, c] * x[c] for every row r.  `scratch` is reused between calls.
 void matvec(const MatrixView& w, const float* x, float* y, std::vector<uint8_t>& scratch);
 
 // Y[t, r] = sum_c W[r, c] * X[t, c] for t in [0, n_tokens): a batch of activations.
 // `batch_invariant`: compute each token's row the same way however many tokens share the call,
-// so a server batching requests gives each the bits it gets alone. It takes the repacked
-// weights (when there are any) for a single token too, and leaves out kernels whose rounding
-// depends on the token count.
+// so a server batching requests gives each the bits it gets alone: it leaves out kernels whose
+// rounding differs from the one-token kernel's. (Repacked weights are invariant by design.)
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
             std::vector<uint8_t>& scratch, bool batch_invariant = false);
 

@@ -174,14 +174,14 @@ void gemm(const uint8_t* w, size_t /*wrb*/, int64_t nrows, const uint8_t* x, siz
   }
 }
 
-template <class F>
-constexpr PackedKernels kernels_for{kGroup, pack_bytes<F>, pack<F>, prep_bytes, prepare<F>, gemm<F>};
+template <class F, bool kOneToken>
+constexpr PackedKernels kernels_for{kGroup, pack_bytes<F>, pack<F>, prep_bytes, prepare<F>, gemm<F>, kOneToken};
 
 }  // namespace
 
 const PackedKernels* avx512_packed(DType w) {
-  if (w == DType::Q4_0) return &kernels_for<Q4_0Format>;
-  if (w == DType::Q8_0) return &kernels_for<Q8_0Format>;
+  if (w == DType::Q4_0) return &kernels_for<Q4_0Format, true>;
+  if (w == DType::Q8_0) return &kernels_for<Q8_0Format, false>;
   return nullptr;
 }
 
