@@ -20,6 +20,8 @@
 // At most one attempt per job is live: the claim reads and writes in one IMMEDIATE transaction,
 // and a partial UNIQUE index on live attempts makes the file itself refuse a second one.
 // The SQL stays plain (no upserts beyond INSERT … ON CONFLICT, no JSON functions) for PostgreSQL.
+// One JobStore per thread (a connection runs one transaction at a time); any number of
+// connections and processes may share the file.
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
