@@ -3,7 +3,6 @@
 #include <sqlite3.h>
 
 #include <chrono>
-#include <thread>
 
 #include "network/ledger_hash.h"
 #include "network/sqlite_util.h"
@@ -14,7 +13,6 @@ namespace {
 
 constexpr const char* kFormat = "orchard-ledger";
 constexpr const char* kVersion = "1";
-constexpr int kBusyTimeoutMs = 30'000;
 
 // The schema. Entries and signed heads are append-only: the triggers make an UPDATE or DELETE
 // fail inside SQLite, whoever issues it; verify() checks they are still there.
@@ -61,49 +59,8 @@ int64_t now_ms() {
       .count();
 }
 
-
 std::string select_entries(const char* where) {
   return std::string("SELECT ") + kEntryColumns + " FROM entries " + where;
-}
-
-// The database's tables, to tell an empty file (make it a ledger) from someone else's database.
-int64_t table_count(sqlite3* db) {
-  sql::Stmt s(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table'");
-  s.step();
-  return s.i64(0);
-}
-
-void check_is_ledger(sqlite3* db, const std::string& path) {
-  sqlite3_stmt* raw = nullptr;
-  if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = 'format'", -1, &raw, nullptr) != SQLITE_OK) {
-    sqlite3_finalize(raw);
-    throw Error(path + ": not an Orchard ledger (an SQLite database without the ledger's tables)");
-  }
-  std::string format;
-  if (sqlite3_step(raw) == SQLITE_ROW)
-    if (const auto* p = sqlite3_column_text(raw, 0)) format = reinterpret_cast<const char*>(p);
-  sqlite3_finalize(raw);
-  if (format != kFormat)
-    throw Error(path + ": not an Orchard ledger (meta.format is '" + format + "', expected '" + kFormat + "')");
-  sql::Stmt v(db, "SELECT value FROM meta WHERE key = 'version'");
-  const std::string version = v.step() ? v.text(0) : "";
-  if (version != kVersion)
-    throw Error(path + ": Orchard ledger version '" + version + "' is not supported (this build reads " + kVersion + ")");
-}
-
-// Runs `f` again while another connection holds a lock SQLite does not wait for on its own
-// (a file being switched to WAL or recovered by someone else), up to the busy timeout.
-template <class F>
-auto retry_while_busy(F f) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
-  for (;;) {
-    try {
-      return f();
-    } catch (const sql::SqlError& e) {
-      if (!e.busy() || std::chrono::steady_clock::now() > deadline) throw;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
 }
 
 }  // namespace
@@ -124,44 +81,7 @@ Entry read_entry(const sql::Stmt& s) {
 }
 
 Ledger Ledger::open(const std::filesystem::path& path) {
-  const std::string p = path.string();
-  sqlite3* db = nullptr;
-  if (sqlite3_open_v2(p.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr) !=
-      SQLITE_OK) {
-    const std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
-    sqlite3_close(db);
-    throw Error(p + ": cannot open the ledger: " + msg);
-  }
-  Ledger ledger(db, path);  // closes db if anything below throws
-  sqlite3_busy_timeout(db, kBusyTimeoutMs);
-  sqlite3_extended_result_codes(db, 1);
-  retry_while_busy([&] {
-    // The first read of the header tells an SQLite file from anything else.
-    int64_t tables = 0;
-    try {
-      tables = table_count(db);
-    } catch (const sql::SqlError& e) {
-      if (e.busy()) throw;
-      throw Error(p + ": not an Orchard ledger (" + sqlite3_errmsg(db) + ")");
-    }
-    // WAL: readers never block the writer and several processes share the file; FULL: a
-    // transaction that returned from COMMIT is on disk even if the process dies right after.
-    {
-      sql::Stmt wal(db, "PRAGMA journal_mode = WAL");
-      wal.step();
-      if (wal.text(0) != "wal")
-        throw Error(p + ": cannot switch the ledger to WAL mode (journal_mode " + wal.text(0) + ")");
-    }
-    sql::exec(db, "PRAGMA synchronous = FULL");
-    if (tables == 0) {
-      sql::Transaction t(db);
-      if (table_count(db) == 0) sql::exec(db, kSchema);  // another process may have won the race
-      t.commit();
-    }
-    return 0;
-  });
-  check_is_ledger(db, p);
-  return ledger;
+  return Ledger(sql::open_database(path, {"ledger", kFormat, kVersion, kSchema}).release(), path);
 }
 
 Ledger::Ledger(Ledger&& other) noexcept : db_(other.db_), path_(std::move(other.path_)) { other.db_ = nullptr; }

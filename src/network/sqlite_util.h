@@ -1,11 +1,14 @@
 #pragma once
-// A thin RAII layer over the SQLite C API for the ledger: a prepared statement that finalizes
-// itself, and errors that name the file and SQLite's message.
+// A thin RAII layer over the SQLite C API for the network's files (the ledger, the job store):
+// opening one the same way everywhere, a prepared statement that finalizes itself, and errors
+// that name the file and SQLite's message.
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 
+#include "network/sqlite_handle.h"
 #include "tensor/error.h"
 
 namespace orchard::network::sql {
@@ -20,7 +23,7 @@ class SqlError : public Error {
 
 [[noreturn]] inline void fail(sqlite3* db, const std::string& what) {
   const char* file = db ? sqlite3_db_filename(db, "main") : nullptr;
-  throw SqlError(std::string(file && *file ? file : "ledger") + ": " + what + ": " +
+  throw SqlError(std::string(file && *file ? file : "database") + ": " + what + ": " +
                      (db ? sqlite3_errmsg(db) : "out of memory"),
                  db ? sqlite3_extended_errcode(db) : SQLITE_NOMEM);
 }
@@ -31,7 +34,7 @@ inline void exec(sqlite3* db, const char* sql) {
     const std::string m = msg ? msg : "unknown error";
     sqlite3_free(msg);
     const char* file = sqlite3_db_filename(db, "main");
-    throw SqlError(std::string(file && *file ? file : "ledger") + ": " + m, sqlite3_extended_errcode(db));
+    throw SqlError(std::string(file && *file ? file : "database") + ": " + m, sqlite3_extended_errcode(db));
   }
 }
 
@@ -60,7 +63,12 @@ class Stmt {
     if (rc == SQLITE_DONE) return false;
     fail(db_, "statement failed");
   }
+  Stmt& bind(int i, double v) {
+    check(sqlite3_bind_double(s_, i, v));
+    return *this;
+  }
   int64_t i64(int col) const { return sqlite3_column_int64(s_, col); }
+  double f64(int col) const { return sqlite3_column_double(s_, col); }
   std::string text(int col) const {
     const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s_, col));
     return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(s_, col))) : std::string();
@@ -91,6 +99,24 @@ class Transaction {
   sqlite3* db_;
   bool done_ = false;
 };
+
+// What kind of Orchard file a database is: meta.format and meta.version name it, and `schema`
+// (idempotent: CREATE … IF NOT EXISTS, INSERT OR IGNORE of the meta rows) makes an empty file one.
+struct FileKind {
+  const char* noun;     // "ledger", "job store": for messages
+  const char* format;   // meta.format
+  const char* version;  // meta.version
+  const char* schema;
+};
+
+inline constexpr int kBusyTimeoutMs = 30'000;
+
+// Opens (creating when absent or empty) the file at `path` as `kind`: WAL, so readers never
+// block the writer and several processes share the file; synchronous=FULL, so a transaction
+// that returned from COMMIT is on disk even if the process dies right after; a busy timeout,
+// so writers queue on BEGIN IMMEDIATE instead of failing. Throws orchard::Error naming the path
+// when the file is not an SQLite database, or is one of another kind or version.
+DbPtr open_database(const std::filesystem::path& path, const FileKind& kind);
 
 }  // namespace orchard::network::sql
 

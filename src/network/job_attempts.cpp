@@ -1,0 +1,323 @@
+// Claims, leases and output: the job store's operations on attempts. Each public operation is
+// one IMMEDIATE transaction, so a check ("is this attempt live and yours?") and the write it
+// allows see one state even with several coordinators on the file.
+#include <sqlite3.h>
+
+#include <algorithm>
+
+#include "network/job_store.h"
+#include "network/sqlite_util.h"
+
+namespace orchard::network {
+
+struct JobStore::Attempt {
+  std::string node_id;
+  std::string state;
+  int64_t lease_deadline = 0;
+  std::string size_class, hardware;
+  bool dedicated = false;
+  int64_t prompt_tokens = 0, generated_tokens = 0;
+  bool live() const { return state == "assigned" || state == "running"; }
+};
+
+namespace {
+
+std::string attempt_name(const std::string& job_id, int64_t attempt) {
+  return "job '" + job_id + "' attempt " + std::to_string(attempt);
+}
+
+// Refuses a node's report on an attempt that is over or whose lease ran out (even before
+// expire() noticed: the lease is the promise, not the sweep).
+void check_live(const std::string& where, const std::string& state, int64_t lease_deadline, int64_t now_ms) {
+  if (state != "assigned" && state != "running") throw NotYourJob(where + ": the attempt is " + state + ", not yours to run any more");
+  if (now_ms > lease_deadline)
+    throw NotYourJob(where + ": its lease ran out " + std::to_string(now_ms - lease_deadline) +
+                     " ms ago (heartbeat more often than the lease)");
+}
+
+}  // namespace
+
+JobStore::Attempt JobStore::attempt_of(const std::string& job_id, int64_t attempt, const std::string& node_id,
+                                       const char* doing) {
+  const std::string where = path_.string() + ": node '" + node_id + "' " + doing + " " + attempt_name(job_id, attempt);
+  sql::Stmt s(db(),
+              "SELECT node_id, state, lease_deadline, size_class, hardware, dedicated, prompt_tokens, generated_tokens "
+              "FROM attempts WHERE job_id = ?1 AND attempt = ?2");
+  s.bind(1, job_id).bind(2, attempt);
+  if (!s.step()) throw NotYourJob(where + ": no such attempt");
+  // Same message whoever holds it: a node learns nothing about other nodes' work.
+  if (s.text(0) != node_id) throw NotYourJob(where + ": not your job (another node holds this attempt)");
+  return Attempt{s.text(0), s.text(1), s.i64(2), s.text(3), s.text(4), s.i64(5) != 0, s.i64(6), s.i64(7)};
+}
+
+void JobStore::fail_job(const std::string& job_id, const std::string& error, int64_t now_ms) {
+  sql::Stmt s(db(), "UPDATE jobs SET state = 'failed', error = ?2, waiting = '', finished_at = ?3 WHERE id = ?1");
+  s.bind(1, job_id).bind(2, error).bind(3, now_ms).step();
+}
+
+AssignResult JobStore::assign_in(const std::string& job_id, int64_t now_ms) {
+  sql::Stmt j(db(), "SELECT model, n_ctx, prompt_tokens, max_tokens, state FROM jobs WHERE id = ?1");
+  j.bind(1, job_id);
+  if (!j.step()) throw Error(path_.string() + ": no job '" + job_id + "'");
+  AssignResult r;
+  r.job_id = job_id;
+  if (j.text(4) != "queued") {
+    sql::Stmt live(db(), "SELECT node_id, attempt FROM attempts WHERE job_id = ?1 AND state IN ('assigned', 'running')");
+    live.bind(1, job_id);
+    if (live.step()) r.node_id = live.text(0), r.attempt = live.i64(1);
+    r.state = j.text(4) == "assigned" ? JobState::Assigned
+              : j.text(4) == "running" ? JobState::Running
+              : j.text(4) == "done"    ? JobState::Done
+                                       : JobState::Failed;
+    r.reason = "not queued: already " + j.text(4);
+    return r;
+  }
+  const JobDemand demand{j.text(0), j.i64(1), j.i64(2), j.i64(3)};
+  const std::vector<NodeView> views = nodes();
+  const PlacementResult placed = place(demand, views, {now_ms, options_.heartbeat_timeout_ms});
+  if (!placed.choice) {
+    r.reason = placed.why_not(demand);
+    if (placed.hopeless()) {
+      fail_job(job_id, r.reason, now_ms);
+      r.state = JobState::Failed;
+    } else {
+      sql::Stmt w(db(), "UPDATE jobs SET waiting = ?2 WHERE id = ?1");
+      w.bind(1, job_id).bind(2, r.reason).step();
+    }
+    return r;
+  }
+  const Choice& c = *placed.choice;
+  const NodeView& node = *std::find_if(views.begin(), views.end(), [&](const NodeView& v) { return v.info.id == c.node_id; });
+  // The price classes are fixed now: what the job will cost does not change if the node
+  // re-registers with other hardware while it runs.
+  const SizeClass size = size_class(cost_of(*node.info.find_model(demand.model)).params);
+  sql::Stmt next(db(), "SELECT coalesce(max(attempt), 0) + 1 FROM attempts WHERE job_id = ?1");
+  next.bind(1, job_id).step();
+  r.attempt = next.i64(0);
+  sql::Stmt ins(db(),
+                "INSERT INTO attempts(job_id, attempt, node_id, state, plan, size_class, hardware, dedicated, started_at, "
+                "lease_deadline) VALUES(?1, ?2, ?3, 'assigned', ?4, ?5, ?6, ?7, ?8, ?9)");
+  ins.bind(1, job_id).bind(2, r.attempt).bind(3, c.node_id).bind(4, c.plan.candidate.label()).bind(5, to_string(size));
+  ins.bind(6, to_string(node.info.hardware)).bind(7, int64_t{node.info.lending == Lending::Dedicated});
+  ins.bind(8, now_ms).bind(9, now_ms + options_.lease_ms).step();
+  sql::Stmt up(db(), "UPDATE jobs SET state = 'assigned', waiting = '' WHERE id = ?1");
+  up.bind(1, job_id).step();
+  r.state = JobState::Assigned;
+  r.node_id = c.node_id;
+  r.reason = c.reason;
+  return r;
+}
+
+AssignResult JobStore::assign(const std::string& job_id, int64_t now_ms) {
+  sql::Transaction t(db());
+  AssignResult r = assign_in(job_id, now_ms);
+  t.commit();
+  return r;
+}
+
+std::vector<AssignResult> JobStore::assign_queued(int64_t now_ms) {
+  std::vector<std::string> ids;
+  {
+    sql::Stmt s(db(), "SELECT id FROM jobs WHERE state = 'queued' ORDER BY queued_at, id LIMIT ?1");
+    s.bind(1, int64_t{options_.assign_batch});
+    while (s.step()) ids.push_back(s.text(0));
+  }
+  // One transaction per job: another coordinator may take some in between; assign_in sees that.
+  std::vector<AssignResult> out;
+  for (const std::string& id : ids) out.push_back(assign(id, now_ms));
+  return out;
+}
+
+std::optional<Work> JobStore::next_job_for(const std::string& node_id, int64_t now_ms) {
+  sql::Transaction t(db());
+  sql::Stmt alive(db(), "UPDATE nodes SET last_heartbeat = ?2 WHERE id = ?1");
+  alive.bind(1, node_id).bind(2, now_ms).step();
+  if (sqlite3_changes(db()) == 0) throw Error(path_.string() + ": poll from unknown node '" + node_id + "' (register it first)");
+  auto pick = [&]() -> std::optional<Work> {
+    sql::Stmt s(db(),
+                "SELECT a.job_id, a.attempt, a.plan, j.model, j.request, j.n_ctx, j.max_tokens FROM attempts a "
+                "JOIN jobs j ON j.id = a.job_id WHERE a.node_id = ?1 AND a.state = 'assigned' "
+                "ORDER BY a.started_at, a.job_id LIMIT 1");
+    s.bind(1, node_id);
+    if (!s.step()) return std::nullopt;
+    Work w;
+    w.job_id = s.text(0);
+    w.attempt = s.i64(1);
+    w.plan = s.text(2);
+    w.model = s.text(3);
+    w.request = nlohmann::json::parse(s.text(4));
+    w.n_ctx = s.i64(5);
+    w.max_tokens = s.i64(6);
+    return w;
+  };
+  std::optional<Work> w = pick();
+  if (!w) {
+    std::vector<std::string> queued;
+    sql::Stmt s(db(), "SELECT id FROM jobs WHERE state = 'queued' ORDER BY queued_at, id LIMIT ?1");
+    s.bind(1, int64_t{options_.assign_batch});
+    while (s.step()) queued.push_back(s.text(0));
+    for (const std::string& id : queued) assign_in(id, now_ms);
+    w = pick();
+  }
+  if (w) {
+    w->lease_deadline_ms = now_ms + options_.lease_ms;
+    sql::Stmt a(db(), "UPDATE attempts SET state = 'running', lease_deadline = ?3 WHERE job_id = ?1 AND attempt = ?2");
+    a.bind(1, w->job_id).bind(2, w->attempt).bind(3, w->lease_deadline_ms).step();
+    sql::Stmt j(db(), "UPDATE jobs SET state = 'running' WHERE id = ?1");
+    j.bind(1, w->job_id).step();
+    w->output = output_of(w->job_id);
+  }
+  t.commit();
+  return w;
+}
+
+bool JobStore::append_output(const std::string& job_id, int64_t attempt, const std::string& node_id, int64_t index,
+                             const std::string& text, int64_t now_ms) {
+  const std::string where = path_.string() + ": " + attempt_name(job_id, attempt) + ", token " + std::to_string(index);
+  sql::Transaction t(db());
+  const Attempt a = attempt_of(job_id, attempt, node_id, "streaming into");
+  check_live(where, a.state, a.lease_deadline, now_ms);
+  sql::Stmt job(db(), "SELECT max_tokens FROM jobs WHERE id = ?1");
+  job.bind(1, job_id).step();
+  if (index < 0 || index >= job.i64(0))
+    throw Error(where + ": index out of range (the job asked for " + std::to_string(job.i64(0)) + " tokens)");
+  bool stored = false;
+  sql::Stmt old(db(), "SELECT text FROM outputs WHERE job_id = ?1 AND idx = ?2");
+  old.bind(1, job_id).bind(2, index);
+  if (old.step()) {
+    // A retried append (the reply was lost) repeats itself exactly; anything else is a bug.
+    if (old.text(0) != text) throw Error(where + ": already holds different text");
+  } else {
+    sql::Stmt next(db(), "SELECT coalesce(max(idx) + 1, 0) FROM outputs WHERE job_id = ?1");
+    next.bind(1, job_id).step();
+    if (index != next.i64(0)) throw Error(where + ": out of order (the next token is " + std::to_string(next.i64(0)) + ")");
+    sql::Stmt ins(db(), "INSERT INTO outputs(job_id, idx, text, attempt) VALUES(?1, ?2, ?3, ?4)");
+    ins.bind(1, job_id).bind(2, index).bind(3, text).bind(4, attempt).step();
+    stored = true;
+  }
+  // Streaming is a sign of life: it renews the lease like a heartbeat.
+  sql::Stmt up(db(),
+               "UPDATE attempts SET streamed = streamed + ?3, state = 'running', lease_deadline = ?4 "
+               "WHERE job_id = ?1 AND attempt = ?2");
+  up.bind(1, job_id).bind(2, attempt).bind(3, int64_t{stored}).bind(4, now_ms + options_.lease_ms).step();
+  sql::Stmt run(db(), "UPDATE jobs SET state = 'running' WHERE id = ?1");
+  run.bind(1, job_id).step();
+  t.commit();
+  return stored;
+}
+
+Completion JobStore::complete(const std::string& job_id, int64_t attempt, const std::string& node_id, const Usage& usage,
+                              int64_t now_ms) {
+  const std::string where = path_.string() + ": completing " + attempt_name(job_id, attempt);
+  if (usage.prompt_tokens < 0 || usage.generated_tokens < 0) throw Error(where + ": negative token counts");
+  sql::Transaction t(db());
+  Attempt a = attempt_of(job_id, attempt, node_id, "completing");
+  const bool first = a.state != "done";
+  if (first) {
+    check_live(where, a.state, a.lease_deadline, now_ms);
+    sql::Stmt at(db(),
+                 "UPDATE attempts SET state = 'done', ended_at = ?3, prompt_tokens = ?4, generated_tokens = ?5 "
+                 "WHERE job_id = ?1 AND attempt = ?2");
+    at.bind(1, job_id).bind(2, attempt).bind(3, now_ms).bind(4, usage.prompt_tokens).bind(5, usage.generated_tokens).step();
+    sql::Stmt job(db(),
+                  "UPDATE jobs SET state = 'done', usage_prompt = ?2, usage_generated = ?3, finished_at = ?4, waiting = '' "
+                  "WHERE id = ?1");
+    job.bind(1, job_id).bind(2, usage.prompt_tokens).bind(3, usage.generated_tokens).bind(4, now_ms).step();
+    // Reliability recovers slowly with finished work, so one old abandonment is not forever.
+    sql::Stmt rel(db(), "UPDATE nodes SET reliability = reliability + (1.0 - reliability) * ?2 WHERE id = ?1");
+    rel.bind(1, node_id).bind(2, options_.recover_share).step();
+    a.prompt_tokens = usage.prompt_tokens;
+    a.generated_tokens = usage.generated_tokens;
+  }
+  sql::Stmt who(db(), "SELECT j.client, n.owner FROM jobs j, nodes n WHERE j.id = ?1 AND n.id = ?2");
+  who.bind(1, job_id).bind(2, node_id).step();
+  Completion c;
+  c.first = first;
+  c.job_id = job_id;
+  c.attempt = attempt;
+  c.client = who.text(0);
+  c.owner = who.text(1);
+  c.node_id = node_id;
+  c.usage = JobUsage{static_cast<uint64_t>(a.prompt_tokens), static_cast<uint64_t>(a.generated_tokens),
+                     parse_size_class(a.size_class), parse_hardware_class(a.hardware), a.dedicated};
+  t.commit();
+  return c;
+}
+
+void JobStore::hand_back(const std::string& job_id, int64_t attempt, const std::string& node_id, int64_t now_ms) {
+  sql::Transaction t(db());
+  const Attempt a = attempt_of(job_id, attempt, node_id, "handing back");
+  if (a.state == "handed_back") return t.commit();
+  // Giving work up is allowed until expire() has abandoned the attempt, even just past the
+  // lease: the node says so itself, which is what an owner's drain should look like.
+  if (!a.live())
+    throw NotYourJob(path_.string() + ": node '" + node_id + "' handing back " + attempt_name(job_id, attempt) +
+                     ": the attempt is " + a.state);
+  sql::Stmt at(db(), "UPDATE attempts SET state = 'handed_back', ended_at = ?3 WHERE job_id = ?1 AND attempt = ?2");
+  at.bind(1, job_id).bind(2, attempt).bind(3, now_ms).step();
+  sql::Stmt job(db(), "UPDATE jobs SET state = 'queued', queued_at = ?2 WHERE id = ?1");
+  job.bind(1, job_id).bind(2, now_ms).step();
+  t.commit();
+}
+
+ExpireReport JobStore::expire(int64_t now_ms) {
+  ExpireReport report;
+  sql::Transaction t(db());
+  struct Lost {
+    std::string job_id, node_id, why;
+    int64_t attempt;
+  };
+  std::vector<Lost> lost;
+  {
+    sql::Stmt s(db(),
+                "SELECT a.job_id, a.attempt, a.node_id, a.lease_deadline, n.last_heartbeat FROM attempts a "
+                "JOIN nodes n ON n.id = a.node_id WHERE a.state IN ('assigned', 'running') "
+                "AND (a.lease_deadline < ?1 OR n.last_heartbeat < ?2) ORDER BY a.job_id");
+    s.bind(1, now_ms).bind(2, now_ms - options_.heartbeat_timeout_ms);
+    while (s.step()) {
+      const int64_t silent = now_ms - s.i64(4);
+      const std::string why = silent > options_.heartbeat_timeout_ms
+                                  ? "silent for " + std::to_string(silent) + " ms"
+                                  : "lease ran out " + std::to_string(now_ms - s.i64(3)) + " ms ago";
+      lost.push_back({s.text(0), s.text(2), why, s.i64(1)});
+    }
+  }
+  for (const Lost& l : lost) {
+    sql::Stmt at(db(), "UPDATE attempts SET state = 'abandoned', ended_at = ?3 WHERE job_id = ?1 AND attempt = ?2");
+    at.bind(1, l.job_id).bind(2, l.attempt).bind(3, now_ms).step();
+    sql::Stmt rel(db(), "UPDATE nodes SET reliability = reliability * ?2 WHERE id = ?1");
+    rel.bind(1, l.node_id).bind(2, options_.abandon_factor).step();
+    report.abandoned.emplace_back(l.job_id, l.attempt);
+    sql::Stmt count(db(), "SELECT count(*) FROM attempts WHERE job_id = ?1 AND state = 'abandoned'");
+    count.bind(1, l.job_id).step();
+    if (count.i64(0) >= options_.max_attempts) {
+      fail_job(l.job_id,
+               "abandoned " + std::to_string(count.i64(0)) + " times (the limit is " +
+                   std::to_string(options_.max_attempts) + "); last by node '" + l.node_id + "', " + l.why,
+               now_ms);
+      report.failed.push_back(l.job_id);
+    } else {
+      // Requeued with its output: the next attempt resumes after the tokens already streamed.
+      sql::Stmt job(db(), "UPDATE jobs SET state = 'queued', queued_at = ?2 WHERE id = ?1");
+      job.bind(1, l.job_id).bind(2, now_ms).step();
+      report.requeued.push_back(l.job_id);
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> stuck;
+  {
+    sql::Stmt s(db(), "SELECT id, waiting FROM jobs WHERE state = 'queued' AND queued_at < ?1 ORDER BY id");
+    s.bind(1, now_ms - options_.queue_timeout_ms);
+    while (s.step()) stuck.emplace_back(s.text(0), s.text(1));
+  }
+  for (const auto& [id, waiting] : stuck) {
+    fail_job(id,
+             "no node took this job within " + std::to_string(options_.queue_timeout_ms / 1000) + " s" +
+                 (waiting.empty() ? std::string() : "; at the last try: " + waiting),
+             now_ms);
+    report.failed.push_back(id);
+  }
+  t.commit();
+  return report;
+}
+
+}  // namespace orchard::network

@@ -1,0 +1,279 @@
+// The job store's file, its nodes, submitting jobs and reading them back. Claims, leases and
+// output are in job_attempts.cpp.
+#include "network/job_store.h"
+
+#include <openssl/rand.h>
+#include <sqlite3.h>
+
+#include <algorithm>
+
+#include "network/ledger_hash.h"
+#include "network/sqlite_util.h"
+
+namespace orchard::network {
+namespace {
+
+constexpr const char* kFormat = "orchard-jobs";
+constexpr const char* kVersion = "1";
+
+// Live attempts ('assigned', 'running') are the ones holding a lease; the partial UNIQUE index
+// lets a job have one at a time whatever the code above does. `info` is the node's description
+// as JSON (node_info.h), rewritten with each heartbeat's load and status.
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS nodes(
+  id TEXT PRIMARY KEY,
+  owner TEXT NOT NULL,
+  info TEXT NOT NULL,
+  registered_at INTEGER NOT NULL,
+  last_heartbeat INTEGER NOT NULL,
+  reliability REAL NOT NULL DEFAULT 1.0,
+  draining INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS jobs(
+  id TEXT PRIMARY KEY,
+  client TEXT NOT NULL,
+  model TEXT NOT NULL,
+  request TEXT NOT NULL,
+  n_ctx INTEGER NOT NULL,
+  prompt_tokens INTEGER NOT NULL,
+  max_tokens INTEGER NOT NULL,
+  state TEXT NOT NULL CHECK(state IN ('queued', 'assigned', 'running', 'done', 'failed')),
+  error TEXT NOT NULL DEFAULT '',
+  waiting TEXT NOT NULL DEFAULT '',
+  usage_prompt INTEGER,
+  usage_generated INTEGER,
+  created_at INTEGER NOT NULL,
+  queued_at INTEGER NOT NULL,
+  finished_at INTEGER);
+CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(state, queued_at);
+CREATE TABLE IF NOT EXISTS attempts(
+  job_id TEXT NOT NULL REFERENCES jobs(id),
+  attempt INTEGER NOT NULL,
+  node_id TEXT NOT NULL REFERENCES nodes(id),
+  state TEXT NOT NULL CHECK(state IN ('assigned', 'running', 'done', 'handed_back', 'abandoned')),
+  plan TEXT NOT NULL,
+  size_class TEXT NOT NULL,
+  hardware TEXT NOT NULL,
+  dedicated INTEGER NOT NULL,
+  started_at INTEGER NOT NULL,
+  lease_deadline INTEGER NOT NULL,
+  ended_at INTEGER,
+  streamed INTEGER NOT NULL DEFAULT 0,
+  prompt_tokens INTEGER NOT NULL DEFAULT 0,
+  generated_tokens INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY(job_id, attempt));
+CREATE INDEX IF NOT EXISTS attempts_node ON attempts(node_id, state);
+CREATE UNIQUE INDEX IF NOT EXISTS attempts_one_live ON attempts(job_id) WHERE state IN ('assigned', 'running');
+CREATE TABLE IF NOT EXISTS outputs(
+  job_id TEXT NOT NULL REFERENCES jobs(id),
+  idx INTEGER NOT NULL,
+  text TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  PRIMARY KEY(job_id, idx));
+INSERT OR IGNORE INTO meta(key, value) VALUES('format', 'orchard-jobs');
+INSERT OR IGNORE INTO meta(key, value) VALUES('version', '1');
+)sql";
+
+JobState parse_job_state(const std::string& s) {
+  for (JobState st : {JobState::Queued, JobState::Assigned, JobState::Running, JobState::Done, JobState::Failed})
+    if (s == to_string(st)) return st;
+  throw Error("job store: unknown job state '" + s + "'");
+}
+
+// A node description the store wrote itself (register_node validated it).
+NodeInfo stored_node(const std::string& text, const std::filesystem::path& path) {
+  try {
+    return node_info_from_json(nlohmann::json::parse(text));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path.string() + ": a stored node description is not JSON: " + e.what());
+  }
+}
+
+std::string new_job_id() {
+  unsigned char raw[8];
+  if (RAND_bytes(raw, sizeof raw) != 1) throw Error("job store: no random bytes for a job id (OpenSSL)");
+  return "job-" + to_hex(raw, sizeof raw);
+}
+
+}  // namespace
+
+const char* to_string(JobState s) {
+  switch (s) {
+    case JobState::Queued: return "queued";
+    case JobState::Assigned: return "assigned";
+    case JobState::Running: return "running";
+    case JobState::Done: return "done";
+    case JobState::Failed: return "failed";
+  }
+  return "?";
+}
+
+const char* to_string(AttemptState s) {
+  switch (s) {
+    case AttemptState::Assigned: return "assigned";
+    case AttemptState::Running: return "running";
+    case AttemptState::Done: return "done";
+    case AttemptState::HandedBack: return "handed_back";
+    case AttemptState::Abandoned: return "abandoned";
+  }
+  return "?";
+}
+
+JobStore JobStore::open(const std::filesystem::path& path, const StoreOptions& options) {
+  if (options.lease_ms <= 0 || options.heartbeat_timeout_ms <= 0 || options.max_attempts < 1 ||
+      options.queue_timeout_ms <= 0 || options.assign_batch < 1 || !(options.abandon_factor >= 0 && options.abandon_factor < 1))
+    throw Error(path.string() + ": job store options out of range (positive times and counts, abandon_factor in [0, 1))");
+  return JobStore(sql::open_database(path, {"job store", kFormat, kVersion, kSchema}), path, options);
+}
+
+void JobStore::register_node(const NodeInfo& info, int64_t now_ms) {
+  // Validate by round trip: what is stored is what placement will read back.
+  const NodeInfo checked = node_info_from_json(to_json(info));
+  sql::Transaction t(db());
+  sql::Stmt s(db(),
+              "INSERT INTO nodes(id, owner, info, registered_at, last_heartbeat, draining) VALUES(?1, ?2, ?3, ?4, ?4, ?5) "
+              "ON CONFLICT(id) DO UPDATE SET owner = excluded.owner, info = excluded.info, "
+              "last_heartbeat = excluded.last_heartbeat, draining = excluded.draining");
+  s.bind(1, checked.id).bind(2, checked.owner).bind(3, to_json(checked).dump()).bind(4, now_ms);
+  s.bind(5, int64_t{checked.state.status == NodeStatus::Draining});
+  s.step();
+  t.commit();
+}
+
+void JobStore::heartbeat(const std::string& node_id, const HeartbeatState& state, int64_t now_ms) {
+  sql::Transaction t(db());
+  sql::Stmt get(db(), "SELECT info FROM nodes WHERE id = ?1");
+  get.bind(1, node_id);
+  if (!get.step()) throw Error(path_.string() + ": heartbeat from unknown node '" + node_id + "' (register it first)");
+  NodeInfo info = stored_node(get.text(0), path_);
+  info.state = state;
+  info.state.running.reset();  // the lease renewal below uses it; the description keeps load and status
+  sql::Stmt up(db(), "UPDATE nodes SET info = ?2, last_heartbeat = ?3, draining = ?4 WHERE id = ?1");
+  up.bind(1, node_id).bind(2, to_json(info).dump()).bind(3, now_ms).bind(4, int64_t{state.status == NodeStatus::Draining});
+  up.step();
+  const int64_t deadline = now_ms + options_.lease_ms;
+  // An attempt not fetched yet is waiting on the node's next poll, which a live node makes.
+  sql::Stmt waiting(db(), "UPDATE attempts SET lease_deadline = ?2 WHERE node_id = ?1 AND state = 'assigned'");
+  waiting.bind(1, node_id).bind(2, deadline).step();
+  if (!state.running) {
+    sql::Stmt all(db(), "UPDATE attempts SET lease_deadline = ?2 WHERE node_id = ?1 AND state = 'running'");
+    all.bind(1, node_id).bind(2, deadline).step();
+  } else {
+    for (const std::string& job : *state.running) {
+      sql::Stmt one(db(), "UPDATE attempts SET lease_deadline = ?3 WHERE node_id = ?1 AND job_id = ?2 AND state = 'running'");
+      one.bind(1, node_id).bind(2, job).bind(3, deadline).step();
+    }
+  }
+  t.commit();
+}
+
+std::string JobStore::submit(const JobRequest& job, int64_t now_ms) {
+  const std::string where = path_.string() + ": submitting job '" + job.id + "': ";
+  if (job.client.empty()) throw Error(where + "no client account");
+  if (job.model.empty()) throw Error(where + "no model");
+  if (job.max_tokens < 1 || job.n_ctx < 1 || job.max_tokens > job.n_ctx || job.prompt_tokens < 0)
+    throw Error(where + "max_tokens " + std::to_string(job.max_tokens) + " and context " + std::to_string(job.n_ctx) +
+                " must be positive with max_tokens ≤ context");
+  const std::string id = job.id.empty() ? new_job_id() : job.id;
+  const std::string request = job.request.dump();
+  const int64_t prompt = job.prompt_tokens > 0 ? job.prompt_tokens : std::max<int64_t>(1, job.n_ctx - job.max_tokens);
+  sql::Transaction t(db());
+  sql::Stmt old(db(), "SELECT client, model, request FROM jobs WHERE id = ?1");
+  old.bind(1, id);
+  if (old.step()) {
+    if (old.text(0) != job.client || old.text(1) != job.model || old.text(2) != request)
+      throw Error(where + "the id is taken by a different job");
+    t.commit();
+    return id;
+  }
+  sql::Stmt ins(db(),
+                "INSERT INTO jobs(id, client, model, request, n_ctx, prompt_tokens, max_tokens, state, created_at, queued_at) "
+                "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8, ?8)");
+  ins.bind(1, id).bind(2, job.client).bind(3, job.model).bind(4, request).bind(5, job.n_ctx).bind(6, prompt);
+  ins.bind(7, job.max_tokens).bind(8, now_ms).step();
+  t.commit();
+  return id;
+}
+
+std::vector<std::string> JobStore::output_of(const std::string& job_id) {
+  sql::Stmt s(db(), "SELECT text FROM outputs WHERE job_id = ?1 ORDER BY idx");
+  s.bind(1, job_id);
+  std::vector<std::string> out;
+  while (s.step()) out.push_back(s.text(0));
+  return out;
+}
+
+JobStatus JobStore::job(const std::string& job_id) {
+  // One read transaction: the status and the output are one moment's.
+  sql::exec(db(), "BEGIN");
+  struct End {
+    sqlite3* db;
+    ~End() { sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr); }
+  } end{db()};
+  sql::Stmt s(db(),
+              "SELECT client, model, state, error, waiting, created_at, usage_prompt, usage_generated, "
+              "(SELECT count(*) FROM attempts WHERE job_id = ?1), "
+              "(SELECT node_id FROM attempts WHERE job_id = ?1 ORDER BY attempt DESC LIMIT 1) FROM jobs WHERE id = ?1");
+  s.bind(1, job_id);
+  if (!s.step()) throw Error(path_.string() + ": no job '" + job_id + "'");
+  JobStatus st;
+  st.id = job_id;
+  st.client = s.text(0);
+  st.model = s.text(1);
+  st.state = parse_job_state(s.text(2));
+  st.error = s.text(3);
+  st.waiting = s.text(4);
+  st.created_ms = s.i64(5);
+  if (s.type(6) != SQLITE_NULL) st.usage = Usage{s.i64(6), s.i64(7)};
+  st.attempts = s.i64(8);
+  st.node_id = s.text(9);
+  st.output = output_of(job_id);
+  return st;
+}
+
+NodeStats JobStore::node_stats(const std::string& node_id) {
+  sql::Stmt s(db(),
+              "SELECT owner, reliability, draining, last_heartbeat, "
+              "(SELECT count(*) FROM attempts WHERE node_id = ?1 AND state = 'done'), "
+              "(SELECT coalesce(sum(generated_tokens), 0) FROM attempts WHERE node_id = ?1 AND state = 'done'), "
+              "(SELECT coalesce(sum(streamed), 0) FROM attempts WHERE node_id = ?1), "
+              "(SELECT count(*) FROM attempts WHERE node_id = ?1 AND state = 'abandoned'), "
+              "(SELECT count(*) FROM attempts WHERE node_id = ?1 AND state = 'handed_back'), "
+              "(SELECT count(*) FROM attempts WHERE node_id = ?1 AND state IN ('assigned', 'running')) "
+              "FROM nodes WHERE id = ?1");
+  s.bind(1, node_id);
+  if (!s.step()) throw Error(path_.string() + ": no node '" + node_id + "'");
+  NodeStats n;
+  n.node_id = node_id;
+  n.owner = s.text(0);
+  n.reliability = s.f64(1);
+  n.draining = s.i64(2) != 0;
+  n.last_heartbeat_ms = s.i64(3);
+  n.jobs_served = s.i64(4);
+  n.tokens_generated = s.i64(5);
+  n.tokens_streamed = s.i64(6);
+  n.abandoned = s.i64(7);
+  n.handed_back = s.i64(8);
+  n.active_jobs = s.i64(9);
+  return n;
+}
+
+std::vector<NodeView> JobStore::nodes() {
+  sql::Stmt s(db(),
+              "SELECT info, last_heartbeat, reliability, draining, "
+              "(SELECT count(*) FROM attempts a WHERE a.node_id = nodes.id AND a.state IN ('assigned', 'running')) "
+              "FROM nodes ORDER BY id");
+  std::vector<NodeView> out;
+  while (s.step()) {
+    NodeView v;
+    v.info = stored_node(s.text(0), path_);
+    v.last_heartbeat_ms = s.i64(1);
+    v.reliability = s.f64(2);
+    v.draining = s.i64(3) != 0;
+    v.active_jobs = static_cast<int>(s.i64(4));
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+}  // namespace orchard::network

@@ -1,0 +1,199 @@
+#pragma once
+// The coordinator's durable state: nodes, jobs, attempts and streamed output in one SQLite file
+// (WAL, synchronous=FULL, writers serialize on BEGIN IMMEDIATE; sqlite_util.h). Every operation
+// is one transaction and takes the time as `now_ms`, so tests drive the clock and a restarted
+// coordinator continues from the file.
+//
+// A job's life:
+//   queued ──assign (placement.h picks the node)──► assigned ──node fetches / streams──► running
+//     ▲                                                                                  │
+//     ├── hand_back (owner drains the node; no penalty) ◄────────────────────────────────┤
+//     ├── expire: lease passed or node silent (abandoned; the node's reliability drops) ◄┤
+//     │                                                                                  ▼
+//   failed ◄── hopeless (no node could ever take it), waited too long, or abandoned    done
+//              max_attempts times                                               (complete, once)
+// Each assignment is an attempt (job, attempt number) held by one node under a lease: the
+// node's heartbeats and appends renew it. Only the attempt's node may stream into it or complete
+// it (NotYourJob otherwise). Streamed tokens belong to the job, not the attempt: a requeued job
+// keeps them, and the next attempt resumes from the prompt plus those tokens.
+//
+// At most one attempt per job is live: the claim reads and writes in one IMMEDIATE transaction,
+// and a partial UNIQUE index on live attempts makes the file itself refuse a second one.
+// The SQL stays plain (no upserts beyond INSERT … ON CONFLICT, no JSON functions) for PostgreSQL.
+// One JobStore per thread (a connection runs one transaction at a time); any number of
+// connections and processes may share the file.
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "network/credits.h"
+#include "network/node_info.h"
+#include "network/placement.h"
+#include "network/sqlite_handle.h"
+#include "tensor/error.h"
+
+namespace orchard::network {
+
+struct StoreOptions {
+  int64_t lease_ms = 30'000;              // an attempt's lease; heartbeats and appends renew it
+  int64_t heartbeat_timeout_ms = 30'000;  // a node silent longer is gone: its attempts are abandoned
+  int max_attempts = 3;                   // abandoned attempts after which a job fails
+  int64_t queue_timeout_ms = 600'000;     // queued this long without a taker: the job fails
+  double abandon_factor = 0.7;            // reliability × this per abandoned attempt
+  double recover_share = 0.05;            // a completed job moves reliability this share toward 1
+  int assign_batch = 64;                  // queued jobs one poll places at most (oldest first)
+};
+
+enum class JobState { Queued, Assigned, Running, Done, Failed };
+enum class AttemptState { Assigned, Running, Done, HandedBack, Abandoned };
+const char* to_string(JobState s);
+const char* to_string(AttemptState s);
+
+// A node asked for, or reported on, an attempt that is not its own, or whose lease is over.
+class NotYourJob : public Error {
+ public:
+  using Error::Error;
+};
+
+struct JobRequest {
+  std::string id;              // empty: the store makes one ("job-" and 16 hex digits)
+  std::string client;          // the account that pays
+  std::string model;
+  nlohmann::json request;      // the chat/completions body as the client sent it
+  int64_t n_ctx = 4096;        // context to reserve: prompt + max_tokens
+  int64_t prompt_tokens = 0;   // estimated; 0: n_ctx − max_tokens
+  int64_t max_tokens = 128;
+};
+
+// What a node is given to run.
+struct Work {
+  std::string job_id;
+  int64_t attempt = 0;
+  std::string model;
+  nlohmann::json request;
+  int64_t n_ctx = 0, max_tokens = 0;
+  std::vector<std::string> output;  // tokens earlier attempts streamed: continue after them
+  int64_t lease_deadline_ms = 0;
+  std::string plan;                 // the split placement predicted ("pipeline 2", …)
+};
+
+struct AssignResult {
+  std::string job_id;
+  JobState state = JobState::Queued;  // Assigned, Queued (no node free now) or Failed (hopeless)
+  std::string node_id;                // when assigned
+  int64_t attempt = 0;                // when assigned
+  std::string reason;                 // placement's reason, or why it waits or failed
+};
+
+struct Usage {
+  int64_t prompt_tokens = 0, generated_tokens = 0;
+};
+
+// What paying for a completed job needs (credits.h, ledger.h).
+struct Completion {
+  bool first = false;  // false: this attempt had completed the job already; nothing changed
+  std::string job_id;
+  int64_t attempt = 0;
+  std::string client, node_id, owner;
+  JobUsage usage;      // tokens, and the size / hardware / dedicated classes fixed at assignment
+};
+
+struct JobStatus {
+  std::string id, client, model;
+  JobState state = JobState::Queued;
+  std::string error;    // why it failed
+  std::string waiting;  // while queued: why no node took it at the last try
+  int64_t created_ms = 0, attempts = 0;
+  std::string node_id;  // the node of the latest attempt
+  std::vector<std::string> output;
+  std::optional<Usage> usage;  // once done
+};
+
+struct NodeStats {
+  std::string node_id, owner;
+  int64_t jobs_served = 0, tokens_generated = 0, tokens_streamed = 0, abandoned = 0, handed_back = 0;
+  int64_t active_jobs = 0, last_heartbeat_ms = 0;
+  double reliability = 1;
+  bool draining = false;
+};
+
+struct ExpireReport {
+  std::vector<std::pair<std::string, int64_t>> abandoned;  // (job, attempt)
+  std::vector<std::string> requeued, failed;
+};
+
+class JobStore {
+ public:
+  // Opens (creating when absent or empty) the store at `path`; throws orchard::Error naming the
+  // path when it is not an SQLite file or not a job store.
+  static JobStore open(const std::filesystem::path& path, const StoreOptions& options = {});
+
+  JobStore(JobStore&&) noexcept = default;
+  JobStore& operator=(JobStore&&) noexcept = default;
+
+  // Nodes. Registering again replaces the description and keeps the reliability earned.
+  void register_node(const NodeInfo& info, int64_t now_ms);
+  // Records load and status (draining stops new assignments) and renews the node's leases:
+  // every attempt not yet fetched, and the running ones `state.running` lists (all when absent).
+  // Throws orchard::Error for an unknown node.
+  void heartbeat(const std::string& node_id, const HeartbeatState& state, int64_t now_ms);
+
+  // Jobs. Submitting an id again with the same client, model and request returns it unchanged
+  // (a client's retry); with different ones it is an error.
+  std::string submit(const JobRequest& job, int64_t now_ms);
+  // Places one queued job: records an attempt on the chosen node, leaves it queued with the
+  // reason when no node is free now, fails it when no node could ever take it.
+  AssignResult assign(const std::string& job_id, int64_t now_ms);
+  // assign() for the oldest queued jobs (at most options.assign_batch).
+  std::vector<AssignResult> assign_queued(int64_t now_ms);
+  // The long-poll: places queued jobs, then hands this node its oldest attempt not yet fetched
+  // (now running, lease renewed). Polling is a sign of life, like a heartbeat.
+  std::optional<Work> next_job_for(const std::string& node_id, int64_t now_ms);
+
+  // Stores token `index` of the job's output. Only the node holding `attempt` under a live lease
+  // may (NotYourJob otherwise). Idempotent by index: the same text again returns false; other
+  // text at a stored index, or a gap, is an error. Renews the lease.
+  bool append_output(const std::string& job_id, int64_t attempt, const std::string& node_id, int64_t index,
+                     const std::string& text, int64_t now_ms);
+  // Finishes the job, exactly once: the same attempt completing again returns the first
+  // completion with first = false. NotYourJob for another node's or a dead attempt.
+  Completion complete(const std::string& job_id, int64_t attempt, const std::string& node_id, const Usage& usage,
+                      int64_t now_ms);
+  // The node gives the job back (its owner is reclaiming the machine): requeued with its output,
+  // no penalty, and it does not count against max_attempts. Again for the same attempt: no-op.
+  void hand_back(const std::string& job_id, int64_t attempt, const std::string& node_id, int64_t now_ms);
+  // Abandons every live attempt whose lease passed or whose node went silent (its reliability
+  // drops), requeues those jobs with their output or fails them after max_attempts, and fails
+  // jobs queued longer than queue_timeout_ms.
+  ExpireReport expire(int64_t now_ms);
+
+  // Reads. job() throws orchard::Error for an unknown id; node_stats() for an unknown node.
+  JobStatus job(const std::string& job_id);
+  NodeStats node_stats(const std::string& node_id);
+  // Every registered node as placement sees it.
+  std::vector<NodeView> nodes();
+
+  const std::filesystem::path& path() const { return path_; }
+  const StoreOptions& options() const { return options_; }
+
+ private:
+  JobStore(sql::DbPtr db, std::filesystem::path path, const StoreOptions& o)
+      : db_(std::move(db)), path_(std::move(path)), options_(o) {}
+  struct Attempt;
+  // Inside an open transaction.
+  AssignResult assign_in(const std::string& job_id, int64_t now_ms);
+  // The attempt, when it is `node_id`'s (NotYourJob otherwise); `doing` is for the message.
+  Attempt attempt_of(const std::string& job_id, int64_t attempt, const std::string& node_id, const char* doing);
+  std::vector<std::string> output_of(const std::string& job_id);
+  void fail_job(const std::string& job_id, const std::string& error, int64_t now_ms);
+
+  sqlite3* db() const { return db_.get(); }
+  sql::DbPtr db_;
+  std::filesystem::path path_;
+  StoreOptions options_;
+};
+
+}  // namespace orchard::network

@@ -1,0 +1,158 @@
+#include "network/placement.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "parallel/memory.h"
+#include "tensor/error.h"
+
+namespace orchard::network {
+namespace {
+
+// Prompt compute of a CPU core on quantized products, for machines whose chip the catalog
+// does not know and that did not report tflops: only the predicted time to first token uses
+// it, never the ranking.
+constexpr double kTflopsPerCore = 0.05;
+
+std::string fmt(const char* f, double a, double b = 0, double c = 0, double d = 0) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, f, a, b, c, d);
+  return buf;
+}
+
+parallel::MachineSpec machine_spec(const MachineInfo& m) {
+  parallel::MachineSpec s;
+  for (const parallel::MachineSpec& known : parallel::Catalog::builtin().machines())
+    if (known.id == m.chip) s = known;
+  s.id = m.chip.empty() ? m.name : m.chip;
+  if (s.name.empty()) s.name = s.id;
+  s.mem_bw_gbs = m.mem_bw_gbs;
+  s.cores = m.cores;
+  s.cpu_cores = std::to_string(m.cores);
+  if (m.tflops > 0) s.gpu_tflops = m.tflops;
+  else if (s.gpu_tflops <= 0) s.gpu_tflops = kTflopsPerCore * m.cores;
+  return s;
+}
+
+void scale(parallel::BytesByType& b, double f) {
+  for (auto& [type, bytes] : b) bytes *= f;
+}
+
+// Lasting reasons this node cannot run the job; the plan when it can.
+std::optional<std::string> cannot_run(const JobDemand& job, const NodeInfo& n, parallel::Prediction& plan) {
+  const ModelInfo* model = n.find_model(job.model);
+  if (!model) return "does not hold '" + job.model + "'";
+  if (job.n_ctx > n.max_context)
+    return "context " + std::to_string(job.n_ctx) + " exceeds its limit of " + std::to_string(n.max_context);
+  parallel::PredictOptions po;
+  po.n_ctx = job.n_ctx;
+  po.prompt = std::max<int64_t>(1, std::min(job.prompt_tokens, job.n_ctx));
+  po.gen = std::max<int64_t>(1, job.max_tokens);
+  try {
+    plan = parallel::choose_plan(cost_of(*model), cluster_of(n), po);
+  } catch (const Error& e) {
+    return std::string(e.what());
+  }
+  return std::nullopt;
+}
+
+// Passing reasons it cannot start the job now.
+std::optional<std::string> cannot_start(const NodeView& v, const PlacementOptions& o) {
+  const int64_t silent = o.now_ms - v.last_heartbeat_ms;
+  if (silent > o.heartbeat_timeout_ms)
+    return "no heartbeat for " + fmt("%.1f s", static_cast<double>(silent) / 1000) + " (limit " +
+           fmt("%.1f s", static_cast<double>(o.heartbeat_timeout_ms) / 1000) + ")";
+  if (v.draining || v.info.state.status == NodeStatus::Draining) return std::string("draining (its owner is reclaiming it)");
+  if (v.info.state.status == NodeStatus::Busy) return std::string("busy");
+  if (v.active_jobs >= v.info.max_jobs)
+    return "runs " + std::to_string(v.active_jobs) + " job(s), its limit is " + std::to_string(v.info.max_jobs);
+  if (v.info.state.load >= 1) return std::string("fully loaded");
+  return std::nullopt;
+}
+
+}  // namespace
+
+parallel::ClusterSpec cluster_of(const NodeInfo& n) {
+  parallel::ClusterSpec c;
+  c.name = n.id;
+  for (const MachineInfo& m : n.machines) {
+    parallel::NodeSpec ns;
+    ns.name = m.name;
+    ns.machine = machine_spec(m);
+    ns.memory_gib = static_cast<double>(m.memory_bytes) / 1073741824.0;
+    ns.ranks = 1;
+    c.nodes.push_back(std::move(ns));
+  }
+  if (n.group) {
+    parallel::LinkSpec& l = c.link.spec;
+    for (const parallel::LinkSpec& known : parallel::Catalog::builtin().links())
+      if (known.id == n.group->link) l = known;
+    l.id = n.group->link;
+    if (l.name.empty()) l.name = l.id;
+    if (n.group->latency_us > 0) l.latency_us = n.group->latency_us;
+    if (n.group->gbs > 0) l.gbs = n.group->gbs;
+    // The measured figure is the whole cable bundle's.
+    l.max_cables = 1;
+    c.link.cables = 1;
+  }
+  return c;
+}
+
+parallel::ModelCost cost_of(const ModelInfo& m) {
+  parallel::ModelCost c = parallel::ModelCost::from_shape(m.shape);
+  if (m.file_bytes == 0 || c.bytes <= 0) return c;
+  const double f = static_cast<double>(m.file_bytes) / c.bytes;
+  for (auto& b : c.layer_bytes) scale(b, f);
+  for (auto& b : c.layer_active) scale(b, f);
+  scale(c.embed_bytes, f);
+  scale(c.head_bytes, f);
+  c.bytes = static_cast<double>(m.file_bytes);
+  return c;
+}
+
+bool PlacementResult::hopeless() const {
+  return !choice && std::all_of(rejected.begin(), rejected.end(), [](const Rejection& r) { return r.lasting; });
+}
+
+std::string PlacementResult::why_not(const JobDemand& job) const {
+  std::string s = "no node can take this job (model '" + job.model + "', context " + std::to_string(job.n_ctx) + "): ";
+  if (rejected.empty()) return s + "no node is registered";
+  for (size_t i = 0; i < rejected.size(); ++i)
+    s += (i ? "; " : "") + std::string("node '") + rejected[i].node_id + "': " + rejected[i].why;
+  return s;
+}
+
+PlacementResult place(const JobDemand& job, const std::vector<NodeView>& nodes, const PlacementOptions& o) {
+  PlacementResult r;
+  std::vector<Choice> eligible;
+  for (const NodeView& v : nodes) {
+    Choice c;
+    c.node_id = v.info.id;
+    if (auto why = cannot_run(job, v.info, c.plan)) {
+      r.rejected.push_back({v.info.id, *why, true});
+      continue;
+    }
+    if (auto why = cannot_start(v, o)) {
+      r.rejected.push_back({v.info.id, *why, false});
+      continue;
+    }
+    // Jobs assigned since the last heartbeat are not in the reported load yet: count them.
+    c.load = std::clamp(std::max(v.info.state.load, static_cast<double>(v.active_jobs) / v.info.max_jobs), 0.0, 1.0);
+    c.score = c.plan.tg_tps * (1 - c.load) * std::clamp(v.reliability, 0.0, 1.0);
+    c.reason = "node '" + c.node_id + "' (" + c.plan.candidate.label() + ", " +
+               std::to_string(v.info.machines.size()) + " machine(s)): " +
+               fmt("%.1f tokens/s predicted × (1 − load %.2f) × reliability %.2f = %.1f", c.plan.tg_tps, c.load,
+                   v.reliability, c.score);
+    eligible.push_back(std::move(c));
+  }
+  if (eligible.empty()) return r;
+  std::stable_sort(eligible.begin(), eligible.end(), [](const Choice& a, const Choice& b) {
+    if (a.score != b.score) return a.score > b.score;
+    return a.node_id < b.node_id;
+  });
+  r.choice = std::move(eligible.front());
+  if (eligible.size() > 1) r.choice->reason += "; next best " + eligible[1].reason;
+  return r;
+}
+
+}  // namespace orchard::network

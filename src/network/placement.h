@@ -1,0 +1,82 @@
+#pragma once
+// Where a job goes: a pure function of the job's needs and the nodes as the store sees them.
+//
+// A job goes whole to one node (one machine, or one cabled group run as one split: pipeline,
+// tensor or hybrid, whichever the planner predicts fastest). Machines of different nodes are
+// never combined: they share no cable the node vouched for, and one owner reclaiming theirs
+// would stall the other's.
+//
+//   1. Keep the nodes that hold the model, accept the context, and where the planner finds a
+//      split whose weights + KV cache for the context fit (parallel::choose_plan) — lasting
+//      reasons: retrying later will not help.
+//   2. Of those, keep the ones that can start now: heartbeat fresh, not draining or busy, a free
+//      job slot, load below 1 — passing reasons.
+//   3. Score = predicted generation tokens/s × (1 − load) × reliability; the highest wins
+//      (ties: the lower node id, so two coordinators agree).
+// A job that no node can ever take (every rejection lasting, or no node at all) is hopeless:
+// the store fails it with why_not() rather than let the client wait.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "network/node_info.h"
+#include "parallel/cluster.h"
+#include "parallel/predict.h"
+
+namespace orchard::network {
+
+struct JobDemand {
+  std::string model;
+  int64_t n_ctx = 4096;         // tokens the KV cache must hold (prompt + generated)
+  int64_t prompt_tokens = 512;  // for the predicted time to first token
+  int64_t max_tokens = 128;
+};
+
+// A node as placement sees it: what it reported and what the store knows about it.
+struct NodeView {
+  NodeInfo info;
+  int64_t last_heartbeat_ms = 0;
+  double reliability = 1.0;  // 1 until it abandons jobs (job_store.h)
+  bool draining = false;     // its owner is reclaiming it
+  int active_jobs = 0;       // attempts it holds now
+};
+
+struct PlacementOptions {
+  int64_t now_ms = 0;
+  int64_t heartbeat_timeout_ms = 30'000;  // older than this: stale, not offered work
+};
+
+struct Choice {
+  std::string node_id;
+  parallel::Prediction plan;
+  double load = 0;    // the load the score used: reported, or its share of job slots in use if higher
+  double score = 0;
+  std::string reason;  // the plan, its figures, and the runner-up
+};
+
+struct Rejection {
+  std::string node_id;
+  std::string why;
+  bool lasting = false;  // true: this node cannot take this job at all; false: not now
+};
+
+struct PlacementResult {
+  std::optional<Choice> choice;
+  std::vector<Rejection> rejected;  // every node not chosen and not eligible, in node order
+  bool hopeless() const;
+  // "no node can take this job (model 'x', context 8192): node 'a': does not hold 'x'; …"
+  std::string why_not(const JobDemand& job) const;
+};
+
+PlacementResult place(const JobDemand& job, const std::vector<NodeView>& nodes, const PlacementOptions& o);
+
+// The planner's view of a node: one NodeSpec per machine (one rank each), the group's cable
+// between them. A chip the catalog knows brings its efficiencies and compute; the node's own
+// memory, bandwidth and cores win over the catalog's.
+parallel::ClusterSpec cluster_of(const NodeInfo& n);
+// A model's cost from its shape, scaled so its weights add up to the file's bytes when the node
+// reported them (the shape says how bytes spread over layers; the file says how many there are).
+parallel::ModelCost cost_of(const ModelInfo& m);
+
+}  // namespace orchard::network
