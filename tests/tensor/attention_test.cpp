@@ -110,5 +110,44 @@ TEST(Attention, NarrowHeadsHaveNoKernel) {
   EXPECT_FALSE(attend_available(0));
 }
 
+#if defined(__AVX512F__)
+}  // namespace
+}  // namespace orchard
+#include "tensor/kernels/avx512_target_begin.h"
+
+#include "tensor/kernels/avx512_exp.h"
+namespace orchard {
+namespace {
+void exp16(const float* in, float* out) { _mm512_storeu_ps(out, kernels::exp512(_mm512_loadu_ps(in))); }
+}  // namespace
+}  // namespace orchard
+#include "tensor/kernels/avx512_target_end.h"
+namespace orchard {
+namespace {
+
+// The softmax's vector e^x: within 2 ulp of libm over the range a softmax sees (and beyond),
+// 0 below the underflow edge, NaN through.
+TEST(Attention, VectorExpIsWithinTwoUlpOfLibm) {
+  std::vector<float> xs;
+  for (float x = -87.0f; x <= 88.0f; x += 0.0137f) xs.push_back(x);
+  for (float x : {0.0f, -0.0f, 1e-8f, -1e-8f, 0.5f, -0.5f, 1.0f}) xs.push_back(x);
+  while (xs.size() % 16) xs.push_back(0.0f);
+  for (size_t i = 0; i < xs.size(); i += 16) {
+    float out[16];
+    exp16(xs.data() + i, out);
+    for (int j = 0; j < 16; ++j) {
+      const float want = std::exp(xs[i + j]);
+      EXPECT_LE(std::fabs(out[j] - want), 2 * (std::nextafter(want, INFINITY) - want)) << "x = " << xs[i + j];
+    }
+  }
+  float edge[16] = {-90.0f, -1000.0f, NAN, -INFINITY};
+  exp16(edge, edge);
+  EXPECT_EQ(edge[0], 0.0f);
+  EXPECT_EQ(edge[1], 0.0f);
+  EXPECT_TRUE(std::isnan(edge[2]));
+  EXPECT_EQ(edge[3], 0.0f);
+}
+#endif
+
 }  // namespace
 }  // namespace orchard

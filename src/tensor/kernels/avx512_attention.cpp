@@ -10,6 +10,7 @@
 #if defined(__x86_64__)
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -19,8 +20,8 @@
 // Standard headers come first: clang rejects a target attribute pushed over their definitions.
 #include "tensor/kernels/avx512_target_begin.h"
 
+#include "tensor/kernels/avx512_exp.h"
 #include "tensor/kernels/avx512_panels.h"
-#include "tensor/ops.h"
 
 namespace orchard::kernels {
 namespace {
@@ -57,6 +58,26 @@ constexpr std::array<MixFn, 4> mix_row() {
 constexpr std::array<std::array<MixFn, 4>, kMixRows> kMix{mix_row<1>(), mix_row<2>(), mix_row<3>(),
                                                            mix_row<4>(), mix_row<5>(), mix_row<6>()};
 
+// s[0, n) = softmax(scale · s): one pass for the maximum, one for e^(scale·s − scale·max) and
+// its sum (16 lanes, then the lanes), one to normalize. The order is fixed by n alone.
+void softmax_scaled(float* s, int64_t n, float scale) {
+  if (n <= 0) return;
+  const auto tail = [&](int64_t i) { return static_cast<__mmask16>(n - i >= 16 ? 0xFFFF : (1u << (n - i)) - 1); };
+  __m512 mx = _mm512_set1_ps(-INFINITY);
+  for (int64_t i = 0; i < n; i += 16) mx = _mm512_mask_max_ps(mx, tail(i), mx, _mm512_maskz_loadu_ps(tail(i), s + i));
+  const __m512 vscale = _mm512_set1_ps(scale);
+  const __m512 shift = _mm512_set1_ps(_mm512_reduce_max_ps(mx) * scale);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail(i);
+    const __m512 e = exp512(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(m, s + i), vscale, shift));
+    sum = _mm512_mask_add_ps(sum, m, sum, e);
+    _mm512_mask_storeu_ps(s + i, m, e);
+  }
+  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+  for (int64_t i = 0; i < n; i += 16) _mm512_mask_storeu_ps(s + i, tail(i), _mm512_mul_ps(_mm512_maskz_loadu_ps(tail(i), s + i), inv));
+}
+
 void attend_avx512(const AttendArgs& a) {
   const int64_t hd = a.head_dim, rows = a.ntok * a.group;
   int64_t longest = 0;
@@ -84,8 +105,7 @@ void attend_avx512(const AttendArgs& a) {
     for (int r = 0; r < tb; ++r) {
       const int64_t len = a.len[(i0 + r) / a.group];
       float* sr = s.data() + r * ld;
-      for (int64_t p = 0; p < len; ++p) sr[p] *= a.scale;
-      if (len > 0) softmax(sr, len);
+      softmax_scaled(sr, len, a.scale);
       std::fill(sr + len, sr + np, 0.0f);
     }
     for (int r0 = 0; r0 < tb; r0 += kMixRows) {
