@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "tensor/kernels/kernels.h"
+
 namespace orchard {
 
 void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps) {
@@ -41,6 +43,8 @@ void softmax(float* x, int64_t n) {
 }
 
 void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  static const kernels::SwigluFn simd = kernels::lookup_swiglu(kernels::detect_isa());
+  if (simd) return simd(gate, up, out, n);
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     out[i] = g / (1.0f + std::exp(-g)) * up[i];

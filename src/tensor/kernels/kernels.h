@@ -78,6 +78,10 @@ const PackedKernels* avx512_packed(DType w);
 using AttendFn = void (*)(const AttendArgs& a);
 AttendFn lookup_attend(Isa isa);  // nullptr where `isa` has none
 AttendFn avx512_attend();
+// out = silu(gate) ⊙ up over n floats (tensor/ops.h's swiglu); nullptr where `isa` has none.
+using SwigluFn = void (*)(const float* gate, const float* up, float* out, int64_t n);
+SwigluFn lookup_swiglu(Isa isa);
+SwigluFn avx512_swiglu();
 
 // Adds the many-token kernel of avx512_f16_panels.cpp to `k` where there is one.
 void add_avx512_many(DType w, Kernels& k);

@@ -1,0 +1,48 @@
+// The element-wise ops against double-precision formulas, whichever kernel this CPU picks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "tensor/ops.h"
+
+namespace orchard {
+namespace {
+
+TEST(Ops, SwigluMatchesTheFormulaAcrossTailsAndExtremes) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 4.0f);
+  for (int64_t n : {1, 15, 16, 17, 100, 1000}) {
+    std::vector<float> g(n), u(n), out(n);
+    for (int64_t i = 0; i < n; ++i) g[i] = nd(rng), u[i] = nd(rng);
+    if (n >= 4) g[0] = -100.0f, g[1] = 100.0f, g[2] = 0.0f, g[3] = -30.0f;
+    swiglu(g.data(), u.data(), out.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = static_cast<double>(g[i]) * u[i] / (1.0 + std::exp(-static_cast<double>(g[i])));
+      EXPECT_NEAR(out[i], want, 1e-6 * std::fabs(want) + 1e-30) << "n " << n << " g " << g[i] << " u " << u[i];
+    }
+  }
+}
+
+TEST(Ops, SwigluMayWriteOverItsGateInput) {
+  std::vector<float> g = {-2.0f, -0.5f, 0.5f, 2.0f}, u = {1.0f, 2.0f, 3.0f, 4.0f};
+  std::vector<float> separate(4);
+  swiglu(g.data(), u.data(), separate.data(), 4);
+  swiglu(g.data(), u.data(), g.data(), 4);
+  EXPECT_EQ(g, separate);
+}
+
+TEST(Ops, SoftmaxSumsToOneAndKeepsOrder) {
+  std::vector<float> x = {1.0f, 3.0f, -2.0f, 3.0f, 0.5f};
+  softmax(x.data(), static_cast<int64_t>(x.size()));
+  double sum = 0;
+  for (float v : x) sum += v;
+  EXPECT_NEAR(sum, 1.0, 1e-6);
+  EXPECT_EQ(x[1], x[3]);
+  EXPECT_GT(x[0], x[4]);
+  EXPECT_NEAR(x[1] / x[0], std::exp(2.0), 1e-4);
+}
+
+}  // namespace
+}  // namespace orchard
