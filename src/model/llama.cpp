@@ -126,6 +126,11 @@ void LlamaModel::run_layers(float* x, std::span<KVCache* const> kvs, std::span<c
   for (auto* vec : {&b.gate, &b.up}) vec->resize(static_cast<size_t>(n * ffn));
   std::vector<float> &xn = b.xn, &q = b.q, &k = b.k, &v = b.v, &att = b.att, &proj = b.proj, &gate = b.gate,
                      &up = b.up;
+  const int64_t n_rot = hp_.n_rot;
+  b.rope_cs.resize(static_cast<size_t>(n * n_rot));
+  for (int64_t t = 0; t < n; ++t)
+    rope_angles(n_rot, pos_of_[static_cast<size_t>(t)], hp_.rope_base, hp_.rope_freq_scale, w_.rope_freqs,
+                &b.rope_cs[static_cast<size_t>(t * n_rot)]);
 
   for (int64_t li = 0; li < shard().n_layers(); ++li) {
     const LayerWeights& L = w_.layers[static_cast<size_t>(li)];
@@ -153,10 +158,9 @@ void LlamaModel::run_layers(float* x, std::span<KVCache* const> kvs, std::span<c
       // q_h, k_h = rope(q_h, pos), rope(k_h, pos)
       const int64_t pos = pos_of_[static_cast<size_t>(t)];
       KVCache& kv = *kvs[static_cast<size_t>(seq_of_[static_cast<size_t>(t)])];
-      for (int64_t h = 0; h < n_heads_; ++h)
-        rope(&q[t * qd + h * hd], hp_.n_rot, pos, hp_.rope_base, hp_.rope_freq_scale, w_.rope_freqs, neox);
-      for (int64_t h = 0; h < n_kv_heads_; ++h)
-        rope(&k[t * kvd + h * hd], hp_.n_rot, pos, hp_.rope_base, hp_.rope_freq_scale, w_.rope_freqs, neox);
+      const float* cs = &b.rope_cs[static_cast<size_t>(t * n_rot)];
+      for (int64_t h = 0; h < n_heads_; ++h) rope_rotate(&q[t * qd + h * hd], n_rot, cs, neox);
+      for (int64_t h = 0; h < n_kv_heads_; ++h) rope_rotate(&k[t * kvd + h * hd], n_rot, cs, neox);
       std::copy_n(&k[t * kvd], kvd, kv.k(li, pos));
       std::copy_n(&v[t * kvd], kvd, kv.v(li, pos));
     }

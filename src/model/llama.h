@@ -87,6 +87,7 @@ class LlamaModel {
   std::vector<uint8_t> scratch_;
   struct Buffers {
     std::vector<float> x, xn, q, k, v, att, proj, gate, up, padded;
+    std::vector<float> rope_cs;  // per row: rope_angles at its position, for every layer
   } buf_;
   std::vector<int32_t> seq_of_;
   std::vector<int64_t> pos_of_;

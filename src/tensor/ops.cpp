@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "tensor/kernels/kernels.h"
 
@@ -51,8 +52,7 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
-void rope(float* head, int64_t n_rot, int64_t pos, float base, float freq_scale,
-          const float* freq_factors, bool neox) {
+void rope_angles(int64_t n_rot, int64_t pos, float base, float freq_scale, const float* freq_factors, float* cs) {
   // θ advances geometrically pair by pair, in float like ggml, so angles match its rounding.
   const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
   float theta = static_cast<float>(pos);
@@ -60,14 +60,29 @@ void rope(float* head, int64_t n_rot, int64_t pos, float base, float freq_scale,
   for (int64_t i = 0; i < half; ++i) {
     const float ff = freq_factors ? freq_factors[i] : 1.0f;
     const float angle = freq_scale * (theta / ff);
-    const float c = std::cos(angle), s = std::sin(angle);
+    cs[i] = std::cos(angle);
+    cs[half + i] = std::sin(angle);
+    theta *= theta_scale;
+  }
+}
+
+void rope_rotate(float* head, int64_t n_rot, const float* cs, bool neox) {
+  const int64_t half = n_rot / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const float c = cs[i], s = cs[half + i];
     float* a = neox ? &head[i] : &head[2 * i];
     float* b = neox ? &head[i + half] : &head[2 * i + 1];
     const float x0 = *a, x1 = *b;
     *a = x0 * c - x1 * s;
     *b = x0 * s + x1 * c;
-    theta *= theta_scale;
   }
+}
+
+void rope(float* head, int64_t n_rot, int64_t pos, float base, float freq_scale,
+          const float* freq_factors, bool neox) {
+  std::vector<float> cs(static_cast<size_t>(n_rot));
+  rope_angles(n_rot, pos, base, freq_scale, freq_factors, cs.data());
+  rope_rotate(head, n_rot, cs.data(), neox);
 }
 
 }  // namespace orchard

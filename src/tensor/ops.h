@@ -21,5 +21,9 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n);
 // neox: pairs are (i, i + n_rot/2); otherwise (2i, 2i+1).
 void rope(float* head, int64_t n_rot, int64_t pos, float base, float freq_scale,
           const float* freq_factors, bool neox);
+// The same in two steps, so a forward pass computes each position's angles once for every head
+// and layer: cs[0, n_rot/2) = cos θ_i, cs[n_rot/2, n_rot) = sin θ_i, then the rotation.
+void rope_angles(int64_t n_rot, int64_t pos, float base, float freq_scale, const float* freq_factors, float* cs);
+void rope_rotate(float* head, int64_t n_rot, const float* cs, bool neox);
 
 }  // namespace orchard

@@ -115,26 +115,14 @@ void tile(const uint8_t* w, size_t wrb, const uint8_t* x, size_t xrb, int64_t nb
     for (int t = 0; t < TB; ++t) y[t * ldy + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
-void gemv(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* xp, int64_t n, float* y) {
-  for (int64_t r = 0; r < nrows; ++r) tile<1, 1>(w + r * wrb, wrb, xp, 0, n / 32, y + r, 0);
-}
-
-void gemm_prepared(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* x, size_t xrb,
-                   int64_t ntok, int64_t n, float* y, int64_t ldy) {
-  const int64_t nb = n / 32;
-  constexpr int64_t kTokenChunk = 64;  // keeps a chunk of prepared activations in L2
-  for (int64_t t0 = 0; t0 < ntok; t0 += kTokenChunk) {
-    const int64_t t1 = t0 + kTokenChunk < ntok ? t0 + kTokenChunk : ntok;
-    int64_t r = 0;
-    for (; r + 4 <= nrows; r += 4) {
-      int64_t t = t0;
-      for (; t + 3 <= t1; t += 3) tile<4, 3>(w + r * wrb, wrb, x + t * xrb, xrb, nb, y + t * ldy + r, ldy);
-      for (; t < t1; ++t) tile<4, 1>(w + r * wrb, wrb, x + t * xrb, xrb, nb, y + t * ldy + r, ldy);
-    }
-    for (; r < nrows; ++r)
-      for (int64_t t = t0; t < t1; ++t) tile<1, 1>(w + r * wrb, wrb, x + t * xrb, xrb, nb, y + t * ldy + r, ldy);
+struct Tile {
+  template <int RB, int TB>
+  static void run(const uint8_t* w, size_t wrb, const uint8_t* x, size_t xrb, int64_t nb, float* y, int64_t ldy) {
+    tile<RB, TB>(w, wrb, x, xrb, nb, y, ldy);
   }
-}
+};
+
+#include "tensor/kernels/avx512_pair_driver.h"
 
 }  // namespace
 
@@ -142,9 +130,10 @@ void add_avx512_prepared(DType w, Kernels& k) {
   if (w == DType::Q4_0) {
     k.prep_bytes = prep_bytes;
     k.prepare = prepare;
-    k.gemv = gemv;
-    k.gemm_prepared = gemm_prepared;
+    k.gemv = pair_gemv<Tile>;
+    k.gemm_prepared = pair_gemm_prepared<Tile>;
   }
+  if (w == DType::Q8_0) add_avx512_prepared_q8_0(k);
 }
 
 }  // namespace orchard::kernels

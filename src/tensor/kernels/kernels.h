@@ -73,6 +73,7 @@ Kernels lookup_avx512(DType w);
 Kernels lookup_neon(DType w);
 // Adds the prepared-layout kernels of avx512_q4_0.cpp to `k`.
 void add_avx512_prepared(DType w, Kernels& k);
+void add_avx512_prepared_q8_0(Kernels& k);  // avx512_q8_0.cpp
 const PackedKernels* avx512_packed(DType w);
 // Causal attention for one KV head (tensor/attention.h); heads a multiple of 16 wide.
 using AttendFn = void (*)(const AttendArgs& a);
