@@ -86,8 +86,9 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
     uint8_t* xp = scratch.data();
     if (n_tokens == 1) {
       k.prepare(x, w.cols, xp);
+      const kernels::GemvFn gemv = k.gemv_fast && !batch_invariant ? k.gemv_fast : k.gemv;
       pool.parallel_for(w.rows, 16, [&](int64_t r0, int64_t r1) {
-        k.gemv(wbytes + static_cast<size_t>(r0) * w_row, w_row, r1 - r0, xp, w.cols, y + r0);
+        gemv(wbytes + static_cast<size_t>(r0) * w_row, w_row, r1 - r0, xp, w.cols, y + r0);
       });
       return;
     }

@@ -57,6 +57,9 @@ struct Kernels {
   // rounding differs from gemv's (not from itself at other token counts), so callers that need
   // a token's bits not to depend on the batch leave it out.
   GemmFn gemm_many = nullptr;
+  // Optional, like gemv but faster; its rounding differs from gemm_prepared's, so it is left
+  // out with gemm_many where a token's bits must not depend on the batch.
+  GemvFn gemv_fast = nullptr;
 };
 
 enum class Isa { Scalar, Avx2, Avx512, Neon };
