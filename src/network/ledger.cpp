@@ -3,7 +3,6 @@
 #include <sqlite3.h>
 
 #include <chrono>
-#include <thread>
 
 #include "network/ledger_hash.h"
 #include "network/sqlite_util.h"
@@ -14,7 +13,6 @@ namespace {
 
 constexpr const char* kFormat = "orchard-ledger";
 constexpr const char* kVersion = "1";
-constexpr int kBusyTimeoutMs = 30'000;
 
 // The schema. Entries and signed heads are append-only: the triggers make an UPDATE or DELETE
 // fail inside SQLite, whoever issues it; verify() checks they are still there.
@@ -91,21 +89,6 @@ void check_is_ledger(sqlite3* db, const std::string& path) {
     throw Error(path + ": Orchard ledger version '" + version + "' is not supported (this build reads " + kVersion + ")");
 }
 
-// Runs `f` again while another connection holds a lock SQLite does not wait for on its own
-// (a file being switched to WAL or recovered by someone else), up to the busy timeout.
-template <class F>
-auto retry_while_busy(F f) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
-  for (;;) {
-    try {
-      return f();
-    } catch (const sql::SqlError& e) {
-      if (!e.busy() || std::chrono::steady_clock::now() > deadline) throw;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-}
-
 }  // namespace
 
 Entry read_entry(const sql::Stmt& s) {
@@ -133,9 +116,9 @@ Ledger Ledger::open(const std::filesystem::path& path) {
     throw Error(p + ": cannot open the ledger: " + msg);
   }
   Ledger ledger(db, path);  // closes db if anything below throws
-  sqlite3_busy_timeout(db, kBusyTimeoutMs);
+  sqlite3_busy_timeout(db, sql::kBusyTimeoutMs);
   sqlite3_extended_result_codes(db, 1);
-  retry_while_busy([&] {
+  sql::retry_while_busy([&] {
     // The first read of the header tells an SQLite file from anything else.
     int64_t tables = 0;
     try {
@@ -144,15 +127,7 @@ Ledger Ledger::open(const std::filesystem::path& path) {
       if (e.busy()) throw;
       throw Error(p + ": not an Orchard ledger (" + sqlite3_errmsg(db) + ")");
     }
-    // WAL: readers never block the writer and several processes share the file; FULL: a
-    // transaction that returned from COMMIT is on disk even if the process dies right after.
-    {
-      sql::Stmt wal(db, "PRAGMA journal_mode = WAL");
-      wal.step();
-      if (wal.text(0) != "wal")
-        throw Error(p + ": cannot switch the ledger to WAL mode (journal_mode " + wal.text(0) + ")");
-    }
-    sql::exec(db, "PRAGMA synchronous = FULL");
+    sql::use_wal_full(db, p);
     if (tables == 0) {
       sql::Transaction t(db);
       if (table_count(db) == 0) sql::exec(db, kSchema);  // another process may have won the race

@@ -1,10 +1,15 @@
 #pragma once
-// A thin RAII layer over the SQLite C API for the ledger: a prepared statement that finalizes
-// itself, and errors that name the file and SQLite's message.
+// A thin RAII layer over the SQLite C API for the network's databases (the ledger, the replay
+// guard, API keys): an owned connection opened for sharing between processes, a prepared
+// statement that finalizes itself, and errors that name the file and SQLite's message.
 #include <sqlite3.h>
 
+#include <chrono>
 #include <cstdint>
+#include <filesystem>
+#include <memory>
 #include <string>
+#include <thread>
 
 #include "tensor/error.h"
 
@@ -91,6 +96,41 @@ class Transaction {
   sqlite3* db_;
   bool done_ = false;
 };
+
+// How long a connection waits for another process's write lock before failing.
+inline constexpr int kBusyTimeoutMs = 30'000;
+
+// Runs `f` again while another connection holds a lock SQLite does not wait for on its own
+// (a file being switched to WAL or recovered by someone else), up to the busy timeout.
+template <class F>
+auto retry_while_busy(F f) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+  for (;;) {
+    try {
+      return f();
+    } catch (const SqlError& e) {
+      if (!e.busy() || std::chrono::steady_clock::now() > deadline) throw;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+// WAL: readers never block the writer and several processes share the file; FULL: a
+// transaction that returned from COMMIT is on disk even if the process dies right after.
+// Throws orchard::Error naming `path` when the file cannot be switched to WAL.
+void use_wal_full(sqlite3* db, const std::string& path);
+
+struct DbCloser {
+  void operator()(sqlite3* db) const { sqlite3_close_v2(db); }
+};
+using DbPtr = std::unique_ptr<sqlite3, DbCloser>;
+
+// Opens (creating when absent) the database at `path` for several processes: busy timeout,
+// extended result codes, WAL and synchronous=FULL, then runs `schema` (idempotent statements,
+// CREATE … IF NOT EXISTS) in one IMMEDIATE transaction. `what` names the store in errors
+// ("the replay guard"). Throws orchard::Error naming the path when the file cannot be opened or
+// is not an SQLite database.
+DbPtr open_shared(const std::filesystem::path& path, const std::string& what, const char* schema);
 
 }  // namespace orchard::network::sql
 
