@@ -121,8 +121,11 @@ TEST(NodeIdentity, UnreachableKeyPathIsAnError) {
   const auto dir = test::fresh_dir("identity-unreachable");
   std::ofstream(dir / "plain-file") << "x";
   expect_refused(dir / "plain-file" / "node.key", "cannot open the node key");
-  if (::geteuid() == 0) GTEST_SKIP() << "root reads any file, so the permission case cannot be tested";
-  const auto key = dir / "node.key";
+}
+
+TEST(NodeIdentity, UnreadableKeyFileIsAnError) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root reads any file";
+  const auto key = test::fresh_dir("identity-unreadable") / "node.key";
   NodeIdentity::load_or_create(key);
   fs::permissions(key, fs::perms::none);
   expect_refused(key, "cannot open the node key");
