@@ -20,7 +20,6 @@ constexpr const char* kVersion = "1";
 // lets a job have one at a time whatever the code above does. `info` is the node's description
 // as JSON (node_info.h), rewritten with each heartbeat's load and status.
 constexpr const char* kSchema = R"sql(
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS nodes(
   id TEXT PRIMARY KEY,
   owner TEXT NOT NULL,
@@ -70,8 +69,6 @@ CREATE TABLE IF NOT EXISTS outputs(
   text TEXT NOT NULL,
   attempt INTEGER NOT NULL,
   PRIMARY KEY(job_id, idx));
-INSERT OR IGNORE INTO meta(key, value) VALUES('format', 'orchard-jobs');
-INSERT OR IGNORE INTO meta(key, value) VALUES('version', '1');
 )sql";
 
 JobState parse_job_state(const std::string& s) {
