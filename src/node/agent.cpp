@@ -199,6 +199,7 @@ void Agent::run() {
     if (killed_) break;
     if (work && (draining_ || !refusal.empty())) {
       try {
+        client_.heartbeat(heartbeat_state());
         client_.hand_back(work->job_id, work->attempt);
       } catch (const CallError& e) {
         log(std::string("hand back: ") + e.what());
@@ -266,8 +267,10 @@ void Agent::run_job(const network::Work& w) {
   if (killed_) return;
   if (!sender.flush()) return log(name + ": lost: " + sender.why());
   if (r.finish_reason == "cancelled") {
-    // Draining: what was streamed stays; the next node continues after it.
+    // Draining: what was streamed stays; the next node continues after it. Saying so first
+    // keeps the job from being placed straight back here.
     try {
+      client_.heartbeat(heartbeat_state());
       client_.hand_back(w.job_id, w.attempt);
       log(name + ": handed back");
     } catch (const CallError& e) {
