@@ -1,5 +1,7 @@
-// `orchard network …`: the network's tools. For now `ledger`: check a credit ledger's
-// invariants, show an account's balance and the head.
+// `orchard network …`: the network's tools. `serve` runs the coordinator, `api-key create`
+// makes a client's key, `ledger` checks a credit ledger's invariants and shows balances.
+#include <signal.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -7,6 +9,8 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "network/api_keys.h"
+#include "network/coordinator.h"
 #include "network/credits.h"
 #include "network/ledger.h"
 #include "tensor/error.h"
@@ -63,11 +67,80 @@ int ledger(const LedgerOpts& o) {
   return 0;
 }
 
+network::Coordinator* g_coordinator = nullptr;
+
+void on_signal(int) {
+  if (g_coordinator) g_coordinator->stop();  // only flags and closes the socket
+}
+
+struct ServeOpts {
+  network::CoordinatorOptions c;
+  double heartbeat_timeout_s = 30, lease_s = 30, queue_timeout_s = 600;
+};
+
+void serve(ServeOpts& o) {
+  o.c.store.heartbeat_timeout_ms = static_cast<int64_t>(o.heartbeat_timeout_s * 1000);
+  o.c.store.lease_ms = static_cast<int64_t>(o.lease_s * 1000);
+  o.c.store.queue_timeout_ms = static_cast<int64_t>(o.queue_timeout_s * 1000);
+  if (o.c.store.heartbeat_timeout_ms <= 0 || o.c.store.lease_ms <= 0 || o.c.store.queue_timeout_ms <= 0)
+    throw Error("--heartbeat-timeout, --lease and --queue-timeout must be positive");
+  network::Coordinator coordinator(o.c);
+  const int port = coordinator.bind();
+  g_coordinator = &coordinator;
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
+  std::fprintf(stderr,
+               "orchard network serve: coordinator on http://%s:%d, data in %s\n"
+               "  clients: /v1/chat/completions /v1/completions /v1/models (Bearer API key) · nodes: /v1/node/… "
+               "(signed) · /health /v1/world\n",
+               o.c.host.c_str(), port, o.c.data_dir.string().c_str());
+  coordinator.run();
+  g_coordinator = nullptr;
+  std::fprintf(stderr, "orchard network serve: stopped\n");
+}
+
 }  // namespace
 
 void register_network(CLI::App& app) {
-  auto* net = app.add_subcommand("network", "The volunteer network: the credit ledger");
+  auto* net = app.add_subcommand("network", "The volunteer network: the coordinator, API keys, the credit ledger");
   net->require_subcommand(1);
+
+  auto so = std::make_shared<ServeOpts>();
+  auto* srv = net->add_subcommand("serve", "Run the coordinator: places jobs on nodes, streams their output, pays them");
+  srv->add_option("--data", so->c.data_dir, "Folder of the coordinator's SQLite files (created when absent)")
+      ->required()
+      ->type_name("DIR");
+  srv->add_option("--host", so->c.host, "Address to listen on")->capture_default_str();
+  srv->add_option("--port", so->c.port, "Port to listen on")->capture_default_str();
+  srv->add_option("--heartbeat-timeout", so->heartbeat_timeout_s,
+                  "Seconds without a heartbeat after which a node is gone and its jobs move on")
+      ->capture_default_str();
+  srv->add_option("--lease", so->lease_s, "Seconds a job's lease lasts without a heartbeat or output renewing it")
+      ->capture_default_str();
+  srv->add_option("--queue-timeout", so->queue_timeout_s, "Seconds a job waits for a free node before it fails")
+      ->capture_default_str();
+  srv->add_option("--max-tokens", so->c.default_max_tokens, "max_tokens when a client does not say")->capture_default_str();
+  srv->add_option("--http-threads", so->c.http_threads, "Connections served at once (long-polls and streams hold one)")
+      ->capture_default_str();
+  srv->add_flag("--log", so->c.log, "Print a line per request");
+  srv->footer(
+      "Files in DIR: jobs.sqlite, ledger.sqlite, nonces.sqlite, api_keys.sqlite. Clients need a key:\n"
+      "  orchard network api-key create alice --data DIR\n"
+      "docs/network-protocol.md describes every endpoint.");
+  srv->callback([so] { serve(*so); });
+
+  auto* keys = net->add_subcommand("api-key", "Client API keys");
+  keys->require_subcommand(1);
+  auto key_dir = std::make_shared<std::string>();
+  auto account = std::make_shared<std::string>();
+  auto* create = keys->add_subcommand("create", "Make a key for ACCOUNT (printed once; only its hash is kept)");
+  create->add_option("account", *account, "The account that pays for the key's jobs")->required();
+  create->add_option("--data", *key_dir, "The coordinator's data folder")->required()->type_name("DIR");
+  create->callback([key_dir, account] {
+    std::filesystem::create_directories(*key_dir);
+    auto k = network::ApiKeys::open(network::coordinator_files(*key_dir).api_keys);
+    std::printf("%s\n", k.create(*account).c_str());
+  });
 
   auto o = std::make_shared<LedgerOpts>();
   auto* cmd = net->add_subcommand("ledger", "Check a credit ledger, show balances");

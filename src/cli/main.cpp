@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   orchard::cli::register_serve(app);
   orchard::cli::register_pull(app);
   orchard::cli::register_network(app);
+  orchard::cli::register_node(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -50,22 +50,36 @@ GenerateResult Engine::generate(const std::string& prompt, const GenerateOptions
   return generate_tokens(tok_->encode(prompt, opts.add_special, opts.parse_special), opts, on_text);
 }
 
+namespace {
+
+OnPiece text_only(const std::function<bool(const std::string&)>& on_text) {
+  if (!on_text) return {};
+  return [&on_text](const std::string& text, std::span<const TokenId>) { return on_text(text); };
+}
+
+}  // namespace
+
 GenerateResult Engine::generate_tokens(const std::vector<TokenId>& prompt,
                                        const GenerateOptions& opts,
                                        const std::function<bool(const std::string&)>& on_text) {
+  return generate_pieces(prompt, opts, text_only(on_text));
+}
+
+GenerateResult Engine::generate_pieces(const std::vector<TokenId>& prompt, const GenerateOptions& opts,
+                                       const OnPiece& on_piece) {
   if (prompt.empty()) throw Error("the prompt is empty (no tokens to start from)");
   auto kv = new_cache();
   LocalForward local(*model_, *kv);
-  return run(local, prompt, opts, on_text);
+  return run(local, prompt, opts, on_piece);
 }
 
 GenerateResult Engine::generate_with(Forward& forward, const std::string& prompt, const GenerateOptions& opts,
                                      const std::function<bool(const std::string&)>& on_text) {
-  return run(forward, tok_->encode(prompt, opts.add_special, opts.parse_special), opts, on_text);
+  return run(forward, tok_->encode(prompt, opts.add_special, opts.parse_special), opts, text_only(on_text));
 }
 
 GenerateResult Engine::run(Forward& fwd, const std::vector<TokenId>& prompt, const GenerateOptions& opts,
-                           const std::function<bool(const std::string&)>& on_text) {
+                           const OnPiece& on_piece) {
   GenerateResult r;
   r.prompt_tokens = prompt;
   if (prompt.empty()) throw Error("the prompt is empty (no tokens to start from)");
@@ -79,6 +93,12 @@ GenerateResult Engine::run(Forward& fwd, const std::vector<TokenId>& prompt, con
   r.prompt_ms = ms_since(t0);
 
   TextOutput out(opts.stop);
+  size_t unshown = 0;  // r.tokens[unshown..] have not been reported with a piece yet
+  auto report = [&](const std::string& text) {
+    const std::span<const TokenId> tokens(r.tokens.data() + unshown, r.tokens.size() - unshown);
+    unshown = r.tokens.size();
+    return on_piece(text, tokens);
+  };
   r.finish_reason = "length";
   auto t1 = std::chrono::steady_clock::now();
   for (int32_t i = 0; i < opts.max_tokens; ++i) {
@@ -94,7 +114,7 @@ GenerateResult Engine::run(Forward& fwd, const std::vector<TokenId>& prompt, con
         r.tokens.push_back(next);
         sampler.accept(next);
         const std::string text = out.push(tok_->token_to_piece(next));
-        if (!text.empty() && on_text && !on_text(text)) {
+        if (!text.empty() && on_piece && !report(text)) {
           r.finish_reason = "cancelled";
           go_on = false;
         } else if (out.stopped()) {
@@ -116,7 +136,7 @@ GenerateResult Engine::run(Forward& fwd, const std::vector<TokenId>& prompt, con
   }
   if (fwd.is_sampler() && r.finish_reason != "cancelled") {
     const std::string rest = out.flush();
-    if (!rest.empty() && on_text) on_text(rest);
+    if (!rest.empty() && on_piece) report(rest);
   }
   r.gen_ms = ms_since(t1);
   r.text = out.shown();

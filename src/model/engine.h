@@ -3,6 +3,7 @@
 // Kept free of I/O so the CLI, the HTTP server and the node agent all drive the same code.
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,12 @@ struct GenerateResult {
   double gen_ms = 0;
 };
 
+// A piece of text a client may see, with the ids of the tokens generated since the previous
+// piece (a token whose text was held back, for a stop string or an incomplete UTF-8 character,
+// comes with the piece that shows it). Returning false cancels. The node agent streams these,
+// so a job resumed elsewhere can continue from exactly the tokens shown.
+using OnPiece = std::function<bool(const std::string& text, std::span<const TokenId> tokens)>;
+
 class Engine {
  public:
   static std::unique_ptr<Engine> load(const EngineOptions& opts);
@@ -62,6 +69,9 @@ class Engine {
   // Same, from token ids (no tokenization of a prompt).
   GenerateResult generate_tokens(const std::vector<TokenId>& prompt, const GenerateOptions& opts,
                                  const std::function<bool(const std::string&)>& on_text = {});
+  // Same, reporting each piece's tokens too.
+  GenerateResult generate_pieces(const std::vector<TokenId>& prompt, const GenerateOptions& opts,
+                                 const OnPiece& on_piece);
   // Same through another Forward (a distributed one): every rank calls it; only the sampler's
   // result holds the text, and only the sampler calls on_text.
   GenerateResult generate_with(Forward& forward, const std::string& prompt, const GenerateOptions& opts,
@@ -70,7 +80,7 @@ class Engine {
  private:
   Engine() = default;
   GenerateResult run(Forward& forward, const std::vector<TokenId>& prompt, const GenerateOptions& opts,
-                     const std::function<bool(const std::string&)>& on_text);
+                     const OnPiece& on_piece);
   std::unique_ptr<GGUFFile> file_;
   std::unique_ptr<Tokenizer> tok_;
   std::unique_ptr<LlamaModel> model_;

@@ -4,6 +4,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "network/job_store.h"
 #include "network/sqlite_util.h"
@@ -35,7 +36,39 @@ void check_live(const std::string& where, const std::string& state, int64_t leas
                      " ms ago (heartbeat more often than the lease)");
 }
 
+// A chunk's token ids as stored: decimal, space-separated ("" for none).
+std::string format_tokens(const std::vector<int32_t>& tokens) {
+  std::string out;
+  for (int32_t t : tokens) {
+    if (!out.empty()) out += ' ';
+    out += std::to_string(t);
+  }
+  return out;
+}
+
+std::vector<int32_t> parse_tokens(const std::string& text) {
+  std::vector<int32_t> out;
+  const char* p = text.c_str();
+  for (char* end = nullptr;; p = end) {
+    const long v = std::strtol(p, &end, 10);
+    if (end == p) break;
+    out.push_back(static_cast<int32_t>(v));
+  }
+  return out;
+}
+
 }  // namespace
+
+std::vector<std::string> JobStore::output_of(const std::string& job_id, std::vector<std::vector<int32_t>>* tokens) {
+  sql::Stmt s(db(), "SELECT text, tokens FROM outputs WHERE job_id = ?1 ORDER BY idx");
+  s.bind(1, job_id);
+  std::vector<std::string> out;
+  while (s.step()) {
+    out.push_back(s.text(0));
+    if (tokens) tokens->push_back(parse_tokens(s.text(1)));
+  }
+  return out;
+}
 
 JobStore::Attempt JobStore::attempt_of(const std::string& job_id, int64_t attempt, const std::string& node_id,
                                        const char* doing) {
@@ -165,14 +198,14 @@ std::optional<Work> JobStore::next_job_for(const std::string& node_id, int64_t n
     a.bind(1, w->job_id).bind(2, w->attempt).bind(3, w->lease_deadline_ms).step();
     sql::Stmt j(db(), "UPDATE jobs SET state = 'running' WHERE id = ?1");
     j.bind(1, w->job_id).step();
-    w->output = output_of(w->job_id);
+    w->output = output_of(w->job_id, &w->output_tokens);
   }
   t.commit();
   return w;
 }
 
 bool JobStore::append_output(const std::string& job_id, int64_t attempt, const std::string& node_id, int64_t index,
-                             const std::string& text, int64_t now_ms) {
+                             const std::string& text, int64_t now_ms, const std::vector<int32_t>& tokens) {
   const std::string where = path_.string() + ": " + attempt_name(job_id, attempt) + ", token " + std::to_string(index);
   sql::Transaction t(db());
   const Attempt a = attempt_of(job_id, attempt, node_id, "streaming into");
@@ -182,17 +215,18 @@ bool JobStore::append_output(const std::string& job_id, int64_t attempt, const s
   if (index < 0 || index >= job.i64(0))
     throw Error(where + ": index out of range (the job asked for " + std::to_string(job.i64(0)) + " tokens)");
   bool stored = false;
-  sql::Stmt old(db(), "SELECT text FROM outputs WHERE job_id = ?1 AND idx = ?2");
+  const std::string token_text = format_tokens(tokens);
+  sql::Stmt old(db(), "SELECT text, tokens FROM outputs WHERE job_id = ?1 AND idx = ?2");
   old.bind(1, job_id).bind(2, index);
   if (old.step()) {
     // A retried append (the reply was lost) repeats itself exactly; anything else is a bug.
-    if (old.text(0) != text) throw Error(where + ": already holds different text");
+    if (old.text(0) != text || old.text(1) != token_text) throw Error(where + ": already holds a different chunk");
   } else {
     sql::Stmt next(db(), "SELECT coalesce(max(idx) + 1, 0) FROM outputs WHERE job_id = ?1");
     next.bind(1, job_id).step();
     if (index != next.i64(0)) throw Error(where + ": out of order (the next token is " + std::to_string(next.i64(0)) + ")");
-    sql::Stmt ins(db(), "INSERT INTO outputs(job_id, idx, text, attempt) VALUES(?1, ?2, ?3, ?4)");
-    ins.bind(1, job_id).bind(2, index).bind(3, text).bind(4, attempt).step();
+    sql::Stmt ins(db(), "INSERT INTO outputs(job_id, idx, text, tokens, attempt) VALUES(?1, ?2, ?3, ?4, ?5)");
+    ins.bind(1, job_id).bind(2, index).bind(3, text).bind(4, token_text).bind(5, attempt).step();
     stored = true;
   }
   // Streaming is a sign of life: it renews the lease like a heartbeat.
@@ -220,9 +254,10 @@ Completion JobStore::complete(const std::string& job_id, int64_t attempt, const 
                  "WHERE job_id = ?1 AND attempt = ?2");
     at.bind(1, job_id).bind(2, attempt).bind(3, now_ms).bind(4, usage.prompt_tokens).bind(5, usage.generated_tokens).step();
     sql::Stmt job(db(),
-                  "UPDATE jobs SET state = 'done', usage_prompt = ?2, usage_generated = ?3, finished_at = ?4, waiting = '' "
-                  "WHERE id = ?1");
-    job.bind(1, job_id).bind(2, usage.prompt_tokens).bind(3, usage.generated_tokens).bind(4, now_ms).step();
+                  "UPDATE jobs SET state = 'done', usage_prompt = ?2, usage_generated = ?3, finished_at = ?4, waiting = '', "
+                  "finish_reason = ?5 WHERE id = ?1");
+    job.bind(1, job_id).bind(2, usage.prompt_tokens).bind(3, usage.generated_tokens).bind(4, now_ms);
+    job.bind(5, usage.finish_reason).step();
     // Reliability recovers slowly with finished work, so one old abandonment is not forever.
     sql::Stmt rel(db(), "UPDATE nodes SET reliability = reliability + (1.0 - reliability) * ?2 WHERE id = ?1");
     rel.bind(1, node_id).bind(2, options_.recover_share).step();
@@ -242,6 +277,19 @@ Completion JobStore::complete(const std::string& job_id, int64_t attempt, const 
                      parse_size_class(a.size_class), parse_hardware_class(a.hardware), a.dedicated};
   t.commit();
   return c;
+}
+
+void JobStore::fail(const std::string& job_id, int64_t attempt, const std::string& node_id, const std::string& error,
+                    int64_t now_ms) {
+  const std::string where = path_.string() + ": failing " + attempt_name(job_id, attempt);
+  sql::Transaction t(db());
+  const Attempt a = attempt_of(job_id, attempt, node_id, "failing");
+  if (a.state == "failed") return t.commit();
+  check_live(where, a.state, a.lease_deadline, now_ms);
+  sql::Stmt at(db(), "UPDATE attempts SET state = 'failed', ended_at = ?3 WHERE job_id = ?1 AND attempt = ?2");
+  at.bind(1, job_id).bind(2, attempt).bind(3, now_ms).step();
+  fail_job(job_id, "node '" + node_id + "' cannot run this job: " + error, now_ms);
+  t.commit();
 }
 
 void JobStore::hand_back(const std::string& job_id, int64_t attempt, const std::string& node_id, int64_t now_ms) {

@@ -14,13 +14,13 @@ namespace orchard::network {
 namespace {
 
 constexpr const char* kFormat = "orchard-jobs";
-constexpr const char* kVersion = "1";
+// 2: node keys, token ids per output chunk, the finish reason, failed attempts.
+constexpr const char* kVersion = "2";
 
 // Live attempts ('assigned', 'running') are the ones holding a lease; the partial UNIQUE index
 // lets a job have one at a time whatever the code above does. `info` is the node's description
 // as JSON (node_info.h), rewritten with each heartbeat's load and status.
 constexpr const char* kSchema = R"sql(
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS nodes(
   id TEXT PRIMARY KEY,
   owner TEXT NOT NULL,
@@ -28,7 +28,8 @@ CREATE TABLE IF NOT EXISTS nodes(
   registered_at INTEGER NOT NULL,
   last_heartbeat INTEGER NOT NULL,
   reliability REAL NOT NULL DEFAULT 1.0,
-  draining INTEGER NOT NULL DEFAULT 0);
+  draining INTEGER NOT NULL DEFAULT 0,
+  public_key TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS jobs(
   id TEXT PRIMARY KEY,
   client TEXT NOT NULL,
@@ -42,6 +43,7 @@ CREATE TABLE IF NOT EXISTS jobs(
   waiting TEXT NOT NULL DEFAULT '',
   usage_prompt INTEGER,
   usage_generated INTEGER,
+  finish_reason TEXT NOT NULL DEFAULT '',
   created_at INTEGER NOT NULL,
   queued_at INTEGER NOT NULL,
   finished_at INTEGER);
@@ -50,7 +52,7 @@ CREATE TABLE IF NOT EXISTS attempts(
   job_id TEXT NOT NULL REFERENCES jobs(id),
   attempt INTEGER NOT NULL,
   node_id TEXT NOT NULL REFERENCES nodes(id),
-  state TEXT NOT NULL CHECK(state IN ('assigned', 'running', 'done', 'handed_back', 'abandoned')),
+  state TEXT NOT NULL CHECK(state IN ('assigned', 'running', 'done', 'handed_back', 'abandoned', 'failed')),
   plan TEXT NOT NULL,
   size_class TEXT NOT NULL,
   hardware TEXT NOT NULL,
@@ -68,10 +70,9 @@ CREATE TABLE IF NOT EXISTS outputs(
   job_id TEXT NOT NULL REFERENCES jobs(id),
   idx INTEGER NOT NULL,
   text TEXT NOT NULL,
+  tokens TEXT NOT NULL DEFAULT '',
   attempt INTEGER NOT NULL,
   PRIMARY KEY(job_id, idx));
-INSERT OR IGNORE INTO meta(key, value) VALUES('format', 'orchard-jobs');
-INSERT OR IGNORE INTO meta(key, value) VALUES('version', '1');
 )sql";
 
 JobState parse_job_state(const std::string& s) {
@@ -115,6 +116,7 @@ const char* to_string(AttemptState s) {
     case AttemptState::Done: return "done";
     case AttemptState::HandedBack: return "handed_back";
     case AttemptState::Abandoned: return "abandoned";
+    case AttemptState::Failed: return "failed";
   }
   return "?";
 }
@@ -126,18 +128,27 @@ JobStore JobStore::open(const std::filesystem::path& path, const StoreOptions& o
   return JobStore(sql::open_database(path, {"job store", kFormat, kVersion, kSchema}), path, options);
 }
 
-void JobStore::register_node(const NodeInfo& info, int64_t now_ms) {
+void JobStore::register_node(const NodeInfo& info, int64_t now_ms, const std::string& public_key_hex) {
   // Validate by round trip: what is stored is what placement will read back.
   const NodeInfo checked = node_info_from_json(to_json(info));
   sql::Transaction t(db());
   sql::Stmt s(db(),
-              "INSERT INTO nodes(id, owner, info, registered_at, last_heartbeat, draining) VALUES(?1, ?2, ?3, ?4, ?4, ?5) "
+              "INSERT INTO nodes(id, owner, info, registered_at, last_heartbeat, draining, public_key) "
+              "VALUES(?1, ?2, ?3, ?4, ?4, ?5, ?6) "
               "ON CONFLICT(id) DO UPDATE SET owner = excluded.owner, info = excluded.info, "
-              "last_heartbeat = excluded.last_heartbeat, draining = excluded.draining");
+              "last_heartbeat = excluded.last_heartbeat, draining = excluded.draining, "
+              "public_key = CASE WHEN excluded.public_key = '' THEN nodes.public_key ELSE excluded.public_key END");
   s.bind(1, checked.id).bind(2, checked.owner).bind(3, to_json(checked).dump()).bind(4, now_ms);
-  s.bind(5, int64_t{checked.state.status == NodeStatus::Draining});
+  s.bind(5, int64_t{checked.state.status == NodeStatus::Draining}).bind(6, public_key_hex);
   s.step();
   t.commit();
+}
+
+std::optional<std::string> JobStore::node_key(const std::string& node_id) {
+  sql::Stmt s(db(), "SELECT public_key FROM nodes WHERE id = ?1");
+  s.bind(1, node_id);
+  if (!s.step() || s.text(0).empty()) return std::nullopt;
+  return s.text(0);
 }
 
 void JobStore::heartbeat(const std::string& node_id, const HeartbeatState& state, int64_t now_ms) {
@@ -195,14 +206,6 @@ std::string JobStore::submit(const JobRequest& job, int64_t now_ms) {
   return id;
 }
 
-std::vector<std::string> JobStore::output_of(const std::string& job_id) {
-  sql::Stmt s(db(), "SELECT text FROM outputs WHERE job_id = ?1 ORDER BY idx");
-  s.bind(1, job_id);
-  std::vector<std::string> out;
-  while (s.step()) out.push_back(s.text(0));
-  return out;
-}
-
 JobStatus JobStore::job(const std::string& job_id) {
   // One read transaction: the status and the output are one moment's.
   sql::exec(db(), "BEGIN");
@@ -211,7 +214,7 @@ JobStatus JobStore::job(const std::string& job_id) {
     ~End() { sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr); }
   } end{db()};
   sql::Stmt s(db(),
-              "SELECT client, model, state, error, waiting, created_at, usage_prompt, usage_generated, "
+              "SELECT client, model, state, error, waiting, created_at, usage_prompt, usage_generated, finish_reason, "
               "(SELECT count(*) FROM attempts WHERE job_id = ?1), "
               "(SELECT node_id FROM attempts WHERE job_id = ?1 ORDER BY attempt DESC LIMIT 1) FROM jobs WHERE id = ?1");
   s.bind(1, job_id);
@@ -224,9 +227,9 @@ JobStatus JobStore::job(const std::string& job_id) {
   st.error = s.text(3);
   st.waiting = s.text(4);
   st.created_ms = s.i64(5);
-  if (s.type(6) != SQLITE_NULL) st.usage = Usage{s.i64(6), s.i64(7)};
-  st.attempts = s.i64(8);
-  st.node_id = s.text(9);
+  if (s.type(6) != SQLITE_NULL) st.usage = Usage{s.i64(6), s.i64(7), s.text(8)};
+  st.attempts = s.i64(9);
+  st.node_id = s.text(10);
   st.output = output_of(job_id);
   return st;
 }

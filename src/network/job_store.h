@@ -10,8 +10,8 @@
 //     ├── hand_back (owner drains the node; no penalty) ◄────────────────────────────────┤
 //     ├── expire: lease passed or node silent (abandoned; the node's reliability drops) ◄┤
 //     │                                                                                  ▼
-//   failed ◄── hopeless (no node could ever take it), waited too long, or abandoned    done
-//              max_attempts times                                               (complete, once)
+//   failed ◄── hopeless (no node could ever take it), waited too long, abandoned       done
+//              max_attempts times, or its node cannot run it (fail)             (complete, once)
 // Each assignment is an attempt (job, attempt number) held by one node under a lease: the
 // node's heartbeats and appends renew it. Only the attempt's node may stream into it or complete
 // it (NotYourJob otherwise). Streamed tokens belong to the job, not the attempt: a requeued job
@@ -48,7 +48,7 @@ struct StoreOptions {
 };
 
 enum class JobState { Queued, Assigned, Running, Done, Failed };
-enum class AttemptState { Assigned, Running, Done, HandedBack, Abandoned };
+enum class AttemptState { Assigned, Running, Done, HandedBack, Abandoned, Failed };
 const char* to_string(JobState s);
 const char* to_string(AttemptState s);
 
@@ -75,7 +75,8 @@ struct Work {
   std::string model;
   nlohmann::json request;
   int64_t n_ctx = 0, max_tokens = 0;
-  std::vector<std::string> output;  // tokens earlier attempts streamed: continue after them
+  std::vector<std::string> output;  // chunks earlier attempts streamed: continue after them
+  std::vector<std::vector<int32_t>> output_tokens;  // each chunk's token ids (empty if not sent)
   int64_t lease_deadline_ms = 0;
   std::string plan;                 // the split placement predicted ("pipeline 2", …)
 };
@@ -90,6 +91,7 @@ struct AssignResult {
 
 struct Usage {
   int64_t prompt_tokens = 0, generated_tokens = 0;
+  std::string finish_reason;  // as the node reported it ("stop", "length"); may be empty
 };
 
 // What paying for a completed job needs (credits.h, ledger.h).
@@ -135,7 +137,11 @@ class JobStore {
   JobStore& operator=(JobStore&&) noexcept = default;
 
   // Nodes. Registering again replaces the description and keeps the reliability earned.
-  void register_node(const NodeInfo& info, int64_t now_ms);
+  // `public_key_hex` is the key the node signs its requests with (request_signing.h); empty
+  // keeps the one recorded before.
+  void register_node(const NodeInfo& info, int64_t now_ms, const std::string& public_key_hex = {});
+  // The recorded public key of a node; nullopt for an unknown node or one registered without.
+  std::optional<std::string> node_key(const std::string& node_id);
   // Records load and status (draining stops new assignments) and renews the node's leases:
   // every attempt not yet fetched, and the running ones `state.running` lists (all when absent).
   // Throws orchard::Error for an unknown node.
@@ -153,15 +159,20 @@ class JobStore {
   // (now running, lease renewed). Polling is a sign of life, like a heartbeat.
   std::optional<Work> next_job_for(const std::string& node_id, int64_t now_ms);
 
-  // Stores token `index` of the job's output. Only the node holding `attempt` under a live lease
-  // may (NotYourJob otherwise). Idempotent by index: the same text again returns false; other
-  // text at a stored index, or a gap, is an error. Renews the lease.
+  // Stores chunk `index` of the job's output: its text and the ids of the tokens it holds (what
+  // a resuming node feeds after the prompt). Only the node holding `attempt` under a live lease
+  // may (NotYourJob otherwise). Idempotent by index: the same chunk again returns false; another
+  // at a stored index, or a gap, is an error. Renews the lease.
   bool append_output(const std::string& job_id, int64_t attempt, const std::string& node_id, int64_t index,
-                     const std::string& text, int64_t now_ms);
+                     const std::string& text, int64_t now_ms, const std::vector<int32_t>& tokens = {});
   // Finishes the job, exactly once: the same attempt completing again returns the first
   // completion with first = false. NotYourJob for another node's or a dead attempt.
   Completion complete(const std::string& job_id, int64_t attempt, const std::string& node_id, const Usage& usage,
                       int64_t now_ms);
+  // The node cannot run the job at all (the prompt does not fit its context, the request makes
+  // no sense to its model): the job fails with `error`, nobody pays. NotYourJob as complete().
+  void fail(const std::string& job_id, int64_t attempt, const std::string& node_id, const std::string& error,
+            int64_t now_ms);
   // The node gives the job back (its owner is reclaiming the machine): requeued with its output,
   // no penalty, and it does not count against max_attempts. Again for the same attempt: no-op.
   void hand_back(const std::string& job_id, int64_t attempt, const std::string& node_id, int64_t now_ms);
@@ -187,7 +198,7 @@ class JobStore {
   AssignResult assign_in(const std::string& job_id, int64_t now_ms);
   // The attempt, when it is `node_id`'s (NotYourJob otherwise); `doing` is for the message.
   Attempt attempt_of(const std::string& job_id, int64_t attempt, const std::string& node_id, const char* doing);
-  std::vector<std::string> output_of(const std::string& job_id);
+  std::vector<std::string> output_of(const std::string& job_id, std::vector<std::vector<int32_t>>* tokens = nullptr);
   void fail_job(const std::string& job_id, const std::string& error, int64_t now_ms);
 
   sqlite3* db() const { return db_.get(); }

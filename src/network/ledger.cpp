@@ -17,7 +17,6 @@ constexpr const char* kVersion = "1";
 // The schema. Entries and signed heads are append-only: the triggers make an UPDATE or DELETE
 // fail inside SQLite, whoever issues it; verify() checks they are still there.
 constexpr const char* kSchema = R"sql(
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS accounts(name TEXT PRIMARY KEY, created_at INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS entries(
   seq INTEGER PRIMARY KEY,
@@ -47,8 +46,6 @@ CREATE TRIGGER IF NOT EXISTS signed_heads_no_update BEFORE UPDATE ON signed_head
   BEGIN SELECT RAISE(ABORT, 'signed heads are append-only'); END;
 CREATE TRIGGER IF NOT EXISTS signed_heads_no_delete BEFORE DELETE ON signed_heads
   BEGIN SELECT RAISE(ABORT, 'signed heads are append-only'); END;
-INSERT OR IGNORE INTO meta(key, value) VALUES('format', 'orchard-ledger');
-INSERT OR IGNORE INTO meta(key, value) VALUES('version', '1');
 )sql";
 
 constexpr const char* kEntryColumns =

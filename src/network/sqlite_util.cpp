@@ -83,7 +83,12 @@ DbPtr open_database(const std::filesystem::path& path, const FileKind& kind) {
     exec(raw, "PRAGMA synchronous = FULL");
     if (tables == 0) {
       Transaction t(raw);
-      if (table_count(raw) == 0) exec(raw, kind.schema);  // another process may have won the race
+      if (table_count(raw) == 0) {  // another process may have won the race
+        exec(raw, "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)");
+        exec(raw, kind.schema);
+        Stmt meta(raw, "INSERT INTO meta(key, value) VALUES('format', ?1), ('version', ?2)");
+        meta.bind(1, std::string(kind.format)).bind(2, std::string(kind.version)).step();
+      }
       t.commit();
     }
   });

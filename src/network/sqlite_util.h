@@ -1,7 +1,7 @@
 #pragma once
-// A thin RAII layer over the SQLite C API for the network's files (the ledger, the job store):
-// opening one the same way everywhere, a prepared statement that finalizes itself, and errors
-// that name the file and SQLite's message.
+// A thin RAII layer over the SQLite C API for the network's files (the ledger, the job store, the
+// replay guard, API keys): opening one the same way everywhere, a prepared statement that
+// finalizes itself, and errors that name the file and SQLite's message.
 #include <sqlite3.h>
 
 #include <cstdint>
@@ -101,7 +101,7 @@ class Transaction {
 };
 
 // What kind of Orchard file a database is: meta.format and meta.version name it, and `schema`
-// (idempotent: CREATE … IF NOT EXISTS, INSERT OR IGNORE of the meta rows) makes an empty file one.
+// (its tables, indexes and triggers) makes an empty file one; open_database adds the meta table.
 struct FileKind {
   const char* noun;     // "ledger", "job store": for messages
   const char* format;   // meta.format

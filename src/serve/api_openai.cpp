@@ -2,6 +2,7 @@
 // "data: [DONE]", usage counted in tokens, errors as {"error": {message, type, param, code}}.
 #include "serve/api.h"
 #include "serve/http_util.h"
+#include "serve/openai.h"
 #include "serve/request_params.h"
 
 namespace orchard::serve {
@@ -21,35 +22,22 @@ json finish_reason(const Completion& c) {
   return c.finish_reason == "length" ? "length" : "stop";
 }
 
-struct Common {
-  GenerateOptions options;
-  bool stream = false;
-  bool include_usage = false;
-};
-
-Common read_common(const json& body, const Service& service) {
-  Common c;
-  c.options = service.defaults();
-  read_generation_params(body, c.options);
-  c.stream = read_bool(body, "stream", false);
-  if (body.contains("n") && !body["n"].is_null() && body["n"] != 1)
-    throw ApiError::bad_request("only n = 1 is supported (one choice per request)", "n");
-  if (body.contains("stream_options") && body["stream_options"].is_object())
-    c.include_usage = read_bool(body["stream_options"], "include_usage", false);
-  if (body.contains("model") && !body["model"].is_string()) throw ApiError::bad_request("'model' must be a string", "model");
-  return c;
+void chat(Service& service, const httplib::Request& req, httplib::Response& res) {
+  OpenAIRequest r = read_openai_request(parse_body(req.body), true, service.defaults());
+  auto prompt = service.chat_prompt(r.messages, r.options);
+  respond_openai(res, r, service.start(std::move(prompt), r.options), service.model().id);
 }
 
-void chat(Service& service, const httplib::Request& req, httplib::Response& res) {
-  const json body = parse_body(req.body);
-  if (!body.contains("messages")) throw ApiError::bad_request("'messages' is required", "messages");
-  Common c = read_common(body, service);
-  const auto messages = read_messages(body["messages"]);
-  auto prompt = service.chat_prompt(messages, c.options);
-  auto stream = service.start(std::move(prompt), c.options);
-  const std::string id = new_id("chatcmpl-"), model = service.model().id;
+void completions(Service& service, const httplib::Request& req, httplib::Response& res) {
+  const OpenAIRequest r = read_openai_request(parse_body(req.body), false, service.defaults());
+  respond_openai(res, r, service.start(service.text_prompt(r.prompt), r.options), service.model().id);
+}
+
+void respond_chat(httplib::Response& res, const OpenAIRequest& r, std::shared_ptr<Stream> stream,
+                  const std::string& model) {
+  const std::string id = new_id("chatcmpl-");
   const int64_t created = unix_now();
-  if (!c.stream) {
+  if (!r.stream) {
     const Completion& done = stream->wait_done();
     send_json(res, {{"id", id},
                     {"object", "chat.completion"},
@@ -77,7 +65,7 @@ void chat(Service& service, const httplib::Request& req, httplib::Response& res)
     *sent_first = true;
     return first;
   };
-  const bool include_usage = c.include_usage;
+  const bool include_usage = r.include_usage;
   stream_to(
       res, stream, "text/event-stream",
       [=](const std::string& text) { return lead() + sse(chunk({{"content", text}}, nullptr)); },
@@ -96,21 +84,9 @@ void chat(Service& service, const httplib::Request& req, httplib::Response& res)
       ": ping\n\n");
 }
 
-void completions(Service& service, const httplib::Request& req, httplib::Response& res) {
-  const json body = parse_body(req.body);
-  Common c = read_common(body, service);
-  std::string text;
-  if (!body.contains("prompt")) throw ApiError::bad_request("'prompt' is required", "prompt");
-  if (body["prompt"].is_string())
-    text = body["prompt"].get<std::string>();
-  else if (body["prompt"].is_array() && body["prompt"].size() == 1 && body["prompt"][0].is_string())
-    text = body["prompt"][0].get<std::string>();
-  else
-    throw ApiError::bad_request("'prompt' must be a string (one prompt per request)", "prompt");
-  if (body.contains("echo") && read_bool(body, "echo", false))
-    throw ApiError::bad_request("'echo' is not supported", "echo");
-  auto stream = service.start(service.text_prompt(text), c.options);
-  const std::string id = new_id("cmpl-"), model = service.model().id;
+void respond_completion(httplib::Response& res, const OpenAIRequest& r, std::shared_ptr<Stream> stream,
+                        const std::string& model) {
+  const std::string id = new_id("cmpl-");
   const int64_t created = unix_now();
   auto choice = [=](const std::string& t, json reason) {
     return json{{"id", id},
@@ -120,14 +96,14 @@ void completions(Service& service, const httplib::Request& req, httplib::Respons
                 {"choices", json::array({{{"text", t}, {"index", 0}, {"logprobs", nullptr},
                                           {"finish_reason", std::move(reason)}}})}};
   };
-  if (!c.stream) {
+  if (!r.stream) {
     const Completion& done = stream->wait_done();
     json out = choice(done.text, finish_reason(done));
     out["usage"] = usage(done);
     send_json(res, out);
     return;
   }
-  const bool include_usage = c.include_usage;
+  const bool include_usage = r.include_usage;
   stream_to(
       res, stream, "text/event-stream", [=](const std::string& t) { return sse(choice(t, nullptr)); },
       [=](const Completion& done) {
@@ -146,6 +122,45 @@ json model_object(const Service& service) {
 }
 
 }  // namespace
+
+OpenAIRequest read_openai_request(const json& body, bool chat, const GenerateOptions& defaults) {
+  OpenAIRequest r;
+  r.chat = chat;
+  if (chat && !body.contains("messages")) throw ApiError::bad_request("'messages' is required", "messages");
+  r.options = defaults;
+  read_generation_params(body, r.options);
+  r.stream = read_bool(body, "stream", false);
+  if (body.contains("n") && !body["n"].is_null() && body["n"] != 1)
+    throw ApiError::bad_request("only n = 1 is supported (one choice per request)", "n");
+  if (body.contains("stream_options") && body["stream_options"].is_object())
+    r.include_usage = read_bool(body["stream_options"], "include_usage", false);
+  if (body.contains("model") && !body["model"].is_null()) {
+    if (!body["model"].is_string()) throw ApiError::bad_request("'model' must be a string", "model");
+    r.model = body["model"].get<std::string>();
+  }
+  if (chat) {
+    r.messages = read_messages(body["messages"]);
+    return r;
+  }
+  if (!body.contains("prompt")) throw ApiError::bad_request("'prompt' is required", "prompt");
+  if (body["prompt"].is_string())
+    r.prompt = body["prompt"].get<std::string>();
+  else if (body["prompt"].is_array() && body["prompt"].size() == 1 && body["prompt"][0].is_string())
+    r.prompt = body["prompt"][0].get<std::string>();
+  else
+    throw ApiError::bad_request("'prompt' must be a string (one prompt per request)", "prompt");
+  if (body.contains("echo") && read_bool(body, "echo", false))
+    throw ApiError::bad_request("'echo' is not supported", "echo");
+  return r;
+}
+
+void respond_openai(httplib::Response& res, const OpenAIRequest& r, std::shared_ptr<Stream> stream,
+                    const std::string& model) {
+  if (r.chat)
+    respond_chat(res, r, std::move(stream), model);
+  else
+    respond_completion(res, r, std::move(stream), model);
+}
 
 void add_openai_routes(httplib::Server& http, Service& service) {
   http.Post("/v1/chat/completions",

@@ -9,30 +9,37 @@ Service::Service(Scheduler& scheduler, const Tokenizer& tok, ChatTemplate chat, 
     : scheduler_(scheduler), tok_(tok), chat_(std::move(chat)), metrics_(metrics), model_(std::move(model)),
       cluster_(std::move(cluster)), defaults_(std::move(defaults)) {}
 
-std::vector<TokenId> Service::chat_prompt(const std::vector<ChatMessage>& messages, GenerateOptions& o) const {
+std::vector<TokenId> chat_prompt_tokens(const ChatTemplate& chat, const Tokenizer& tok,
+                                        const std::vector<ChatMessage>& messages, GenerateOptions& o) {
   std::string prompt;
   try {
-    prompt = chat_.render(messages, true);
+    prompt = chat.render(messages, true);
   } catch (const Error& e) {
     // The model's own template refused the conversation (e.g. roles that must alternate).
     throw ApiError::bad_request(std::string("the chat template refused these messages: ") + e.what(), "messages");
   }
-  for (const auto& s : chat_.stop_strings())
+  for (const auto& s : chat.stop_strings())
     if (std::find(o.stop.begin(), o.stop.end(), s) == o.stop.end()) o.stop.push_back(s);
   // Turn markers are special-token text. BOS as the vocabulary asks, once: templates that
   // write the BOS text themselves would otherwise start with two.
-  auto tokens = tok_.encode(prompt, true, true);
-  if (tokens.size() >= 2 && tok_.bos() >= 0 && tokens[0] == tok_.bos() && tokens[1] == tok_.bos())
+  auto tokens = tok.encode(prompt, true, true);
+  if (tokens.size() >= 2 && tok.bos() >= 0 && tokens[0] == tok.bos() && tokens[1] == tok.bos())
     tokens.erase(tokens.begin());
   if (tokens.empty()) throw ApiError::bad_request("the conversation renders to an empty prompt", "messages");
   return tokens;
 }
 
-std::vector<TokenId> Service::text_prompt(const std::string& text) const {
-  auto t = tok_.encode(text, true, false);
+std::vector<TokenId> text_prompt_tokens(const Tokenizer& tok, const std::string& text) {
+  auto t = tok.encode(text, true, false);
   if (t.empty()) throw ApiError::bad_request("the prompt is empty", "prompt");
   return t;
 }
+
+std::vector<TokenId> Service::chat_prompt(const std::vector<ChatMessage>& messages, GenerateOptions& o) const {
+  return chat_prompt_tokens(chat_, tok_, messages, o);
+}
+
+std::vector<TokenId> Service::text_prompt(const std::string& text) const { return text_prompt_tokens(tok_, text); }
 
 std::shared_ptr<Stream> Service::start(std::vector<TokenId> prompt, const GenerateOptions& o) {
   try {

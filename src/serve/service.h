@@ -41,6 +41,14 @@ struct ClusterView {
   std::vector<RankView> ranks;
 };
 
+// A conversation's prompt as `chat` renders it, tokenized with its turn markers as special
+// tokens and BOS once; adds the template's end-of-turn markers to `o.stop`. A conversation the
+// template refuses, or one that renders to nothing, is a 400.
+std::vector<TokenId> chat_prompt_tokens(const ChatTemplate& chat, const Tokenizer& tok,
+                                        const std::vector<ChatMessage>& messages, GenerateOptions& o);
+// A completion prompt: BOS as the vocabulary asks, no special-token parsing; empty is a 400.
+std::vector<TokenId> text_prompt_tokens(const Tokenizer& tok, const std::string& text);
+
 class Service {
  public:
   Service(Scheduler& scheduler, const Tokenizer& tok, ChatTemplate chat, Metrics& metrics, ModelInfo model,

@@ -60,7 +60,7 @@ JobStore store_with(const std::string& name, const std::vector<NodeInfo>& nodes,
 
 // The number of live attempts of `job`, read straight from the file.
 int64_t live_attempts(const std::string& path, const std::string& job) {
-  auto db = sql::open_database(path, {"job store", "orchard-jobs", "1", ""});
+  auto db = sql::open_database(path, {"job store", "orchard-jobs", "2", ""});
   sql::Stmt s(db.get(), "SELECT count(*) FROM attempts WHERE job_id = ?1 AND state IN ('assigned', 'running')");
   s.bind(1, job).step();
   return s.i64(0);
@@ -103,7 +103,7 @@ TEST(JobStore, SubmitAssignStreamComplete) {
   EXPECT_THROW(store.append_output(id, 1, "n1", 5, "gap", kT0 + 400), Error);
   EXPECT_THROW(store.append_output(id, 1, "n1", 16, "past max_tokens", kT0 + 400), Error);
 
-  const Completion c = store.complete(id, 1, "n1", {12, 3}, kT0 + 500);
+  const Completion c = store.complete(id, 1, "n1", {12, 3, "length"}, kT0 + 500);
   EXPECT_TRUE(c.first);
   EXPECT_EQ(c.client, "client-1");
   EXPECT_EQ(c.owner, "owner-n1");
@@ -119,6 +119,7 @@ TEST(JobStore, SubmitAssignStreamComplete) {
   EXPECT_EQ(st.output, (std::vector<std::string>{"tok0", "tok1", "tok2"}));
   ASSERT_TRUE(st.usage);
   EXPECT_EQ(st.usage->generated_tokens, 3);
+  EXPECT_EQ(st.usage->finish_reason, "length");
   EXPECT_EQ(st.node_id, "n1");
   const NodeStats ns = store.node_stats("n1");
   EXPECT_EQ(ns.jobs_served, 1);
@@ -138,7 +139,7 @@ TEST(JobStore, ANodeCannotReportWorkOnAnotherNodesJob) {
 
   const std::string e1 = not_your_job([&] { store.append_output("job-b", 1, "slow", 0, "forged", kT0 + 2); });
   EXPECT_NE(e1.find("not your job"), std::string::npos) << e1;
-  EXPECT_NE(not_your_job([&] { store.complete("job-b", 1, "slow", {1, 1}, kT0 + 2); }), "");
+  EXPECT_NE(not_your_job([&] { store.complete("job-b", 1, "slow", {1, 1, "stop"}, kT0 + 2); }), "");
   EXPECT_NE(not_your_job([&] { store.hand_back("job-b", 1, "slow", kT0 + 2); }), "");
   EXPECT_NE(not_your_job([&] { store.append_output("job-b", 7, "fast", 0, "no such attempt", kT0 + 2); }).find("no such attempt"),
             std::string::npos);
@@ -153,8 +154,8 @@ TEST(JobStore, LeaseExpiryRequeuesKeepingOutputAndTheNextAttemptResumes) {
   auto store = store_with("resume", {single("fast", 64, 400), single("slow", 64, 100)}, "job-c");
   const auto first = store.next_job_for("fast", kT0);
   ASSERT_TRUE(first);
-  store.append_output("job-c", 1, "fast", 0, "Once", kT0 + 1'000);
-  store.append_output("job-c", 1, "fast", 1, " upon", kT0 + 2'000);
+  store.append_output("job-c", 1, "fast", 0, "Once", kT0 + 1'000, {9038});
+  store.append_output("job-c", 1, "fast", 1, " upon", kT0 + 2'000, {2501, 17});
 
   // The slow node keeps heart-beating; the fast one falls silent. Nothing expires early.
   store.heartbeat("slow", {}, kT0 + 10'000);
@@ -177,9 +178,11 @@ TEST(JobStore, LeaseExpiryRequeuesKeepingOutputAndTheNextAttemptResumes) {
   ASSERT_TRUE(second);
   EXPECT_EQ(second->attempt, 2);
   EXPECT_EQ(second->output, (std::vector<std::string>{"Once", " upon"}));
+  // Each chunk's tokens come back with it: what the next node feeds after the prompt.
+  EXPECT_EQ(second->output_tokens, (std::vector<std::vector<int32_t>>{{9038}, {2501, 17}}));
   EXPECT_TRUE(store.append_output("job-c", 2, "slow", 2, " a", kT0 + 21'000));
   EXPECT_TRUE(store.append_output("job-c", 2, "slow", 3, " time", kT0 + 21'100));
-  EXPECT_TRUE(store.complete("job-c", 2, "slow", {12, 4}, kT0 + 21'200).first);
+  EXPECT_TRUE(store.complete("job-c", 2, "slow", {12, 4, "stop"}, kT0 + 21'200).first);
   const JobStatus done = store.job("job-c");
   EXPECT_EQ(done.state, JobState::Done);
   EXPECT_EQ(done.output, (std::vector<std::string>{"Once", " upon", " a", " time"}));
@@ -224,8 +227,8 @@ TEST(JobStore, CompletingTwiceIsIdempotent) {
   auto store = store_with("twice", {single("n1", 64, 200)}, "job-e");
   ASSERT_TRUE(store.next_job_for("n1", kT0));
   store.append_output("job-e", 1, "n1", 0, "x", kT0 + 1);
-  const Completion a = store.complete("job-e", 1, "n1", {12, 1}, kT0 + 2);
-  const Completion b = store.complete("job-e", 1, "n1", {99, 99}, kT0 + 3);  // a retry, maybe with other numbers
+  const Completion a = store.complete("job-e", 1, "n1", {12, 1, "stop"}, kT0 + 2);
+  const Completion b = store.complete("job-e", 1, "n1", {99, 99, "length"}, kT0 + 3);  // a retry, maybe with other numbers
   EXPECT_TRUE(a.first);
   EXPECT_FALSE(b.first);
   EXPECT_EQ(b.usage.prompt_tokens, 12u);
@@ -260,16 +263,14 @@ TEST(JobStore, ReopeningMidJobKeepsEverything) {
   EXPECT_EQ(store.node_stats("n1").active_jobs, 1);
   store.heartbeat("n1", {0.5, NodeStatus::Available, std::vector<std::string>{"job-f"}}, kT0 + 5'000);
   EXPECT_TRUE(store.append_output("job-f", 1, "n1", 2, "bet", kT0 + 6'000));
-  EXPECT_TRUE(store.complete("job-f", 1, "n1", {12, 3}, kT0 + 7'000).first);
+  EXPECT_TRUE(store.complete("job-f", 1, "n1", {12, 3, "stop"}, kT0 + 7'000).first);
   // The other job still waits for a slot and then runs.
   const auto g = store.next_job_for("n1", kT0 + 8'000);
   ASSERT_TRUE(g);
   EXPECT_EQ(g->job_id, "job-g");
   // Someone else's database is refused.
   const std::string ledger_like = fresh_path("not-jobs");
-  sql::open_database(ledger_like, {"ledger", "orchard-ledger", "1",
-                                   "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT); "
-                                   "INSERT INTO meta VALUES('format', 'orchard-ledger'), ('version', '1');"});
+  sql::open_database(ledger_like, {"ledger", "orchard-ledger", "1", "CREATE TABLE entries(seq INTEGER PRIMARY KEY);"});
   try {
     JobStore::open(ledger_like);
     FAIL() << "opened a ledger as a job store";
@@ -398,11 +399,46 @@ TEST(JobStore, TheFileRefusesASecondLiveAttempt) {
   store.submit(request("job-u"), kT0);
   ASSERT_EQ(store.assign("job-u", kT0).state, JobState::Assigned);
   EXPECT_EQ(store.assign("job-u", kT0).reason, "not queued: already assigned");
-  auto db = sql::open_database(path, {"job store", "orchard-jobs", "1", ""});
+  auto db = sql::open_database(path, {"job store", "orchard-jobs", "2", ""});
   EXPECT_THROW(sql::exec(db.get(),
                          "INSERT INTO attempts(job_id, attempt, node_id, state, plan, size_class, hardware, dedicated, "
                          "started_at, lease_deadline) VALUES('job-u', 2, 'n1', 'running', 'single', 'small', 'desktop', 0, 0, 0)"),
                sql::SqlError);
+}
+
+// A chunk retried with other tokens is as wrong as one with other text.
+TEST(JobStore, AChunkIsStoredWithItsTokensAndARetryMustRepeatThem) {
+  auto store = store_with("chunk-tokens", {single("n1", 64, 200)}, "job-t");
+  ASSERT_TRUE(store.next_job_for("n1", kT0));
+  EXPECT_TRUE(store.append_output("job-t", 1, "n1", 0, "Hi", kT0 + 1, {5, 6}));
+  EXPECT_FALSE(store.append_output("job-t", 1, "n1", 0, "Hi", kT0 + 2, {5, 6}));
+  EXPECT_THROW(store.append_output("job-t", 1, "n1", 0, "Hi", kT0 + 3, {5}), Error);
+}
+
+TEST(JobStore, RegistrationRecordsTheNodesKeyAndKeepsItWhenNoneIsGiven) {
+  auto store = JobStore::open(fresh_path("keys"), options());
+  EXPECT_EQ(store.node_key("n1"), std::nullopt);
+  store.register_node(single("n1", 64, 200), kT0);
+  EXPECT_EQ(store.node_key("n1"), std::nullopt);  // registered without a key
+  store.register_node(single("n1", 64, 200), kT0 + 1, std::string(64, 'a'));
+  EXPECT_EQ(store.node_key("n1"), std::string(64, 'a'));
+  store.register_node(single("n1", 64, 200), kT0 + 2);
+  EXPECT_EQ(store.node_key("n1"), std::string(64, 'a'));
+}
+
+TEST(JobStore, ANodeThatCannotRunAJobFailsItForEveryoneAndOnlyItsOwn) {
+  auto store = store_with("node-fails", {single("n1", 64, 200), single("n2", 64, 100)}, "job-x");
+  const auto work = store.next_job_for("n1", kT0);
+  ASSERT_TRUE(work);
+  EXPECT_NE(not_your_job([&] { store.fail("job-x", 1, "n2", "not mine to fail", kT0 + 1); }), "");
+  store.fail("job-x", 1, "n1", "the prompt does not fit", kT0 + 2);
+  store.fail("job-x", 1, "n1", "the prompt does not fit", kT0 + 3);  // a retry changes nothing
+  const JobStatus st = store.job("job-x");
+  EXPECT_EQ(st.state, JobState::Failed);
+  EXPECT_NE(st.error.find("the prompt does not fit"), std::string::npos) << st.error;
+  EXPECT_NE(st.error.find("n1"), std::string::npos) << st.error;
+  EXPECT_FALSE(store.next_job_for("n2", kT0 + 4));  // not requeued
+  EXPECT_NE(not_your_job([&] { store.complete("job-x", 1, "n1", {1, 1, "stop"}, kT0 + 5); }), "");
 }
 
 }  // namespace

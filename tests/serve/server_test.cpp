@@ -9,6 +9,7 @@
 
 #include "model/synthetic/synthetic.h"
 #include "serve/server.h"
+#include "sse.h"
 
 namespace orchard::serve {
 namespace {
@@ -89,17 +90,7 @@ json chat_body(const std::string& content, int max_tokens, bool stream = false) 
           {"stream", stream}};
 }
 
-// The data lines of a server-sent-event stream.
-std::vector<std::string> sse_data(const std::string& body) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while ((pos = body.find("data: ", pos)) != std::string::npos) {
-    const size_t end = body.find("\n\n", pos);
-    out.push_back(body.substr(pos + 6, end - pos - 6));
-    pos = end;
-  }
-  return out;
-}
+using test::sse_data;
 
 TEST(Server, CompletionsEqualTheEngineAndStreamTheSameText) {
   Running s;

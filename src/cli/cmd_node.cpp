@@ -1,0 +1,136 @@
+// `orchard node`: lends this machine to a coordinator (the node agent, src/node/agent.h).
+// `orchard node status`: what this node has served and earned, as the coordinator records it.
+#include <signal.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "cli/commands.h"
+#include "model/synthetic/synthetic.h"
+#include "network/node_identity.h"
+#include "node/agent.h"
+#include "serve/model_store.h"
+#include "tensor/error.h"
+
+namespace orchard::cli {
+namespace {
+
+struct NodeOpts {
+  std::string coordinator, key, owner, hardware = "laptop", window, chip = "cpu";
+  std::vector<std::string> models, names;
+  bool dedicated = false, when_idle = false;
+  double idle_load = 0.5, bandwidth = 0;
+  int threads = 0, poll_wait = 10;
+  int64_t ctx = 0;
+};
+
+std::string default_key_path() { return (std::filesystem::path(orchard_home()) / "node" / "node.key").string(); }
+
+node::Agent* g_agent = nullptr;
+
+void on_signal(int) {
+  if (g_agent) g_agent->drain();  // only sets a flag
+}
+
+void run_node(const NodeOpts& o) {
+  if (o.coordinator.empty()) throw Error("--coordinator URL is required (the coordinator's http://HOST:PORT)");
+  if (o.models.empty()) throw Error("give the model(s) this node serves with -m");
+  if (o.dedicated && o.when_idle) throw Error("--dedicated and --when-idle exclude each other");
+  if (!o.names.empty() && o.names.size() != o.models.size())
+    throw Error("--name is given " + std::to_string(o.names.size()) + " times for " + std::to_string(o.models.size()) +
+                " models: name every model or none");
+  node::AgentOptions ao;
+  ao.coordinator = o.coordinator;
+  ao.owner = o.owner;
+  if (ao.owner.empty())
+    if (const char* user = std::getenv("USER"); user && *user) ao.owner = user;
+  if (ao.owner.empty()) throw Error("--owner is required (the account credited for this node's work)");
+  ao.hardware = network::parse_hardware_class(o.hardware);
+  ao.lending.mode = o.dedicated ? network::Lending::Dedicated : network::Lending::WhenIdle;
+  ao.lending.max_load = o.idle_load;
+  if (!o.window.empty()) ao.lending.set_window(o.window);
+  ao.chip = o.chip;
+  ao.bandwidth_gbs = o.bandwidth;
+  ao.poll_wait_s = o.poll_wait;
+  auto identity = network::NodeIdentity::load_or_create(o.key.empty() ? default_key_path() : o.key);
+  std::vector<node::ServedModel> models;
+  for (size_t i = 0; i < o.models.size(); ++i)
+    models.push_back(node::load_served_model(serve::resolve_model(o.models[i]), o.names.empty() ? "" : o.names[i],
+                                             o.threads, o.ctx));
+  node::Agent agent(std::move(ao), std::move(identity), std::move(models));
+  g_agent = &agent;
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
+  std::string served;
+  for (const auto& m : agent.describe().models) served += (served.empty() ? "" : ", ") + m.name;
+  std::fprintf(stderr, "orchard node %s: serving %s to %s as %s (%s)\n", agent.id().c_str(), served.c_str(),
+               o.coordinator.c_str(), agent.describe().owner.c_str(),
+               network::to_string(agent.describe().lending));
+  agent.run();
+  g_agent = nullptr;
+  std::fprintf(stderr, "orchard node: stopped after %lld jobs\n", static_cast<long long>(agent.jobs_completed()));
+}
+
+std::string credits(int64_t micro) {
+  char b[48];
+  std::snprintf(b, sizeof b, "%.6f", static_cast<double>(micro) / static_cast<double>(network::kMicroPerCredit));
+  return b;
+}
+
+void node_status(const NodeOpts& o) {
+  if (o.coordinator.empty()) throw Error("--coordinator URL is required");
+  const std::string path = o.key.empty() ? default_key_path() : o.key;
+  if (!std::filesystem::exists(path)) throw Error(path + ": no node key here (this machine has not run `orchard node`)");
+  const auto identity = network::NodeIdentity::load_or_create(path);
+  const auto s = node::CoordinatorClient(o.coordinator, identity).status();
+  std::printf("node %s (owner %s)\n", s.value("node_id", "").c_str(), s.value("owner", "").c_str());
+  std::printf("  jobs served      %lld (%lld tokens generated), %lld handed back, %lld abandoned, %lld running\n",
+              s.value("jobs_served", 0LL), s.value("tokens_generated", 0LL), s.value("handed_back", 0LL),
+              s.value("abandoned", 0LL), s.value("active_jobs", 0LL));
+  std::printf("  reliability      %.3f%s\n", s.value("reliability", 0.0), s.value("draining", false) ? " (draining)" : "");
+  std::printf("  credits earned   %s by this node, %s by the owner's nodes; owner's balance %s\n",
+              credits(s.value("credits_earned", 0LL)).c_str(), credits(s.value("owner_earned", 0LL)).c_str(),
+              credits(s.value("owner_balance", 0LL)).c_str());
+}
+
+}  // namespace
+
+void register_node(CLI::App& app) {
+  auto o = std::make_shared<NodeOpts>();
+  auto* cmd = app.add_subcommand("node", "Lend this machine to an Orchard network: run its jobs, earn credits");
+  cmd->add_option("--coordinator", o->coordinator, "The coordinator, http://HOST:PORT")->type_name("URL");
+  cmd->add_option("-m,--model", o->models, "A model to serve (GGUF path or a name from `orchard models`); repeatable");
+  cmd->add_option("--name", o->names, "The name clients ask for, per -m (default: the file's stem)");
+  cmd->add_option("--key", o->key, "This node's identity key (made on first start; default under ~/.cache/orchard/node/)")
+      ->type_name("PATH");
+  cmd->add_option("--owner", o->owner, "The account credited for this node's work (default: $USER)");
+  cmd->add_option("--hardware", o->hardware, "Price class: laptop (or cpu), desktop, workstation")->capture_default_str();
+  cmd->add_flag("--dedicated", o->dedicated, "Lend all the time (a dedicated slot earns 150 %)");
+  cmd->add_flag("--when-idle", o->when_idle, "Lend only while the machine is idle (the default)");
+  cmd->add_option("--idle-load", o->idle_load, "With --when-idle: the highest 1-minute load per core that counts as idle")
+      ->capture_default_str();
+  cmd->add_option("--window", o->window, "With --when-idle: lend only between these local times, e.g. 22:00-07:00")
+      ->type_name("HH:MM-HH:MM");
+  cmd->add_option("--bandwidth", o->bandwidth, "Memory bandwidth in GB/s (default: measured at start)");
+  cmd->add_option("--chip", o->chip, "The chip, as the planner's catalog names it (default: a plain CPU)");
+  cmd->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str();
+  cmd->add_option("-c,--ctx", o->ctx, "Context size in tokens (0: min(model's, 4096))");
+  cmd->add_option("--poll-wait", o->poll_wait, "Seconds each long-poll for work waits")->capture_default_str();
+  cmd->footer(
+      "Examples:\n"
+      "  orchard node --coordinator http://coord.example:8090 -m llama-3.1-8b-q4 --dedicated\n"
+      "  orchard node --coordinator http://coord.example:8090 -m model.gguf --when-idle --window 22:00-07:00\n"
+      "  orchard node status --coordinator http://coord.example:8090\n"
+      "SIGTERM or Ctrl-C drains: a running job is handed back (its output kept for the next node).");
+  auto* status = cmd->add_subcommand("status", "Jobs this node served and credits it earned");
+  status->add_option("--coordinator", o->coordinator, "The coordinator, http://HOST:PORT")->required()->type_name("URL");
+  status->add_option("--key", o->key, "This node's identity key")->type_name("PATH");
+  cmd->require_subcommand(0, 1);
+  status->callback([o] { node_status(*o); });
+  cmd->callback([o, status] {
+    if (!status->parsed()) run_node(*o);
+  });
+}
+
+}  // namespace orchard::cli

@@ -1,0 +1,75 @@
+#include "network/api_keys.h"
+
+#include <chrono>
+
+#include "network/ledger_hash.h"
+#include "network/secure_random.h"
+#include "network/sqlite_util.h"
+#include "tensor/error.h"
+
+namespace orchard::network {
+namespace {
+
+constexpr size_t kKeyRandomBytes = 32;
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS api_keys(
+  key_hash TEXT PRIMARY KEY,
+  account TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  revoked_at INTEGER) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS api_keys_account ON api_keys(account);
+)sql";
+
+constexpr sql::FileKind kKind{"API key store", "orchard-api-keys", "1", kSchema};
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+std::optional<std::string> api_key_hash(std::string_view key) {
+  if (key.size() != kApiKeyPrefix.size() + 2 * kKeyRandomBytes || key.substr(0, kApiKeyPrefix.size()) != kApiKeyPrefix)
+    return std::nullopt;
+  for (char c : key.substr(kApiKeyPrefix.size()))
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return std::nullopt;
+  return sha256_hex(std::string(key));
+}
+
+ApiKeys ApiKeys::open(const std::filesystem::path& path) {
+  return ApiKeys(sql::open_database(path, kKind));
+}
+
+std::string ApiKeys::create(const std::string& account) {
+  if (account.empty()) throw Error("creating an API key: the account name is empty");
+  const std::string key = std::string(kApiKeyPrefix) + random_hex(kKeyRandomBytes);
+  // A collision of 256 random bits would be a broken generator; the PRIMARY KEY makes it an
+  // error rather than two accounts sharing a key.
+  sql::Stmt ins(db_.get(), "INSERT INTO api_keys(key_hash, account, created_at) VALUES(?1, ?2, ?3)");
+  ins.bind(1, *api_key_hash(key)).bind(2, account).bind(3, now_ms()).step();
+  return key;
+}
+
+std::optional<std::string> ApiKeys::account_for(std::string_view key) {
+  const auto hash = api_key_hash(key);
+  if (!hash) return std::nullopt;
+  sql::Stmt s(db_.get(), "SELECT account FROM api_keys WHERE key_hash = ?1 AND revoked_at IS NULL");
+  s.bind(1, *hash);
+  if (!s.step()) return std::nullopt;
+  return s.text(0);
+}
+
+bool ApiKeys::revoke(std::string_view key) {
+  const auto hash = api_key_hash(key);
+  if (!hash) return false;
+  // RETURNING rather than sqlite3_changes(): another thread may use the connection in between.
+  sql::Stmt s(db_.get(), "UPDATE api_keys SET revoked_at = ?2 WHERE key_hash = ?1 AND revoked_at IS NULL RETURNING 1");
+  const bool revoked = s.bind(1, *hash).bind(2, now_ms()).step();
+  while (s.step()) {
+  }
+  return revoked;
+}
+
+}  // namespace orchard::network

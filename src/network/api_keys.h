@@ -1,0 +1,46 @@
+#pragma once
+// Client API keys: how a client that submits jobs says which account pays for them.
+//
+// A key is "ok-" + 64 hex digits (32 bytes from OpenSSL's CSPRNG), shown to the client once at
+// creation. The database keeps only its SHA-256, so a copy of the file (a backup, a leaked
+// replica) cannot be used to submit jobs. A plain hash suffices, with no salt or slow KDF,
+// because the key is 256 random bits: there is no dictionary to try. Lookup goes by the hash;
+// whatever timing the index comparison leaks is about the hash, which tells nothing about the key.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "network/sqlite_handle.h"
+
+namespace orchard::network {
+
+inline constexpr std::string_view kApiKeyPrefix = "ok-";
+
+class ApiKeys {
+ public:
+  // Opens (creating when absent or empty) the API key file at `path`, which several
+  // coordinator replicas may share. Throws orchard::Error naming the path when it is not an
+  // SQLite database, or is one of another kind (a ledger, a job store).
+  static ApiKeys open(const std::filesystem::path& path);
+
+  // A fresh key for `account` (throws orchard::Error for an empty account name).
+  std::string create(const std::string& account);
+  // The account a live key belongs to; nullopt for an unknown, revoked or malformed key.
+  // Throws only when the database fails.
+  std::optional<std::string> account_for(std::string_view key);
+  // Revokes `key`; true when it was live. A revoked key stays recorded (who held it, when it
+  // was revoked) and never works again.
+  bool revoke(std::string_view key);
+
+ private:
+  explicit ApiKeys(sql::DbPtr db) : db_(std::move(db)) {}
+  sql::DbPtr db_;
+};
+
+// The stored form of a key: SHA-256 hex of its full text; nullopt when `key` is not
+// "ok-" + 64 lowercase hex digits.
+std::optional<std::string> api_key_hash(std::string_view key);
+
+}  // namespace orchard::network

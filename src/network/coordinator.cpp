@@ -1,0 +1,194 @@
+// The coordinator's server: opening the data folder, the HTTP server's settings, node
+// authentication, and the background threads (the lease sweep and the stream pump).
+#include "network/coordinator.h"
+
+#include <sys/socket.h>
+
+#include <cstdio>
+
+#include "network/coordinator_state.h"
+#include "network/protocol.h"
+#include "network/sqlite_util.h"
+#include "serve/http_util.h"
+
+namespace orchard::network {
+
+using nlohmann::json;
+using serve::ApiError;
+
+int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+CoordinatorFiles coordinator_files(const std::filesystem::path& dir) {
+  return {dir / "jobs.sqlite", dir / "ledger.sqlite", dir / "nonces.sqlite", dir / "api_keys.sqlite"};
+}
+
+namespace {
+
+const std::filesystem::path& made(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw Error(dir.string() + ": cannot create the coordinator's data folder: " + ec.message());
+  return dir;
+}
+
+const char* auth_code(AuthStatus s) {
+  switch (s) {
+    case AuthStatus::MissingHeader: return "unsigned";
+    case AuthStatus::UnknownNode: return "unknown_node";
+    case AuthStatus::KeyMismatch: return "key_mismatch";
+    case AuthStatus::BadSignature: return "bad_signature";
+    case AuthStatus::Stale: return "stale";
+    case AuthStatus::Replayed: return "replayed";
+    case AuthStatus::Unavailable: return "unavailable";
+    case AuthStatus::Malformed:
+    case AuthStatus::Ok: break;
+  }
+  return "malformed";
+}
+
+// The request's X-Orchard-* headers; nullopt when one is repeated (which value was signed?).
+std::optional<Headers> signing_headers(const httplib::Request& req) {
+  Headers out;
+  for (const char* name : {kNodeHeader, kKeyHeader, kTimestampHeader, kNonceHeader, kSignatureHeader}) {
+    const size_t n = req.get_header_value_count(name);
+    if (n > 1) return std::nullopt;
+    if (n == 1) out[name] = req.get_header_value(name);
+  }
+  return out;
+}
+
+AuthResult authenticate(Coordinator::State& s, const httplib::Request& req, bool registering) {
+  const auto headers = signing_headers(req);
+  if (!headers) return {AuthStatus::Malformed, "an X-Orchard header is repeated", {}, {}, false};
+  VerifyOptions vo;
+  vo.max_skew_ms = s.opts.max_skew_ms;
+  vo.allow_unregistered = registering;
+  const KeyLookup lookup = [&s](const std::string& id) { return s.with_store([&](JobStore& st) { return st.node_key(id); }); };
+  // The target as sent (path and query, undecoded) is what the node signed.
+  const std::string& target = req.target.empty() ? req.path : req.target;
+  return verify_request(*headers, req.method, target, req.body, unix_ms(), lookup, *s.nonces, vo);
+}
+
+void sweep(Coordinator::State& s) {
+  while (!s.stopping) {
+    try {
+      const ExpireReport r = s.with_store([](JobStore& st) { return st.expire(unix_ms()); });
+      if (!r.abandoned.empty() || !r.failed.empty()) {
+        if (s.opts.log)
+          for (const auto& [job, attempt] : r.abandoned)
+            std::fprintf(stderr, "coordinator: %s attempt %lld abandoned\n", job.c_str(), static_cast<long long>(attempt));
+        s.work.notify();
+        s.output.notify();
+      }
+    } catch (const std::exception& e) {
+      // A busy or failing file: the next sweep tries again; leases only get more overdue.
+      std::fprintf(stderr, "coordinator: lease sweep failed: %s\n", e.what());
+    }
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(s.opts.sweep_interval_ms);
+    while (!s.stopping && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace
+
+Coordinator::State::State(CoordinatorOptions o)
+    : opts(std::move(o)),
+      files(coordinator_files(made(opts.data_dir))),
+      store(JobStore::open(files.jobs, opts.store)),
+      ledger(Ledger::open(files.ledger)),
+      keys(ApiKeys::open(files.api_keys)),
+      nonces(SqliteNonceStore::open(files.nonces)) {}
+
+httplib::Server::Handler node_endpoint(Coordinator::State& s, bool registering, NodeHandler h) {
+  return serve::guarded(serve::openai_error, [&s, registering, h = std::move(h)](const httplib::Request& req,
+                                                                                  httplib::Response& res) {
+    const AuthResult a = authenticate(s, req, registering);
+    if (!a.ok())
+      throw ApiError(a.status == AuthStatus::Unavailable ? 503 : 401, "authentication_error",
+                     "node request refused: " + a.reason, {}, auth_code(a.status));
+    try {
+      h(a, req, res);
+    } catch (const NotYourJob& e) {
+      throw ApiError(403, "permission_error", e.what(), {}, "not_your_job");
+    } catch (const ApiError&) {
+      throw;
+    } catch (const sql::SqlError& e) {
+      throw ApiError(503, "server_error", e.what(), {}, "unavailable");
+    } catch (const Error& e) {
+      // What the store refuses that is not about ownership: output that contradicts what is
+      // stored, an unknown job.
+      throw ApiError(409, "invalid_request_error", e.what(), {}, "conflict");
+    }
+  });
+}
+
+Coordinator::Coordinator(CoordinatorOptions options) : s_(std::make_unique<State>(std::move(options))) {
+  httplib::Server& h = s_->http;
+  const int threads = std::max(4, s_->opts.http_threads);
+  h.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  h.set_payload_max_length(s_->opts.max_body_bytes);
+  h.set_tcp_nodelay(true);  // streams are many small writes
+  h.set_socket_options([this](socket_t fd) {
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    s_->listen_fd = fd;
+  });
+  h.set_keep_alive_max_count(1000);
+  // A long-poll waits up to kMaxPollWaitS with nothing to read or write.
+  h.set_read_timeout(kMaxPollWaitS + 30, 0);
+  h.set_write_timeout(30, 0);
+  h.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    std::string msg = "no route " + req.method + " " + req.path;
+    if (res.status == 413) msg = "the request body is too large";
+    else if (res.status != 404) msg = "HTTP " + std::to_string(res.status);
+    serve::send_json(res, serve::openai_error(ApiError(res.status, "invalid_request_error", msg)), res.status);
+  });
+  if (s_->opts.log)
+    h.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+      std::fprintf(stderr, "coordinator: %s %s → %d\n", req.method.c_str(), req.path.c_str(), res.status);
+    });
+  add_node_routes(*s_);
+  add_client_routes(*s_);
+}
+
+Coordinator::~Coordinator() {
+  stop();
+  if (s_->sweeper.joinable()) s_->sweeper.join();
+  if (s_->pump.joinable()) s_->pump.join();
+}
+
+int Coordinator::bind() {
+  State& s = *s_;
+  s.port = s.opts.port == 0 ? s.http.bind_to_any_port(s.opts.host)
+                            : (s.http.bind_to_port(s.opts.host, s.opts.port) ? s.opts.port : -1);
+  if (s.port < 0)
+    throw Error("cannot listen on " + s.opts.host + ":" + std::to_string(s.opts.port) +
+                " (is the port in use, or the address not this machine's?)");
+  if (s.listen_fd >= 0) ::listen(s.listen_fd, 1024);  // the packaged httplib's backlog is 5
+  return s.port;
+}
+
+void Coordinator::run() {
+  State& s = *s_;
+  if (s.port < 0) bind();
+  s.sweeper = std::thread([&s] { sweep(s); });
+  s.pump = std::thread([&s] { run_pump(s); });
+  s.http.listen_after_bind();
+  // Long-polls and streams notice `stopping` within a fraction of a second; the pump ends the
+  // streams still open with an error.
+  s.stopping = true;
+  s.sweeper.join();
+  s.pump.join();
+}
+
+void Coordinator::stop() {
+  // Only flags and closes the listening socket: safe from a signal handler's thread.
+  s_->stopping = true;
+  if (s_->http.is_running()) s_->http.stop();
+}
+
+}  // namespace orchard::network

@@ -1,0 +1,66 @@
+#pragma once
+// The network's coordinator (`orchard network serve`): an HTTP server over the job store, the
+// ledger, the client API keys and the replay guard, all SQLite files in one data folder.
+//
+//   clients ──Bearer key──► /v1/chat/completions, /v1/completions, /v1/models
+//                              │ submit + place (placement.h)          ▲ chunks as stored
+//                              ▼                                       │
+//                          job store (jobs, attempts under leases, output by chunk index)
+//                              ▲ long-poll, output, complete, hand back│
+//   node agents ──signed──► /v1/node/…  (outbound only: they work behind NAT)
+//
+// A job's output is stored under chunk indexes, so when a node vanishes mid-job and the sweep
+// (every second: expire()) requeues it, the next node continues after the last stored chunk
+// and the client's stream goes on without a seam. Completing a job pays it in the ledger,
+// exactly once. docs/network-protocol.md describes every endpoint.
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "network/job_store.h"
+#include "network/request_signing.h"
+
+namespace orchard::network {
+
+struct CoordinatorOptions {
+  std::filesystem::path data_dir;    // created when absent
+  std::string host = "127.0.0.1";
+  int port = 8090;                   // 0: any free port (see Coordinator::bind)
+  int http_threads = 64;             // connections served at once (long-polls and streams hold one)
+  size_t max_body_bytes = 8u << 20;
+  StoreOptions store;                // lease, heartbeat timeout, queue timeout, attempts
+  int64_t sweep_interval_ms = 1000;  // how often leases and heartbeats are checked
+  int32_t default_max_tokens = 256;  // when a client does not say
+  int64_t max_skew_ms = kDefaultMaxSkewMs;
+  bool log = false;                  // one line per request on stderr
+};
+
+// The files in a coordinator's data folder.
+struct CoordinatorFiles {
+  std::filesystem::path jobs, ledger, nonces, api_keys;
+};
+CoordinatorFiles coordinator_files(const std::filesystem::path& data_dir);
+
+class Coordinator {
+ public:
+  // Opens (creating) the data folder and its files; throws orchard::Error naming a file that
+  // cannot be opened or is not of its kind.
+  explicit Coordinator(CoordinatorOptions options);
+  ~Coordinator();
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
+
+  // Binds the socket (throws naming host and port when it cannot); returns the port.
+  int bind();
+  // Serves until stop(), from another thread or a signal handler's.
+  void run();
+  void stop();
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace orchard::network

@@ -1,0 +1,188 @@
+// The coordinator's node endpoints (docs/network-protocol.md, "Nodes"): registration,
+// heartbeats, the long-poll for work, streamed output, completion (which pays the job), failure
+// and hand-back, and a node's own record. Every one is signed (node_endpoint).
+#include "network/coordinator_state.h"
+#include "network/credits.h"
+#include "network/protocol.h"
+#include "serve/http_util.h"
+#include "serve/request_params.h"
+
+namespace orchard::network {
+
+using nlohmann::json;
+using serve::ApiError;
+
+namespace {
+
+// The body as JSON, and a field of it, as 400s naming what is wrong.
+template <class T>
+T body_field(const json& body, const char* key) {
+  if (!body.contains(key)) throw ApiError::bad_request(std::string("'") + key + "' is required", key);
+  try {
+    return body[key].get<T>();
+  } catch (const json::exception&) {
+    throw ApiError::bad_request(std::string("'") + key + "' has the wrong type", key);
+  }
+}
+
+// Parsing with the node_info / protocol readers: their errors are the client's fault.
+template <class F>
+auto parsed(F f) {
+  try {
+    return f();
+  } catch (const ApiError&) {
+    throw;
+  } catch (const Error& e) {
+    throw ApiError::bad_request(e.what());
+  }
+}
+
+void register_node(Coordinator::State& s, const AuthResult& a, const httplib::Request& req, httplib::Response& res) {
+  const NodeInfo info = parsed([&] { return node_info_from_json(serve::parse_body(req.body)); });
+  if (info.id != a.node_id)
+    throw ApiError(403, "permission_error",
+                   "the description's id '" + info.id + "' is not the signing node's ('" + a.node_id + "')", "id");
+  s.with_store([&](JobStore& st) { st.register_node(info, unix_ms(), a.public_key_hex); });
+  s.work.notify();
+  RegisterReply r;
+  r.node_id = info.id;
+  r.lease_ms = s.opts.store.lease_ms;
+  r.heartbeat_timeout_ms = s.opts.store.heartbeat_timeout_ms;
+  // Three heartbeats per timeout: one lost or late does not make the node look gone.
+  r.heartbeat_interval_ms = std::max<int64_t>(100, std::min(s.opts.store.heartbeat_timeout_ms, s.opts.store.lease_ms) / 3);
+  serve::send_json(res, to_json(r));
+}
+
+void heartbeat(Coordinator::State& s, const AuthResult& a, const httplib::Request& req, httplib::Response& res) {
+  const HeartbeatState state = parsed([&] { return heartbeat_from_json(serve::parse_body(req.body)); });
+  s.with_store([&](JobStore& st) { st.heartbeat(a.node_id, state, unix_ms()); });
+  s.work.notify();  // a node that became available may take queued jobs
+  serve::send_json(res, {{"ok", true}});
+}
+
+// Waits up to `wait` seconds for a job for this node. Each round places queued jobs too
+// (next_job_for), so a job another node gave back finds a taker here.
+void poll_work(Coordinator::State& s, const AuthResult& a, const httplib::Request& req, httplib::Response& res) {
+  const json body = req.body.empty() ? json::object() : serve::parse_body(req.body);
+  const int wait_s = std::clamp(body.value("wait", 0), 0, kMaxPollWaitS);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_s);
+  for (;;) {
+    const std::optional<Work> w = s.with_store([&](JobStore& st) { return st.next_job_for(a.node_id, unix_ms()); });
+    if (w) {
+      serve::send_json(res, to_json(*w));
+      return;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (s.stopping || now >= deadline) {
+      res.status = 204;
+      return;
+    }
+    s.work.wait_for(std::min(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now),
+                             std::chrono::milliseconds(250)));
+  }
+}
+
+void append_output(Coordinator::State& s, const AuthResult& a, const httplib::Request& req, httplib::Response& res) {
+  const std::string job = req.matches[1];
+  const json body = serve::parse_body(req.body);
+  const auto attempt = body_field<int64_t>(body, "attempt");
+  const auto chunks = parsed([&] {
+    std::vector<OutputChunk> out;
+    for (const json& c : body_field<json>(body, "chunks")) out.push_back(chunk_from_json(c));
+    return out;
+  });
+  int stored = 0;
+  s.with_store([&](JobStore& st) {
+    for (const OutputChunk& c : chunks) stored += st.append_output(job, attempt, a.node_id, c.index, c.text, unix_ms(), c.tokens);
+  });
+  s.output.notify();
+  serve::send_json(res, {{"stored", stored}});
+}
+
+void complete(Coordinator::State& s, const AuthResult& a, const httplib::Request& req, httplib::Response& res) {
+  const std::string job = req.matches[1];
+  const json body = serve::parse_body(req.body);
+  Usage usage;
+  usage.prompt_tokens = body_field<int64_t>(body, "prompt_tokens");
+  usage.generated_tokens = body_field<int64_t>(body, "completion_tokens");
+  usage.finish_reason = body.value("finish_reason", "");
+  const auto attempt = body_field<int64_t>(body, "attempt");
+  const Completion c = s.with_store([&](JobStore& st) { return st.complete(job, attempt, a.node_id, usage, unix_ms()); });
+  s.output.notify();
+  s.work.notify();  // the node has a free slot again
+  // Paid after the store recorded the completion: a failure in between is repaired by the
+  // node's retry, which finds the job complete and pays it then (pay() is once per job).
+  const int64_t credits = job_credits(c.usage);
+  json seq = nullptr;
+  if (credits > 0 && c.client != c.owner) {
+    json details = to_json(c.usage);
+    details["node"] = c.node_id;
+    std::lock_guard lock(s.ledger_mu);
+    seq = s.ledger.pay(c.job_id, c.attempt, c.client, c.owner, credits, details).entry.seq;
+  }
+  serve::send_json(res, {{"first", c.first}, {"credits", credits}, {"ledger_seq", seq}});
+}
+
+void fail(Coordinator::State& s, const AuthResult& a, const httplib::Request& req, httplib::Response& res) {
+  const json body = serve::parse_body(req.body);
+  const auto attempt = body_field<int64_t>(body, "attempt");
+  const auto error = body_field<std::string>(body, "error");
+  s.with_store([&](JobStore& st) { st.fail(req.matches[1], attempt, a.node_id, error, unix_ms()); });
+  s.output.notify();
+  s.work.notify();
+  serve::send_json(res, {{"ok", true}});
+}
+
+void hand_back(Coordinator::State& s, const AuthResult& a, const httplib::Request& req, httplib::Response& res) {
+  const auto attempt = body_field<int64_t>(serve::parse_body(req.body), "attempt");
+  s.with_store([&](JobStore& st) { st.hand_back(req.matches[1], attempt, a.node_id, unix_ms()); });
+  s.work.notify();
+  serve::send_json(res, {{"ok", true}});
+}
+
+void node_status(Coordinator::State& s, const AuthResult& a, const httplib::Request&, httplib::Response& res) {
+  const NodeStats n = s.with_store([&](JobStore& st) { return st.node_stats(a.node_id); });
+  int64_t node_earned = 0, owner_earned = 0, balance = 0;
+  {
+    std::lock_guard lock(s.ledger_mu);
+    for (const Entry& e : s.ledger.entries_for(n.owner)) {
+      if (e.payee != n.owner) continue;
+      owner_earned += e.amount;
+      if (json::parse(e.details, nullptr, false).value("node", "") == a.node_id) node_earned += e.amount;
+    }
+    balance = s.ledger.balance(n.owner);
+  }
+  serve::send_json(res, {{"node_id", n.node_id},
+                         {"owner", n.owner},
+                         {"jobs_served", n.jobs_served},
+                         {"tokens_generated", n.tokens_generated},
+                         {"abandoned", n.abandoned},
+                         {"handed_back", n.handed_back},
+                         {"active_jobs", n.active_jobs},
+                         {"reliability", n.reliability},
+                         {"draining", n.draining},
+                         {"credits_earned", node_earned},
+                         {"owner_earned", owner_earned},
+                         {"owner_balance", balance}});
+}
+
+using Action = void (*)(Coordinator::State&, const AuthResult&, const httplib::Request&, httplib::Response&);
+
+}  // namespace
+
+void add_node_routes(Coordinator::State& s) {
+  auto route = [&s](Action f, bool registering = false) {
+    return node_endpoint(s, registering, [&s, f](const AuthResult& a, const auto& req, auto& res) { f(s, a, req, res); });
+  };
+  const std::string job = R"(/v1/node/jobs/([A-Za-z0-9_.:-]+))";
+  s.http.Post(kRegisterPath, route(register_node, true));
+  s.http.Post(kHeartbeatPath, route(heartbeat));
+  s.http.Post(kWorkPath, route(poll_work));
+  s.http.Post(job + "/output", route(append_output));
+  s.http.Post(job + "/complete", route(complete));
+  s.http.Post(job + "/fail", route(fail));
+  s.http.Post(job + "/hand-back", route(hand_back));
+  s.http.Get(kNodeStatusPath, route(node_status));
+}
+
+}  // namespace orchard::network

@@ -1,0 +1,97 @@
+#pragma once
+// Inside the coordinator: what its three files share (coordinator.cpp: the server, the
+// background threads and node authentication; coordinator_nodes.cpp: the node endpoints;
+// coordinator_clients.cpp: the client and public endpoints).
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "network/api_keys.h"
+#include "network/coordinator.h"
+#include "network/ledger.h"
+#include "network/nonce_store.h"
+#include "serve/stream.h"
+
+namespace orchard::network {
+
+// Wakes whoever waits for something to happen (a job to take, output to pass on) without
+// polling the files in a tight loop. Waits are short either way: another coordinator sharing
+// the files cannot signal this one.
+class Signal {
+ public:
+  void notify() {
+    {
+      std::lock_guard lock(mu_);
+      ++generation_;
+    }
+    cv_.notify_all();
+  }
+  void wait_for(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mu_);
+    const uint64_t seen = generation_;
+    cv_.wait_for(lock, timeout, [&] { return generation_ != seen; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t generation_ = 0;
+};
+
+struct Coordinator::State {
+  explicit State(CoordinatorOptions o);
+
+  CoordinatorOptions opts;
+  CoordinatorFiles files;
+  // One connection each, so one transaction at a time: the mutexes keep requests' operations whole.
+  std::mutex store_mu;
+  JobStore store;
+  std::mutex ledger_mu;
+  Ledger ledger;
+  ApiKeys keys;  // single statements: safe on the shared connection
+  std::unique_ptr<SqliteNonceStore> nonces;
+
+  Signal work;    // a job was queued or requeued, a node became free
+  Signal output;  // output was stored, a job finished or failed
+  std::atomic<bool> stopping{false};
+
+  // Client streams fed from the store by the pump thread (coordinator_clients.cpp).
+  struct Feed {
+    std::shared_ptr<serve::Stream> stream;
+    size_t delivered = 0;  // output chunks pushed so far
+  };
+  std::mutex feeds_mu;
+  std::map<std::string, Feed> feeds;  // by job id
+
+  httplib::Server http;
+  int port = -1;
+  int listen_fd = -1;
+  std::thread sweeper, pump;
+
+  template <class F>
+  auto with_store(F f) {
+    std::lock_guard lock(store_mu);
+    return f(store);
+  }
+};
+
+int64_t unix_ms();
+
+using NodeHandler = std::function<void(const AuthResult& node, const httplib::Request&, httplib::Response&)>;
+// A signed node endpoint: refuses unauthenticated requests (401; 503 when the check itself
+// failed) and turns the store's refusals into statuses (403 not your job, 409 conflict).
+httplib::Server::Handler node_endpoint(Coordinator::State& s, bool registering, NodeHandler h);
+
+void add_node_routes(Coordinator::State& s);
+void add_client_routes(Coordinator::State& s);
+// Pushes stored output to the clients' streams until the coordinator stops.
+void run_pump(Coordinator::State& s);
+
+}  // namespace orchard::network

@@ -1,0 +1,77 @@
+#include "network/nonce_store.h"
+
+#include "network/sqlite_util.h"
+#include "tensor/error.h"
+
+namespace orchard::network {
+
+// ---- in memory ----
+
+bool MemoryNonceStore::remember(const std::string& node_id, const std::string& nonce, int64_t expires_at_ms,
+                                int64_t now_ms) {
+  std::lock_guard lock(mu_);
+  prune(now_ms);
+  // '\n' cannot occur in a node id, so no two pairs share a key.
+  auto [it, fresh] = expiry_.emplace(node_id + '\n' + nonce, expires_at_ms);
+  if (!fresh) return false;
+  by_expiry_.emplace(expires_at_ms, it->first);
+  return true;
+}
+
+size_t MemoryNonceStore::size() const {
+  std::lock_guard lock(mu_);
+  return expiry_.size();
+}
+
+void MemoryNonceStore::prune(int64_t now_ms) {
+  while (!by_expiry_.empty() && by_expiry_.begin()->first < now_ms) {
+    expiry_.erase(by_expiry_.begin()->second);
+    by_expiry_.erase(by_expiry_.begin());
+  }
+}
+
+// ---- SQLite ----
+
+namespace {
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS node_nonces(
+  node TEXT NOT NULL,
+  nonce TEXT NOT NULL,
+  expires_at INTEGER NOT NULL,
+  PRIMARY KEY(node, nonce)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS node_nonces_expiry ON node_nonces(expires_at);
+)sql";
+
+constexpr sql::FileKind kKind{"replay guard", "orchard-nonces", "1", kSchema};
+
+}  // namespace
+
+std::unique_ptr<SqliteNonceStore> SqliteNonceStore::open(const std::filesystem::path& path) {
+  return std::unique_ptr<SqliteNonceStore>(new SqliteNonceStore(sql::open_database(path, kKind)));
+}
+
+bool SqliteNonceStore::remember(const std::string& node_id, const std::string& nonce, int64_t expires_at_ms,
+                                int64_t now_ms) {
+  std::lock_guard lock(mu_);
+  sqlite3* db = db_.get();
+  // IMMEDIATE: the prune and the insert are one write, so an expired row of this pair cannot be
+  // dropped by one replica while another is deciding whether the pair is new.
+  sql::Transaction t(db);
+  sql::Stmt prune(db, "DELETE FROM node_nonces WHERE expires_at < ?1");
+  prune.bind(1, now_ms).step();
+  sql::Stmt ins(db, "INSERT OR IGNORE INTO node_nonces(node, nonce, expires_at) VALUES(?1, ?2, ?3)");
+  ins.bind(1, node_id).bind(2, nonce).bind(3, expires_at_ms).step();
+  const bool fresh = sqlite3_changes(db) == 1;
+  t.commit();
+  return fresh;
+}
+
+int64_t SqliteNonceStore::size() {
+  std::lock_guard lock(mu_);
+  sql::Stmt s(db_.get(), "SELECT count(*) FROM node_nonces");
+  s.step();
+  return s.i64(0);
+}
+
+}  // namespace orchard::network

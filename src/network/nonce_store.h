@@ -1,0 +1,58 @@
+#pragma once
+// The replay guard: remembers each (node, nonce) of an accepted request until the request's
+// timestamp has left the skew window, after which the timestamp check refuses it anyway. Only
+// that window needs remembering, so the store stays as small as the traffic of one window.
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "network/sqlite_handle.h"
+
+namespace orchard::network {
+
+class NonceStore {
+ public:
+  virtual ~NonceStore() = default;
+  // Records `nonce` from `node_id` until `expires_at_ms`. False when the pair is already
+  // recorded and not yet expired: the request is a replay. `now_ms` is the caller's clock (the
+  // same one the timestamp check used), so entries that expired before it may be dropped.
+  // Throws orchard::Error when the store itself fails; callers refuse the request then.
+  virtual bool remember(const std::string& node_id, const std::string& nonce, int64_t expires_at_ms,
+                        int64_t now_ms) = 0;
+};
+
+// One process's guard. Thread-safe.
+class MemoryNonceStore : public NonceStore {
+ public:
+  bool remember(const std::string& node_id, const std::string& nonce, int64_t expires_at_ms, int64_t now_ms) override;
+  size_t size() const;
+
+ private:
+  void prune(int64_t now_ms);
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, int64_t> expiry_;  // node '\n' nonce → expires_at_ms
+  std::multimap<int64_t, std::string> by_expiry_;    // to drop expired entries oldest first
+};
+
+// A guard shared by every coordinator replica that opens the same file (its own SQLite file,
+// of kind `orchard-nonces`): the insert is one statement, and the primary key makes exactly one of two concurrent inserts of a pair succeed, across connections and processes.
+class SqliteNonceStore : public NonceStore {
+ public:
+  // Opens (creating when absent or empty) the replay guard file at `path`. Throws
+  // orchard::Error naming the path when it is not an SQLite database, or is one of another kind.
+  static std::unique_ptr<SqliteNonceStore> open(const std::filesystem::path& path);
+  bool remember(const std::string& node_id, const std::string& nonce, int64_t expires_at_ms, int64_t now_ms) override;
+  // Unexpired and not yet pruned entries (tests).
+  int64_t size();
+
+ private:
+  explicit SqliteNonceStore(sql::DbPtr db) : db_(std::move(db)) {}
+  sql::DbPtr db_;
+  std::mutex mu_;  // one connection: keeps a remember's statements together
+};
+
+}  // namespace orchard::network

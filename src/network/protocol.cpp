@@ -1,0 +1,86 @@
+#include "network/protocol.h"
+
+#include "tensor/error.h"
+
+namespace orchard::network {
+
+using nlohmann::json;
+
+namespace {
+
+// Reads `j[key]` as T; a missing or mistyped field is an orchard::Error naming `what` and it.
+template <class T>
+T field(const json& j, const char* what, const char* key) {
+  if (!j.is_object()) throw Error(std::string(what) + ": expected a JSON object");
+  const auto it = j.find(key);
+  if (it == j.end()) throw Error(std::string(what) + ": '" + key + "' is missing");
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    throw Error(std::string(what) + ": '" + key + "' has the wrong type (" + it->type_name() + ")");
+  }
+}
+
+}  // namespace
+
+std::string job_path(const std::string& job_id, const std::string& action) {
+  return "/v1/node/jobs/" + job_id + "/" + action;
+}
+
+json to_json(const OutputChunk& c) { return {{"index", c.index}, {"text", c.text}, {"tokens", c.tokens}}; }
+
+OutputChunk chunk_from_json(const json& j) {
+  OutputChunk c;
+  c.index = field<int64_t>(j, "output chunk", "index");
+  c.text = field<std::string>(j, "output chunk", "text");
+  c.tokens = j.contains("tokens") ? field<std::vector<int32_t>>(j, "output chunk", "tokens") : std::vector<int32_t>{};
+  return c;
+}
+
+json to_json(const Work& w) {
+  json output = json::array();
+  for (size_t i = 0; i < w.output.size(); ++i)
+    output.push_back(to_json(OutputChunk{static_cast<int64_t>(i), w.output[i],
+                                         i < w.output_tokens.size() ? w.output_tokens[i] : std::vector<int32_t>{}}));
+  return {{"job_id", w.job_id}, {"attempt", w.attempt},   {"model", w.model},
+          {"n_ctx", w.n_ctx},   {"max_tokens", w.max_tokens}, {"lease_deadline_ms", w.lease_deadline_ms},
+          {"plan", w.plan},     {"request", w.request},   {"output", output}};
+}
+
+Work work_from_json(const json& j) {
+  Work w;
+  w.job_id = field<std::string>(j, "work", "job_id");
+  w.attempt = field<int64_t>(j, "work", "attempt");
+  w.model = field<std::string>(j, "work", "model");
+  w.n_ctx = field<int64_t>(j, "work", "n_ctx");
+  w.max_tokens = field<int64_t>(j, "work", "max_tokens");
+  w.lease_deadline_ms = field<int64_t>(j, "work", "lease_deadline_ms");
+  w.plan = j.value("plan", "");
+  w.request = field<json>(j, "work", "request");
+  for (const json& c : field<json>(j, "work", "output")) {
+    OutputChunk chunk = chunk_from_json(c);
+    if (chunk.index != static_cast<int64_t>(w.output.size()))
+      throw Error("work: output chunk " + std::to_string(chunk.index) + " is out of order");
+    w.output.push_back(std::move(chunk.text));
+    w.output_tokens.push_back(std::move(chunk.tokens));
+  }
+  return w;
+}
+
+json to_json(const RegisterReply& r) {
+  return {{"node_id", r.node_id},
+          {"lease_ms", r.lease_ms},
+          {"heartbeat_timeout_ms", r.heartbeat_timeout_ms},
+          {"heartbeat_interval_ms", r.heartbeat_interval_ms}};
+}
+
+RegisterReply register_reply_from_json(const json& j) {
+  RegisterReply r;
+  r.node_id = field<std::string>(j, "registration reply", "node_id");
+  r.lease_ms = field<int64_t>(j, "registration reply", "lease_ms");
+  r.heartbeat_timeout_ms = field<int64_t>(j, "registration reply", "heartbeat_timeout_ms");
+  r.heartbeat_interval_ms = field<int64_t>(j, "registration reply", "heartbeat_interval_ms");
+  return r;
+}
+
+}  // namespace orchard::network

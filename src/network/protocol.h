@@ -1,0 +1,47 @@
+#pragma once
+// The messages between node agents and the coordinator (docs/network-protocol.md): the
+// endpoints' paths and the JSON of the bodies both sides build and read, kept in one place so
+// the two cannot drift apart.
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "network/job_store.h"
+
+namespace orchard::network {
+
+inline constexpr const char* kRegisterPath = "/v1/node/register";
+inline constexpr const char* kHeartbeatPath = "/v1/node/heartbeat";
+inline constexpr const char* kWorkPath = "/v1/node/work";
+inline constexpr const char* kNodeStatusPath = "/v1/node/status";
+inline constexpr int kMaxPollWaitS = 30;
+
+// "/v1/node/jobs/<job>/<action>", action one of "output", "complete", "fail", "hand-back".
+std::string job_path(const std::string& job_id, const std::string& action);
+
+// One piece of a job's output: the text a client may see and the tokens it holds.
+struct OutputChunk {
+  int64_t index = 0;
+  std::string text;
+  std::vector<int32_t> tokens;
+};
+
+// What the job store's `request` holds: which API the client called and its body.
+inline constexpr const char* kChatApi = "chat";
+inline constexpr const char* kCompletionsApi = "completions";
+
+struct RegisterReply {
+  std::string node_id;
+  int64_t lease_ms = 0, heartbeat_timeout_ms = 0, heartbeat_interval_ms = 0;
+};
+
+// Each *_from_json throws orchard::Error naming the message and the field that is wrong.
+nlohmann::json to_json(const OutputChunk& c);
+OutputChunk chunk_from_json(const nlohmann::json& j);
+nlohmann::json to_json(const Work& w);
+Work work_from_json(const nlohmann::json& j);
+nlohmann::json to_json(const RegisterReply& r);
+RegisterReply register_reply_from_json(const nlohmann::json& j);
+
+}  // namespace orchard::network

@@ -1,0 +1,297 @@
+#include "node/agent.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+
+namespace orchard::node {
+
+using network::OutputChunk;
+
+namespace {
+
+// Sleeps up to `ms`, waking early when `stop()` turns true.
+template <class Stop>
+void nap(int64_t ms, Stop stop) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (!stop() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
+// A failure worth trying again: no answer, or the coordinator's own trouble.
+bool transient(const CallError& e) { return e.status == 0 || e.status >= 500; }
+
+constexpr int kRetries = 20;
+constexpr int64_t kRetryMs = 250;
+
+}  // namespace
+
+// Sends one attempt's output from its own thread, batching whatever accumulated while the
+// previous request was in flight, so generation never waits for the network.
+class Agent::Sender {
+ public:
+  Sender(const CoordinatorClient& client, std::string job, int64_t attempt, const std::atomic<bool>& killed)
+      : client_(client), job_(std::move(job)), attempt_(attempt), killed_(killed), thread_([this] { loop(); }) {}
+  ~Sender() { flush(); }
+
+  void push(OutputChunk c) {
+    {
+      std::lock_guard lock(mu_);
+      queue_.push_back(std::move(c));
+    }
+    cv_.notify_all();
+  }
+  // Waits until every queued chunk is stored (or the node was killed); false when the attempt
+  // was lost: the coordinator refused it (403: the lease ran out and the job moved on) or
+  // stayed unreachable.
+  bool flush() {
+    {
+      std::lock_guard lock(mu_);
+      closing_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    return !lost_;
+  }
+  bool lost() const { return lost_; }
+  const std::string& why() const { return why_; }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::vector<OutputChunk> batch;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return !queue_.empty() || closing_; });
+        if (queue_.empty()) return;
+        batch.assign(queue_.begin(), queue_.end());
+        queue_.clear();
+      }
+      for (int attempt = 0;; ++attempt) {
+        if (killed_) return;
+        try {
+          client_.append(job_, attempt_, batch);
+          break;
+        } catch (const CallError& e) {
+          if (!transient(e) || attempt + 1 >= kRetries) {
+            why_ = e.what();
+            lost_ = true;
+            return;
+          }
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(kRetryMs));
+      }
+    }
+  }
+
+  const CoordinatorClient& client_;
+  const std::string job_;
+  const int64_t attempt_;
+  const std::atomic<bool>& killed_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<OutputChunk> queue_;
+  bool closing_ = false;
+  std::atomic<bool> lost_{false};
+  std::string why_;
+  std::thread thread_;
+};
+
+Agent::Agent(AgentOptions options, network::NodeIdentity identity, std::vector<ServedModel> models)
+    : opts_(std::move(options)),
+      identity_(std::move(identity)),
+      models_(std::move(models)),
+      client_(opts_.coordinator, identity_) {
+  if (models_.empty()) throw Error("the node serves no model (give one with -m)");
+  network::MachineInfo m;
+  m.name = host_name();
+  m.chip = opts_.chip;
+  m.memory_bytes = total_memory_bytes();
+  if (m.memory_bytes == 0) throw Error("cannot read this machine's memory size from /proc/meminfo");
+  m.cores = cpu_cores();
+  m.mem_bw_gbs = opts_.bandwidth_gbs > 0 ? opts_.bandwidth_gbs : measure_bandwidth_gbs();
+  info_.id = identity_.id();
+  info_.owner = opts_.owner;
+  info_.hardware = opts_.hardware;
+  info_.machines = {m};
+  for (const ServedModel& s : models_) {
+    info_.models.push_back(s.info);
+    info_.max_context = std::max(info_.max_context, s.engine->n_ctx());
+  }
+  info_.max_jobs = 1;  // one engine, one job at a time
+  info_.lending = opts_.lending.mode;
+}
+
+Agent::~Agent() {
+  done_ = true;
+  if (heartbeats_.joinable()) heartbeats_.join();
+}
+
+network::NodeInfo Agent::describe() const { return info_; }
+
+void Agent::log(const std::string& line) const {
+  if (opts_.log) std::fprintf(stderr, "orchard node %s: %s\n", identity_.id().c_str(), line.c_str());
+}
+
+std::string Agent::lending_refusal() const { return opts_.lending.refusal(load_per_core(), local_minute_of_day()); }
+
+network::HeartbeatState Agent::heartbeat_state() {
+  network::HeartbeatState h;
+  // Below 1: a fully used CPU still takes work when its owner dedicated it; the score prefers
+  // idler nodes.
+  h.load = std::clamp(load_per_core().value_or(0.0), 0.0, 0.95);
+  std::lock_guard lock(running_mu_);
+  h.running = running_job_.empty() ? std::vector<std::string>{} : std::vector<std::string>{running_job_};
+  if (draining_ || !lending_refusal().empty())
+    h.status = network::NodeStatus::Draining;
+  else if (!running_job_.empty())
+    h.status = network::NodeStatus::Busy;
+  return h;
+}
+
+void Agent::register_until_accepted() {
+  network::NodeInfo info = info_;
+  info.state = heartbeat_state();
+  for (int64_t wait_ms = 500;; wait_ms = std::min<int64_t>(wait_ms * 2, 10'000)) {
+    try {
+      const network::RegisterReply r = client_.register_node(info);
+      heartbeat_interval_ms_ = r.heartbeat_interval_ms;
+      log("registered with " + client_.url() + " (heartbeat every " + std::to_string(r.heartbeat_interval_ms) + " ms)");
+      return;
+    } catch (const CallError& e) {
+      if (!transient(e)) throw Error(std::string("the coordinator refused this node: ") + e.what());
+      log(std::string(e.what()) + "; retrying");
+    }
+    nap(wait_ms, [&] { return stopping(); });
+    if (stopping()) return;
+  }
+}
+
+void Agent::heartbeat_loop() {
+  while (!killed_ && !done_) {
+    nap(heartbeat_interval_ms_, [&] { return killed_.load() || done_.load(); });
+    if (killed_ || done_) return;
+    try {
+      client_.heartbeat(heartbeat_state());
+    } catch (const CallError& e) {
+      log(std::string("heartbeat: ") + e.what());
+    }
+  }
+}
+
+void Agent::run() {
+  register_until_accepted();
+  heartbeats_ = std::thread([this] { heartbeat_loop(); });
+  while (!stopping()) {
+    const std::string refusal = lending_refusal();
+    std::optional<network::Work> work;
+    try {
+      // Not lending: still ask, without waiting, for a job assigned before the coordinator
+      // heard that, so it can be given back at once instead of waiting out its lease.
+      work = client_.poll(refusal.empty() ? opts_.poll_wait_s : 0);
+    } catch (const CallError& e) {
+      log(std::string("poll: ") + e.what());
+      if (e.status == 401 && e.code == "unknown_node") register_until_accepted();  // the coordinator lost us
+      nap(1000, [&] { return stopping(); });
+      continue;
+    }
+    if (killed_) break;
+    if (work && (draining_ || !refusal.empty())) {
+      try {
+        client_.heartbeat(heartbeat_state());
+        client_.hand_back(work->job_id, work->attempt);
+      } catch (const CallError& e) {
+        log(std::string("hand back: ") + e.what());
+      }
+      work.reset();
+    }
+    if (work) {
+      run_job(*work);
+    } else if (!refusal.empty()) {
+      nap(1000, [&] { return stopping(); });
+    }
+  }
+  done_ = true;
+  if (heartbeats_.joinable()) heartbeats_.join();
+}
+
+void Agent::run_job(const network::Work& w) {
+  const std::string name = w.job_id + " attempt " + std::to_string(w.attempt);
+  auto report_failure = [&](const std::string& why) {
+    log(name + ": cannot run it: " + why);
+    try {
+      client_.fail(w.job_id, w.attempt, why);
+    } catch (const CallError& e) {
+      log(std::string("fail: ") + e.what());
+    }
+  };
+  auto model = std::find_if(models_.begin(), models_.end(), [&](const ServedModel& m) { return m.name == w.model; });
+  if (model == models_.end()) return report_failure("this node does not serve the model '" + w.model + "'");
+  PreparedJob p;
+  try {
+    p = prepare_job(w, *model);
+  } catch (const std::exception& e) {
+    return report_failure(e.what());
+  }
+  log(name + ": " + std::to_string(p.prompt_tokens) + " prompt tokens" +
+      (p.generated_before ? ", resuming after " + std::to_string(p.generated_before) + " generated" : std::string()));
+  {
+    std::lock_guard lock(running_mu_);
+    running_job_ = w.job_id;
+  }
+  GenerateResult r;
+  r.finish_reason = "length";
+  Sender sender(client_, w.job_id, w.attempt, killed_);
+  try {
+    int64_t index = p.next_index;
+    if (p.options.max_tokens > 0 && static_cast<int64_t>(p.tokens.size()) < model->engine->n_ctx())
+      r = model->engine->generate_pieces(p.tokens, p.options, [&](const std::string& text, std::span<const TokenId> tokens) {
+        if (stopping() || sender.lost()) return false;
+        sender.push({index, text, std::vector<int32_t>(tokens.begin(), tokens.end())});
+        if (opts_.on_chunk) opts_.on_chunk(w.job_id, index);
+        ++index;
+        return !stopping() && !sender.lost();
+      });
+  } catch (const std::exception& e) {
+    std::lock_guard lock(running_mu_);
+    running_job_.clear();
+    if (killed_) return;
+    sender.flush();
+    return report_failure(std::string("the engine failed: ") + e.what());
+  }
+  {
+    std::lock_guard lock(running_mu_);
+    running_job_.clear();
+  }
+  if (killed_) return;
+  if (!sender.flush()) return log(name + ": lost: " + sender.why());
+  if (r.finish_reason == "cancelled") {
+    // Draining: what was streamed stays; the next node continues after it. Saying so first
+    // keeps the job from being placed straight back here.
+    try {
+      client_.heartbeat(heartbeat_state());
+      client_.hand_back(w.job_id, w.attempt);
+      log(name + ": handed back");
+    } catch (const CallError& e) {
+      log(std::string("hand back: ") + e.what());
+    }
+    return;
+  }
+  const int64_t generated = p.generated_before + static_cast<int64_t>(r.tokens.size());
+  for (int attempt = 0;; ++attempt) {
+    try {
+      const auto reply = client_.complete(w.job_id, w.attempt, static_cast<int64_t>(p.prompt_tokens), generated,
+                                          r.finish_reason);
+      ++completed_;
+      log(name + ": done, " + std::to_string(generated) + " tokens, " + reply.value("credits", nlohmann::json(0)).dump() +
+          " micro-credits");
+      return;
+    } catch (const CallError& e) {
+      if (!transient(e) || attempt + 1 >= kRetries || killed_) return log(std::string("complete: ") + e.what());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(kRetryMs));
+  }
+}
+
+}  // namespace orchard::node

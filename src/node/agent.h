@@ -1,0 +1,83 @@
+#pragma once
+// The node agent (`orchard node`): lends this machine to a coordinator. It registers (its
+// machine, the models it serves, its lending policy), heartbeats from a thread, long-polls for
+// work, runs each job with the local engine — resuming after the output an earlier attempt
+// streamed — streams the output back chunk by chunk and completes the job, which pays its owner.
+//
+// It connects outbound only, so it works behind NAT. When its policy does not allow lending
+// (--when-idle and the machine is busy, or outside the window) it heartbeats as draining and
+// takes no work. drain() (SIGTERM, SIGINT) gives a running job back and returns from run().
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "network/node_identity.h"
+#include "network/node_info.h"
+#include "node/coordinator_client.h"
+#include "node/job_runner.h"
+#include "node/machine.h"
+
+namespace orchard::node {
+
+struct AgentOptions {
+  std::string coordinator;  // http://host:port
+  std::string owner;        // the account credited for this node's work
+  network::HardwareClass hardware = network::HardwareClass::Laptop;
+  LendingPolicy lending;
+  std::string chip = "cpu";    // a catalog id brings the planner's figures for that chip
+  double bandwidth_gbs = 0;    // 0: measured at start
+  int poll_wait_s = 20;        // long-poll length
+  bool log = true;             // a line per job on stderr
+  // Tests: called on the work thread after each output chunk is queued for sending.
+  std::function<void(const std::string& job_id, int64_t index)> on_chunk;
+};
+
+class Agent {
+ public:
+  Agent(AgentOptions options, network::NodeIdentity identity, std::vector<ServedModel> models);
+  ~Agent();
+
+  // Registers and works until drain() or kill(). Throws orchard::Error when the coordinator
+  // refuses the registration (a coordinator that does not answer is retried).
+  void run();
+  // Stops taking work, gives a running job back (what it streamed stays for the next node)
+  // and makes run() return. Only sets a flag: safe from a signal handler.
+  void drain() { draining_.store(true); }
+  // Tests: stops dead, telling the coordinator nothing, as if the process were killed.
+  void kill() { killed_.store(true); }
+
+  const std::string& id() const { return identity_.id(); }
+  network::NodeInfo describe() const;
+  int64_t jobs_completed() const { return completed_.load(); }
+
+ private:
+  class Sender;
+  bool stopping() const { return draining_.load() || killed_.load(); }
+  void register_until_accepted();
+  void heartbeat_loop();
+  network::HeartbeatState heartbeat_state();
+  // Empty when the policy allows lending now.
+  std::string lending_refusal() const;
+  void run_job(const network::Work& w);
+  void log(const std::string& line) const;
+
+  AgentOptions opts_;
+  network::NodeIdentity identity_;
+  std::vector<ServedModel> models_;
+  CoordinatorClient client_;
+  network::NodeInfo info_;
+  int64_t heartbeat_interval_ms_ = 1000;
+
+  std::atomic<bool> draining_{false}, killed_{false}, done_{false};
+  std::atomic<int64_t> completed_{0};
+  std::mutex running_mu_;
+  std::string running_job_;  // the job being run now, for heartbeats
+  std::thread heartbeats_;
+};
+
+}  // namespace orchard::node

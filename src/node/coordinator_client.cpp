@@ -1,0 +1,96 @@
+#include "node/coordinator_client.h"
+
+#include <httplib.h>
+
+#include <chrono>
+
+#include "network/request_signing.h"
+
+namespace orchard::node {
+
+using nlohmann::json;
+
+namespace {
+
+int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+CoordinatorClient::CoordinatorClient(const std::string& url, const network::NodeIdentity& identity)
+    : url_(url), identity_(identity) {
+  const size_t scheme = url.find("://");
+  const std::string rest = scheme == std::string::npos ? "" : url.substr(scheme + 3);
+  if ((url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) || rest.empty() ||
+      rest.find('/') != std::string::npos)
+    throw Error("coordinator '" + url + "': expected http://HOST:PORT (no path)");
+}
+
+json CoordinatorClient::call(const std::string& method, const std::string& path, const json& body, int timeout_s) const {
+  const std::string text = body.is_null() ? std::string() : body.dump();
+  const network::Headers signed_headers = network::sign_request(identity_, method, path, text, unix_ms());
+  httplib::Headers headers(signed_headers.begin(), signed_headers.end());
+  httplib::Client c(url_);
+  c.set_connection_timeout(10, 0);
+  c.set_read_timeout(timeout_s, 0);
+  c.set_write_timeout(30, 0);
+  const std::string where = method + " " + url_ + path;
+  httplib::Result r = method == "GET" ? c.Get(path, headers) : c.Post(path, headers, text, "application/json");
+  if (!r) throw CallError(where + ": no answer (" + httplib::to_string(r.error()) + ")", 0, {});
+  if (r->status == 204) return nullptr;
+  const json reply = json::parse(r->body, nullptr, false);
+  if (r->status != 200) {
+    std::string msg = r->body, code;
+    if (reply.is_object() && reply.contains("error") && reply["error"].is_object()) {
+      msg = reply["error"].value("message", msg);
+      if (reply["error"].contains("code") && reply["error"]["code"].is_string()) code = reply["error"]["code"];
+    }
+    throw CallError(where + ": HTTP " + std::to_string(r->status) + ": " + msg, r->status, code);
+  }
+  if (reply.is_discarded()) throw CallError(where + ": the reply is not JSON", r->status, {});
+  return reply;
+}
+
+network::RegisterReply CoordinatorClient::register_node(const network::NodeInfo& info) const {
+  return network::register_reply_from_json(call("POST", network::kRegisterPath, network::to_json(info)));
+}
+
+void CoordinatorClient::heartbeat(const network::HeartbeatState& state) const {
+  call("POST", network::kHeartbeatPath, network::to_json(state));
+}
+
+std::optional<network::Work> CoordinatorClient::poll(int wait_s) const {
+  const json reply = call("POST", network::kWorkPath, {{"wait", wait_s}}, wait_s + 30);
+  if (reply.is_null()) return std::nullopt;
+  return network::work_from_json(reply);
+}
+
+void CoordinatorClient::append(const std::string& job, int64_t attempt,
+                               const std::vector<network::OutputChunk>& chunks) const {
+  json list = json::array();
+  for (const auto& c : chunks) list.push_back(network::to_json(c));
+  call("POST", network::job_path(job, "output"), {{"attempt", attempt}, {"chunks", list}});
+}
+
+json CoordinatorClient::complete(const std::string& job, int64_t attempt, int64_t prompt_tokens,
+                                 int64_t completion_tokens, const std::string& finish_reason) const {
+  return call("POST", network::job_path(job, "complete"),
+              {{"attempt", attempt},
+               {"prompt_tokens", prompt_tokens},
+               {"completion_tokens", completion_tokens},
+               {"finish_reason", finish_reason}});
+}
+
+void CoordinatorClient::fail(const std::string& job, int64_t attempt, const std::string& error) const {
+  call("POST", network::job_path(job, "fail"), {{"attempt", attempt}, {"error", error}});
+}
+
+void CoordinatorClient::hand_back(const std::string& job, int64_t attempt) const {
+  call("POST", network::job_path(job, "hand-back"), {{"attempt", attempt}});
+}
+
+json CoordinatorClient::status() const { return call("GET", network::kNodeStatusPath); }
+
+}  // namespace orchard::node

@@ -1,0 +1,53 @@
+#pragma once
+// A node's side of the protocol (docs/network-protocol.md): every call signed with the node's
+// key, its reply parsed, its refusal an error that carries the status.
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "network/node_identity.h"
+#include "network/node_info.h"
+#include "network/protocol.h"
+#include "tensor/error.h"
+
+namespace orchard::node {
+
+// A call that failed: `status` is the HTTP status (0: no answer at all), `code` the error
+// object's code ("not_your_job", "unknown_node", …).
+class CallError : public Error {
+ public:
+  CallError(const std::string& what, int status, std::string code) : Error(what), status(status), code(std::move(code)) {}
+  int status;
+  std::string code;
+};
+
+class CoordinatorClient {
+ public:
+  // `url`: http://host:port (https too); throws orchard::Error for anything else.
+  CoordinatorClient(const std::string& url, const network::NodeIdentity& identity);
+
+  // One signed request; the reply's JSON (null for 204). Throws CallError. Thread-safe: each
+  // call has its own connection.
+  nlohmann::json call(const std::string& method, const std::string& path, const nlohmann::json& body = nullptr,
+                      int timeout_s = 30) const;
+
+  network::RegisterReply register_node(const network::NodeInfo& info) const;
+  void heartbeat(const network::HeartbeatState& state) const;
+  std::optional<network::Work> poll(int wait_s) const;
+  void append(const std::string& job, int64_t attempt, const std::vector<network::OutputChunk>& chunks) const;
+  nlohmann::json complete(const std::string& job, int64_t attempt, int64_t prompt_tokens, int64_t completion_tokens,
+                          const std::string& finish_reason) const;
+  void fail(const std::string& job, int64_t attempt, const std::string& error) const;
+  void hand_back(const std::string& job, int64_t attempt) const;
+  nlohmann::json status() const;
+
+  const std::string& url() const { return url_; }
+
+ private:
+  std::string url_;
+  const network::NodeIdentity& identity_;
+};
+
+}  // namespace orchard::node

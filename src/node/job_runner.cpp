@@ -1,0 +1,78 @@
+#include "node/job_runner.h"
+
+#include <filesystem>
+
+#include "network/protocol.h"
+#include "parallel/model_cost.h"
+#include "serve/openai.h"
+#include "serve/service.h"
+
+namespace orchard::node {
+
+network::ModelInfo describe_model(const std::string& path, const std::string& name) {
+  auto header = GGUFFile::open(path, GGUFLoad::Map);
+  const auto cost = parallel::ModelCost::from_gguf(*header);
+  network::ModelInfo m;
+  m.name = name;
+  m.file_bytes = std::filesystem::file_size(path);
+  parallel::ModelSpec& s = m.shape;
+  s.name = name;
+  s.n_layers = cost.n_layers;
+  s.dim = cost.dim;
+  s.n_heads = cost.n_heads;
+  s.n_kv_heads = cost.n_kv_heads;
+  s.head_dim = cost.head_dim;
+  s.ffn_dim = cost.ffn_dim;
+  s.n_vocab = cost.n_vocab;
+  s.tied_embeddings = cost.tied;
+  // The format most layer bytes are in: what the planner streams per token.
+  parallel::BytesByType bytes;
+  for (const auto& layer : cost.layer_bytes)
+    for (const auto& [type, b] : layer) bytes[type] += b;
+  double most = -1;
+  for (const auto& [type, b] : bytes)
+    if (b > most) most = b, s.type = type;
+  return m;
+}
+
+ServedModel load_served_model(const std::string& path, const std::string& name, int threads, int64_t ctx) {
+  ServedModel m;
+  m.path = path;
+  m.name = name.empty() ? std::filesystem::path(path).stem().string() : name;
+  EngineOptions eo;
+  eo.model_path = path;
+  eo.threads = threads;
+  eo.n_ctx = ctx;
+  m.engine = Engine::load(eo);
+  m.chat = serve::ChatTemplate::from_gguf(m.engine->file(), m.engine->tokenizer());
+  m.info = describe_model(path, m.name);
+  return m;
+}
+
+PreparedJob prepare_job(const network::Work& w, const ServedModel& m) {
+  if (!w.request.is_object() || !w.request.contains("body") || !w.request.contains("api"))
+    throw Error("job " + w.job_id + ": the request is not {\"api\", \"body\"}");
+  const std::string api = w.request.value("api", "");
+  if (api != network::kChatApi && api != network::kCompletionsApi)
+    throw Error("job " + w.job_id + ": unknown api '" + api + "'");
+  const bool chat = api == network::kChatApi;
+  serve::OpenAIRequest r = serve::read_openai_request(w.request["body"], chat, GenerateOptions{});
+  PreparedJob p;
+  p.options = r.options;
+  const Tokenizer& tok = m.engine->tokenizer();
+  p.tokens = chat ? serve::chat_prompt_tokens(m.chat, tok, r.messages, p.options) : serve::text_prompt_tokens(tok, r.prompt);
+  p.prompt_tokens = p.tokens.size();
+  if (static_cast<int64_t>(p.prompt_tokens) >= m.engine->n_ctx())
+    throw Error("the prompt (" + std::to_string(p.prompt_tokens) + " tokens) does not fit the context of '" + m.name +
+                "' on this node (" + std::to_string(m.engine->n_ctx()) + " tokens)");
+  for (const auto& chunk : w.output_tokens) {
+    p.tokens.insert(p.tokens.end(), chunk.begin(), chunk.end());
+    p.generated_before += static_cast<int64_t>(chunk.size());
+  }
+  p.next_index = static_cast<int64_t>(w.output.size());
+  // The coordinator's max_tokens is the job's (it applied its default); what is left is ours.
+  p.options.max_tokens = static_cast<int32_t>(std::max<int64_t>(0, w.max_tokens - p.generated_before));
+  return p;
+}
+
+}  // namespace orchard::node

@@ -1,0 +1,46 @@
+#pragma once
+// Turning a job the coordinator hands out into what the local engine runs: the model it asks
+// for, the prompt as `orchard serve` would build it (chat template or plain text), the
+// sampling the client asked for, and — when an earlier attempt streamed part of the answer —
+// the tokens to continue after.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/engine.h"
+#include "network/job_store.h"
+#include "network/node_info.h"
+#include "serve/chat_template.h"
+
+namespace orchard::node {
+
+// A model the node serves: loaded, with its chat template and its description for the
+// coordinator.
+struct ServedModel {
+  std::string name;  // what jobs ask for
+  std::string path;
+  std::unique_ptr<Engine> engine;
+  serve::ChatTemplate chat;
+  network::ModelInfo info;
+};
+
+// Loads the GGUF at `path` (threads, context as `orchard serve`'s -t and -c; 0: defaults).
+// The name defaults to the file's stem.
+ServedModel load_served_model(const std::string& path, const std::string& name, int threads, int64_t ctx);
+
+// The planner's description of a GGUF model (its shape and the format most weight bytes are in).
+network::ModelInfo describe_model(const std::string& path, const std::string& name);
+
+struct PreparedJob {
+  std::vector<TokenId> tokens;   // the prompt, then every token earlier attempts streamed
+  size_t prompt_tokens = 0;      // of which the prompt
+  int64_t generated_before = 0;  // tokens earlier attempts generated
+  int64_t next_index = 0;        // the first output chunk index this attempt writes
+  GenerateOptions options;       // the client's; max_tokens is what is left of the job's
+};
+
+// Throws orchard::Error (serve::ApiError for a bad request body) when the job cannot run on
+// `m`: its message is what the node reports when it fails the job.
+PreparedJob prepare_job(const network::Work& w, const ServedModel& m);
+
+}  // namespace orchard::node

@@ -1,0 +1,39 @@
+#pragma once
+// What a node agent knows about the machine it runs on, and when its owner lets it lend it.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "network/node_info.h"
+
+namespace orchard::node {
+
+// MemTotal from /proc/meminfo, in bytes; 0 when it cannot be read.
+uint64_t total_memory_bytes();
+int cpu_cores();
+// Read bandwidth in GB/s, from summing a `bytes` buffer on every core (best of a few passes;
+// a fraction of a second). What generation speed follows, so what placement predicts from.
+double measure_bandwidth_gbs(size_t bytes = size_t{256} << 20);
+// The 1-minute load average per core (/proc/loadavg); nullopt when it cannot be read.
+std::optional<double> load_per_core();
+// "name:port"-free host name of this machine.
+std::string host_name();
+
+// When the owner lets the node take work: always (dedicated), or while the machine is idle —
+// CPU load per core at most `max_load` — and, if a window is given, inside it (local time;
+// "22:00-07:00" spans midnight).
+struct LendingPolicy {
+  network::Lending mode = network::Lending::WhenIdle;
+  double max_load = 0.5;
+  std::optional<int> window_begin, window_end;  // minutes after local midnight
+
+  // "HH:MM-HH:MM"; throws orchard::Error naming the text otherwise.
+  void set_window(const std::string& text);
+  // Empty when lending is allowed now; else why not ("load 0.92 per core is above 0.50").
+  std::string refusal(std::optional<double> load, int minute_of_day) const;
+};
+
+// Minutes since local midnight, now.
+int local_minute_of_day();
+
+}  // namespace orchard::node

@@ -1,0 +1,209 @@
+// The coordinator over HTTP with nodes played by the test (signed calls by hand, no model):
+// who may call what (unsigned, forged, altered, stale, replayed node requests are 401; a node
+// reporting on another node's job is 403), clients' keys and models, a job no node can take
+// failing at once, and a completed job paid exactly once.
+#include <gtest/gtest.h>
+
+#include <future>
+
+#include "network/coordinator_fixture.h"
+#include "network/ledger.h"
+#include "network/node_identity.h"
+#include "network/nodes_fixture.h"
+#include "network/protocol.h"
+
+namespace orchard::network {
+namespace {
+
+using nlohmann::json;
+using test::now_ms;
+using test::RunningCoordinator;
+
+NodeIdentity fresh_identity() { return NodeIdentity::from_key(generate_ed25519_key()); }
+
+// A node holding "small-8b" (about 4.5 GB) on a 64 GiB machine, under `identity`'s id.
+json description(const NodeIdentity& identity, const std::string& owner) {
+  NodeInfo n = testing::single(identity.id(), 64, 200, {testing::kSmall});
+  n.owner = owner;
+  n.lending = Lending::Dedicated;
+  return to_json(n);
+}
+
+void register_node(const RunningCoordinator& c, const NodeIdentity& node, const std::string& owner) {
+  const auto [status, reply] = c.node_post(node, kRegisterPath, description(node, owner));
+  ASSERT_EQ(status, 200) << reply;
+  EXPECT_EQ(reply["node_id"], node.id());
+  EXPECT_GT(reply["heartbeat_interval_ms"].get<int64_t>(), 0);
+}
+
+std::string error_code(const json& reply) {
+  return reply.is_object() && reply.contains("error") && reply["error"]["code"].is_string() ? reply["error"]["code"].get<std::string>()
+                                                                                          : std::string();
+}
+
+TEST(Coordinator, UnsignedForgedAlteredStaleReplayedAndUnknownNodeRequestsAreRefused) {
+  RunningCoordinator c("coord-auth");
+  const NodeIdentity a = fresh_identity(), b = fresh_identity();
+  register_node(c, a, "alice");
+  const std::string body = json{{"load", 0.1}, {"status", "available"}}.dump();
+  auto call = [&](const Headers& h, const std::string& sent = {}) {
+    return c.node_call("POST", kHeartbeatPath, sent.empty() ? body : sent, h);
+  };
+  // A signed heartbeat passes.
+  EXPECT_EQ(call(sign_request(a, "POST", kHeartbeatPath, body, now_ms())).first, 200);
+  // Unsigned.
+  auto [status, reply] = call({});
+  EXPECT_EQ(status, 401);
+  EXPECT_EQ(error_code(reply), "unsigned");
+  // Forged: b signs but claims a's id, with its own key, then with a's key.
+  Headers forged = sign_request(b, "POST", kHeartbeatPath, body, now_ms());
+  forged[kNodeHeader] = a.id();
+  EXPECT_EQ(call(forged).first, 401);
+  forged[kKeyHeader] = a.public_key_hex();
+  std::tie(status, reply) = call(forged);
+  EXPECT_EQ(status, 401);
+  EXPECT_EQ(error_code(reply), "bad_signature");
+  // Altered: a signed one body and another is sent.
+  std::tie(status, reply) = call(sign_request(a, "POST", kHeartbeatPath, body, now_ms()),
+                                 json{{"load", 0.9}, {"status", "draining"}}.dump());
+  EXPECT_EQ(status, 401);
+  EXPECT_EQ(error_code(reply), "bad_signature");
+  // Signed for another path.
+  EXPECT_EQ(call(sign_request(a, "POST", kWorkPath, body, now_ms())).first, 401);
+  // Stale: two minutes old.
+  std::tie(status, reply) = call(sign_request(a, "POST", kHeartbeatPath, body, now_ms() - 120'000));
+  EXPECT_EQ(status, 401);
+  EXPECT_EQ(error_code(reply), "stale");
+  // Replayed: the same request twice.
+  const Headers once = sign_request(a, "POST", kHeartbeatPath, body, now_ms());
+  EXPECT_EQ(call(once).first, 200);
+  std::tie(status, reply) = call(once);
+  EXPECT_EQ(status, 401);
+  EXPECT_EQ(error_code(reply), "replayed");
+  // A well-signed request from a node that never registered.
+  std::tie(status, reply) = call(sign_request(b, "POST", kHeartbeatPath, body, now_ms()));
+  EXPECT_EQ(status, 401);
+  EXPECT_EQ(error_code(reply), "unknown_node");
+  // Registering under another node's id.
+  std::tie(status, reply) = c.node_post(b, kRegisterPath, description(a, "mallory"));
+  EXPECT_EQ(status, 403);
+}
+
+TEST(Coordinator, ANodeCannotReportOnAnotherNodesJobAndACompletedJobIsPaidOnce) {
+  RunningCoordinator c("coord-owner");
+  const NodeIdentity x = fresh_identity(), y = fresh_identity();
+  register_node(c, x, "xavier");
+  const std::string key = c.api_key("carol");
+  auto answer = std::async(std::launch::async, [&] {
+    return c.post("/v1/completions", {{"model", "small-8b"}, {"prompt", "Hello"}, {"max_tokens", 4}}, key);
+  });
+  // x is the only node: the job is x's.
+  const auto [polled, work_json] = c.node_post(x, kWorkPath, {{"wait", 10}});
+  ASSERT_EQ(polled, 200) << work_json;
+  const Work work = work_from_json(work_json);
+  EXPECT_EQ(work.model, "small-8b");
+  EXPECT_EQ(work.max_tokens, 4);
+  EXPECT_EQ(work.request["api"], kCompletionsApi);
+  EXPECT_EQ(work.request["body"]["prompt"], "Hello");
+  register_node(c, y, "yolanda");
+
+  const std::string job = work.job_id;
+  const json chunk = {{"attempt", work.attempt}, {"chunks", {{{"index", 0}, {"text", "stolen"}, {"tokens", {1}}}}}};
+  for (const auto& [path, body] :
+       std::vector<std::pair<std::string, json>>{{job_path(job, "output"), chunk},
+                                                 {job_path(job, "complete"),
+                                                  {{"attempt", work.attempt}, {"prompt_tokens", 1}, {"completion_tokens", 1}}},
+                                                 {job_path(job, "fail"), {{"attempt", work.attempt}, {"error", "no"}}},
+                                                 {job_path(job, "hand-back"), {{"attempt", work.attempt}}}}) {
+    const auto [status, reply] = c.node_post(y, path, body);
+    EXPECT_EQ(status, 403) << path << " " << reply;
+    EXPECT_EQ(error_code(reply), "not_your_job") << path;
+  }
+
+  // x streams two chunks (one of them sent twice, as after a lost reply) and completes.
+  const json chunks = {{"attempt", work.attempt},
+                       {"chunks", {{{"index", 0}, {"text", " wor"}, {"tokens", {7}}}, {{"index", 1}, {"text", "ld"}, {"tokens", {8, 9}}}}}};
+  EXPECT_EQ(c.node_post(x, job_path(job, "output"), chunks).second["stored"], 2);
+  EXPECT_EQ(c.node_post(x, job_path(job, "output"), chunks).second["stored"], 0);
+  const json conflicting = {{"attempt", work.attempt}, {"chunks", {{{"index", 1}, {"text", "lds"}, {"tokens", {8}}}}}};
+  EXPECT_EQ(c.node_post(x, job_path(job, "output"), conflicting).first, 409);
+  const json done = {{"attempt", work.attempt}, {"prompt_tokens", 2}, {"completion_tokens", 3}, {"finish_reason", "length"}};
+  const auto [completed, paid] = c.node_post(x, job_path(job, "complete"), done);
+  ASSERT_EQ(completed, 200) << paid;
+  EXPECT_TRUE(paid["first"].get<bool>());
+  EXPECT_GT(paid["credits"].get<int64_t>(), 0);
+  // A retried completion pays nothing more.
+  const auto [again, repaid] = c.node_post(x, job_path(job, "complete"), done);
+  ASSERT_EQ(again, 200) << repaid;
+  EXPECT_FALSE(repaid["first"].get<bool>());
+  EXPECT_EQ(repaid["ledger_seq"], paid["ledger_seq"]);
+
+  const auto [status, reply] = answer.get();
+  ASSERT_EQ(status, 200) << reply;
+  EXPECT_EQ(reply["choices"][0]["text"], " world");
+  EXPECT_EQ(reply["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(reply["usage"]["completion_tokens"], 3);
+
+  auto ledger = Ledger::open(c.files().ledger);
+  const auto entries = ledger.entries_for("carol");
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].job_id, job);
+  EXPECT_EQ(entries[0].payee, "xavier");
+  EXPECT_EQ(entries[0].amount, paid["credits"].get<int64_t>());
+  EXPECT_EQ(ledger.balance("xavier"), paid["credits"].get<int64_t>());
+  EXPECT_TRUE(ledger.verify().ok());
+
+  // x's own record, through its signed status call.
+  const auto [got, mine] =
+      c.node_call("GET", kNodeStatusPath, "", sign_request(x, "GET", kNodeStatusPath, "", now_ms()));
+  ASSERT_EQ(got, 200) << mine;
+  EXPECT_EQ(mine["jobs_served"], 1);
+  EXPECT_EQ(mine["credits_earned"], paid["credits"]);
+}
+
+TEST(Coordinator, ClientsNeedAKeyAndAJobNoNodeCanTakeFailsAtOnce) {
+  RunningCoordinator c("coord-clients");
+  const std::string key = c.api_key("carol");
+  const json body = {{"model", "small-8b"}, {"prompt", "Hello"}, {"max_tokens", 4}};
+  EXPECT_EQ(c.post("/v1/completions", body, "").first, 401);
+  EXPECT_EQ(c.post("/v1/completions", body, "ok-" + std::string(64, '0')).first, 401);
+  EXPECT_EQ(c.get("/v1/models").first, 401);
+  // No node at all: the model exists nowhere.
+  auto [status, reply] = c.post("/v1/completions", body, key);
+  EXPECT_EQ(status, 404);
+  EXPECT_EQ(error_code(reply), "model_not_found");
+
+  const NodeIdentity n = fresh_identity();
+  register_node(c, n, "nadia");
+  std::tie(status, reply) = c.get("/v1/models", key);
+  ASSERT_EQ(status, 200);
+  ASSERT_EQ(reply["data"].size(), 1u);
+  EXPECT_EQ(reply["data"][0]["id"], "small-8b");
+  // A context no node accepts (the node takes 32768): refused now, naming the node's reason.
+  std::tie(status, reply) = c.post("/v1/chat/completions",
+                                   {{"model", "small-8b"},
+                                    {"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                                    {"max_tokens", 100'000}},
+                                   key);
+  EXPECT_EQ(status, 503);
+  EXPECT_EQ(error_code(reply), "no_node_can_take_job");
+  EXPECT_NE(reply["error"]["message"].get<std::string>().find(n.id()), std::string::npos) << reply;
+  // A bad field is the client's 400, naming it.
+  std::tie(status, reply) = c.post("/v1/completions", {{"model", "small-8b"}, {"prompt", 3}}, key);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(reply["error"]["param"], "prompt");
+
+  const auto [h, health] = c.get("/health");
+  EXPECT_EQ(h, 200);
+  EXPECT_EQ(health["nodes"], 1);
+  const auto [w, world] = c.get("/v1/world");
+  ASSERT_EQ(w, 200);
+  ASSERT_EQ(world["nodes"].size(), 1u);
+  EXPECT_EQ(world["nodes"][0]["id"], n.id());
+  EXPECT_EQ(world["nodes"][0]["owner"], "nadia");
+  EXPECT_EQ(world["nodes"][0]["models"], json::array({"small-8b"}));
+  EXPECT_TRUE(world["nodes"][0]["online"].get<bool>());
+}
+
+}  // namespace
+}  // namespace orchard::network
