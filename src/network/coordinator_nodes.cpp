@@ -63,7 +63,7 @@ void heartbeat(Coordinator::State& s, const AuthResult& a, const httplib::Reques
 // (next_job_for), so a job another node gave back finds a taker here.
 void poll_work(Coordinator::State& s, const AuthResult& a, const httplib::Request& req, httplib::Response& res) {
   const json body = req.body.empty() ? json::object() : serve::parse_body(req.body);
-  const int wait_s = std::clamp(body.value("wait", 0), 0, kMaxPollWaitS);
+  const int wait_s = std::clamp(body.contains("wait") ? body_field<int>(body, "wait") : 0, 0, kMaxPollWaitS);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_s);
   for (;;) {
     const std::optional<Work> w = s.with_store([&](JobStore& st) { return st.next_job_for(a.node_id, unix_ms()); });
@@ -104,7 +104,7 @@ void complete(Coordinator::State& s, const AuthResult& a, const httplib::Request
   Usage usage;
   usage.prompt_tokens = body_field<int64_t>(body, "prompt_tokens");
   usage.generated_tokens = body_field<int64_t>(body, "completion_tokens");
-  usage.finish_reason = body.value("finish_reason", "");
+  if (body.contains("finish_reason")) usage.finish_reason = body_field<std::string>(body, "finish_reason");
   const auto attempt = body_field<int64_t>(body, "attempt");
   const Completion c = s.with_store([&](JobStore& st) { return st.complete(job, attempt, a.node_id, usage, unix_ms()); });
   s.output.notify();
