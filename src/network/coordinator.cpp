@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "network/coordinator_state.h"
+#include "network/credits.h"
 #include "network/protocol.h"
 #include "network/sqlite_util.h"
 #include "serve/http_util.h"
@@ -102,6 +103,36 @@ Coordinator::State::State(CoordinatorOptions o)
       keys(ApiKeys::open(files.api_keys)),
       nonces(SqliteNonceStore::open(files.nonces)) {}
 
+Payment pay(Coordinator::State& s, const Completion& c) {
+  Payment p;
+  p.credits = job_credits(c.usage);
+  if (p.credits <= 0 || c.client == c.owner) return p;
+  json details = to_json(c.usage);
+  details["node"] = c.node_id;
+  std::lock_guard lock(s.ledger_mu);
+  p.ledger_seq = s.ledger.pay(c.job_id, c.attempt, c.client, c.owner, p.credits, details).entry.seq;
+  return p;
+}
+
+namespace {
+
+// Jobs the store holds as complete but the ledger not as paid: a coordinator that stopped
+// between the two. Paid now, so every completed job is paid exactly once.
+void pay_unpaid(Coordinator::State& s) {
+  int paid = 0;
+  for (const Completion& c : s.store.completions()) {
+    bool known = false;
+    {
+      std::lock_guard lock(s.ledger_mu);
+      known = s.ledger.entry_for_job(c.job_id).has_value();
+    }
+    if (!known && pay(s, c).ledger_seq) ++paid;
+  }
+  if (paid > 0) std::fprintf(stderr, "coordinator: paid %d completed job(s) the ledger did not hold yet\n", paid);
+}
+
+}  // namespace
+
 httplib::Server::Handler node_endpoint(Coordinator::State& s, bool registering, NodeHandler h) {
   return serve::guarded(serve::openai_error, [&s, registering, h = std::move(h)](const httplib::Request& req,
                                                                                   httplib::Response& res) {
@@ -126,6 +157,7 @@ httplib::Server::Handler node_endpoint(Coordinator::State& s, bool registering, 
 }
 
 Coordinator::Coordinator(CoordinatorOptions options) : s_(std::make_unique<State>(std::move(options))) {
+  pay_unpaid(*s_);
   httplib::Server& h = s_->http;
   const int threads = std::max(4, s_->opts.http_threads);
   h.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };

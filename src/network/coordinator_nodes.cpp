@@ -2,7 +2,6 @@
 // heartbeats, the long-poll for work, streamed output, completion (which pays the job), failure
 // and hand-back, and a node's own record. Every one is signed (node_endpoint).
 #include "network/coordinator_state.h"
-#include "network/credits.h"
 #include "network/protocol.h"
 #include "serve/http_util.h"
 #include "serve/request_params.h"
@@ -64,7 +63,7 @@ void heartbeat(Coordinator::State& s, const AuthResult& a, const httplib::Reques
 // (next_job_for), so a job another node gave back finds a taker here.
 void poll_work(Coordinator::State& s, const AuthResult& a, const httplib::Request& req, httplib::Response& res) {
   const json body = req.body.empty() ? json::object() : serve::parse_body(req.body);
-  const int wait_s = std::clamp(body.value("wait", 0), 0, kMaxPollWaitS);
+  const int wait_s = std::clamp(body.contains("wait") ? body_field<int>(body, "wait") : 0, 0, kMaxPollWaitS);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_s);
   for (;;) {
     const std::optional<Work> w = s.with_store([&](JobStore& st) { return st.next_job_for(a.node_id, unix_ms()); });
@@ -105,22 +104,15 @@ void complete(Coordinator::State& s, const AuthResult& a, const httplib::Request
   Usage usage;
   usage.prompt_tokens = body_field<int64_t>(body, "prompt_tokens");
   usage.generated_tokens = body_field<int64_t>(body, "completion_tokens");
-  usage.finish_reason = body.value("finish_reason", "");
+  if (body.contains("finish_reason")) usage.finish_reason = body_field<std::string>(body, "finish_reason");
   const auto attempt = body_field<int64_t>(body, "attempt");
   const Completion c = s.with_store([&](JobStore& st) { return st.complete(job, attempt, a.node_id, usage, unix_ms()); });
   s.output.notify();
   s.work.notify();  // the node has a free slot again
   // Paid after the store recorded the completion: a failure in between is repaired by the
-  // node's retry, which finds the job complete and pays it then (pay() is once per job).
-  const int64_t credits = job_credits(c.usage);
-  json seq = nullptr;
-  if (credits > 0 && c.client != c.owner) {
-    json details = to_json(c.usage);
-    details["node"] = c.node_id;
-    std::lock_guard lock(s.ledger_mu);
-    seq = s.ledger.pay(c.job_id, c.attempt, c.client, c.owner, credits, details).entry.seq;
-  }
-  serve::send_json(res, {{"first", c.first}, {"credits", credits}, {"ledger_seq", seq}});
+  // node's retry, or by the next start of the coordinator (pay_unpaid).
+  const Payment p = pay(s, c);
+  serve::send_json(res, {{"first", c.first}, {"credits", p.credits}, {"ledger_seq", p.ledger_seq ? json(*p.ledger_seq) : json()}});
 }
 
 void fail(Coordinator::State& s, const AuthResult& a, const httplib::Request& req, httplib::Response& res) {

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "network/api_keys.h"
@@ -83,6 +84,14 @@ struct Coordinator::State {
 };
 
 int64_t unix_ms();
+
+struct Payment {
+  int64_t credits = 0;               // micro-credits the job costs
+  std::optional<int64_t> ledger_seq;  // the entry paying it; none when nothing is paid
+};
+// Pays a completed job in the ledger, once (pay() returns the first payment on a repeat).
+// Nothing is paid for no tokens, or when the client is the node's owner.
+Payment pay(Coordinator::State& s, const Completion& c);
 
 using NodeHandler = std::function<void(const AuthResult& node, const httplib::Request&, httplib::Response&)>;
 // A signed node endpoint: refuses unauthenticated requests (401; 503 when the check itself

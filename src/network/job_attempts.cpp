@@ -264,19 +264,43 @@ Completion JobStore::complete(const std::string& job_id, int64_t attempt, const 
     a.prompt_tokens = usage.prompt_tokens;
     a.generated_tokens = usage.generated_tokens;
   }
-  sql::Stmt who(db(), "SELECT j.client, n.owner FROM jobs j, nodes n WHERE j.id = ?1 AND n.id = ?2");
-  who.bind(1, job_id).bind(2, node_id).step();
-  Completion c;
+  Completion c = completion_of(job_id, attempt, a);
   c.first = first;
+  t.commit();
+  return c;
+}
+
+Completion JobStore::completion_of(const std::string& job_id, int64_t attempt, const Attempt& a) {
+  sql::Stmt who(db(), "SELECT j.client, n.owner FROM jobs j, nodes n WHERE j.id = ?1 AND n.id = ?2");
+  who.bind(1, job_id).bind(2, a.node_id).step();
+  Completion c;
   c.job_id = job_id;
   c.attempt = attempt;
   c.client = who.text(0);
   c.owner = who.text(1);
-  c.node_id = node_id;
+  c.node_id = a.node_id;
   c.usage = JobUsage{static_cast<uint64_t>(a.prompt_tokens), static_cast<uint64_t>(a.generated_tokens),
                      parse_size_class(a.size_class), parse_hardware_class(a.hardware), a.dedicated};
-  t.commit();
   return c;
+}
+
+std::vector<Completion> JobStore::completions() {
+  sql::Transaction t(db());
+  std::vector<std::pair<std::string, int64_t>> done;
+  {
+    sql::Stmt s(db(),
+                "SELECT a.job_id, a.attempt FROM attempts a JOIN jobs j ON j.id = a.job_id "
+                "WHERE a.state = 'done' AND j.state = 'done' ORDER BY j.finished_at, a.job_id");
+    while (s.step()) done.emplace_back(s.text(0), s.i64(1));
+  }
+  std::vector<Completion> out;
+  for (const auto& [job, attempt] : done) {
+    sql::Stmt s(db(), "SELECT node_id FROM attempts WHERE job_id = ?1 AND attempt = ?2");
+    s.bind(1, job).bind(2, attempt).step();
+    out.push_back(completion_of(job, attempt, attempt_of(job, attempt, s.text(0), "reading")));
+  }
+  t.commit();
+  return out;
 }
 
 void JobStore::fail(const std::string& job_id, int64_t attempt, const std::string& node_id, const std::string& error,

@@ -169,6 +169,9 @@ class JobStore {
   // completion with first = false. NotYourJob for another node's or a dead attempt.
   Completion complete(const std::string& job_id, int64_t attempt, const std::string& node_id, const Usage& usage,
                       int64_t now_ms);
+  // Every completed job (first = false), oldest first: what a restarted coordinator checks
+  // against the ledger, to pay what it completed but did not get to pay before it stopped.
+  std::vector<Completion> completions();
   // The node cannot run the job at all (the prompt does not fit its context, the request makes
   // no sense to its model): the job fails with `error`, nobody pays. NotYourJob as complete().
   void fail(const std::string& job_id, int64_t attempt, const std::string& node_id, const std::string& error,
@@ -198,6 +201,7 @@ class JobStore {
   AssignResult assign_in(const std::string& job_id, int64_t now_ms);
   // The attempt, when it is `node_id`'s (NotYourJob otherwise); `doing` is for the message.
   Attempt attempt_of(const std::string& job_id, int64_t attempt, const std::string& node_id, const char* doing);
+  Completion completion_of(const std::string& job_id, int64_t attempt, const Attempt& a);
   std::vector<std::string> output_of(const std::string& job_id, std::vector<std::vector<int32_t>>* tokens = nullptr);
   void fail_job(const std::string& job_id, const std::string& error, int64_t now_ms);
 

@@ -24,13 +24,19 @@ inline int64_t now_ms() {
       .count();
 }
 
+// A data folder to start on as it is (a restart).
+struct ExistingDir {
+  std::filesystem::path path;
+};
+
 struct RunningCoordinator {
   std::filesystem::path dir;
   std::unique_ptr<Coordinator> coordinator;
   std::thread thread;
   int port = 0;
 
-  explicit RunningCoordinator(const std::string& name) : dir(fresh_dir(name)) {
+  explicit RunningCoordinator(const std::string& name) : RunningCoordinator(ExistingDir{fresh_dir(name)}) {}
+  explicit RunningCoordinator(ExistingDir existing) : dir(std::move(existing.path)) {
     CoordinatorOptions o;
     o.data_dir = dir;
     o.port = 0;

@@ -7,6 +7,7 @@
 #include <future>
 
 #include "network/coordinator_fixture.h"
+#include "network/job_store.h"
 #include "network/ledger.h"
 #include "network/node_identity.h"
 #include "network/nodes_fixture.h"
@@ -203,6 +204,39 @@ TEST(Coordinator, ClientsNeedAKeyAndAJobNoNodeCanTakeFailsAtOnce) {
   EXPECT_EQ(world["nodes"][0]["owner"], "nadia");
   EXPECT_EQ(world["nodes"][0]["models"], json::array({"small-8b"}));
   EXPECT_TRUE(world["nodes"][0]["online"].get<bool>());
+}
+
+// A coordinator that stopped between recording a completion and paying it pays at its next
+// start, and a start after that pays nothing more.
+TEST(Coordinator, AStartingCoordinatorPaysJobsCompletedButNotPaidOnce) {
+  const auto dir = test::fresh_dir("coord-unpaid");
+  {
+    auto store = JobStore::open(coordinator_files(dir).jobs);
+    NodeInfo n = testing::single("n1", 64, 200, {testing::kSmall});
+    n.owner = "olga";
+    store.register_node(n, now_ms());
+    JobRequest r;
+    r.id = "job-u";
+    r.client = "carol";
+    r.model = "small-8b";
+    r.request = {{"api", kCompletionsApi}, {"body", {{"prompt", "Hi"}}}};
+    r.n_ctx = 64;
+    r.prompt_tokens = 8;
+    r.max_tokens = 8;
+    store.submit(r, now_ms());
+    const auto w = store.next_job_for("n1", now_ms());
+    ASSERT_TRUE(w);
+    store.complete("job-u", w->attempt, "n1", {8, 8, "length"}, now_ms());
+  }
+  for (int start = 0; start < 2; ++start) {
+    RunningCoordinator c(test::ExistingDir{dir});
+    auto ledger = Ledger::open(c.files().ledger);
+    const auto entries = ledger.entries_for("carol");
+    ASSERT_EQ(entries.size(), 1u) << "start " << start;
+    EXPECT_EQ(entries[0].job_id, "job-u");
+    EXPECT_EQ(entries[0].payee, "olga");
+    EXPECT_TRUE(ledger.verify().ok());
+  }
 }
 
 }  // namespace
