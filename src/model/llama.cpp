@@ -30,7 +30,7 @@ void LocalForward::feed(std::span<const TokenId> tokens, std::vector<float>& log
 }
 
 std::unique_ptr<KVCache> LlamaModel::new_cache(int64_t n_ctx) const {
-  return std::make_unique<KVCache>(shard().n_layers(), kv_dim_, n_ctx);
+  return std::make_unique<KVCache>(shard().n_layers(), n_kv_heads_, hp_.head_dim, n_ctx);
 }
 
 void LlamaModel::forward(std::span<const int32_t> tokens, KVCache& kv, std::vector<float>& logits,
@@ -161,7 +161,7 @@ void LlamaModel::run_layers(float* x, std::span<KVCache* const> kvs, std::span<c
       const float* cs = &b.rope_cs[static_cast<size_t>(t * n_rot)];
       for (int64_t h = 0; h < n_heads_; ++h) rope_rotate(&q[t * qd + h * hd], n_rot, cs, neox);
       for (int64_t h = 0; h < n_kv_heads_; ++h) rope_rotate(&k[t * kvd + h * hd], n_rot, cs, neox);
-      std::copy_n(&k[t * kvd], kvd, kv.k(li, pos));
+      kv.store_k(li, pos, &k[t * kvd]);
       std::copy_n(&v[t * kvd], kvd, kv.v(li, pos));
     }
 
@@ -227,7 +227,7 @@ void LlamaModel::attention(int64_t layer, const float* q, int64_t n, std::span<K
         a.ntok = job.ntok;
         a.group = group;
         a.len = len_of_.data() + job.t0;
-        a.k = kv.k(layer, 0) + job.kvh * hd;
+        a.k = kv.k_panels(layer, job.kvh);
         a.v = kv.v(layer, 0) + job.kvh * hd;
         a.kv_stride = kv_dim_;
         a.head_dim = hd;
@@ -248,7 +248,15 @@ void LlamaModel::attention(int64_t layer, const float* q, int64_t n, std::span<K
       const int64_t len = pos_of[static_cast<size_t>(t)] + 1;  // causal: itself and everything before
       const float* qh = q + t * qd + h * hd;
       const int64_t kvh = h / group;
-      dot_rows_f32(kv.k(layer, 0) + kvh * hd, len, hd, kv_dim_, qh, scores.data());
+      // scores[p] = Σ_d q_h[d]·K[p][d], a panel of 32 positions at a time
+      const float* kp = kv.k_panels(layer, kvh);
+      for (int64_t p0 = 0; p0 < len; p0 += kKeyPanel) {
+        float acc[kKeyPanel] = {};
+        const float* panel = kp + key_offset(p0, 0, hd);
+        for (int64_t d = 0; d < hd; ++d)
+          for (int64_t j = 0; j < kKeyPanel; ++j) acc[j] += qh[d] * panel[d * kKeyPanel + j];
+        std::copy_n(acc, std::min<int64_t>(kKeyPanel, len - p0), &scores[static_cast<size_t>(p0)]);
+      }
       for (int64_t p = 0; p < len; ++p) scores[p] *= scale;
       softmax(scores.data(), len);
       // out_h = Σ_p scores[p] · V_p: written out here (not axpy per position) so the compiler

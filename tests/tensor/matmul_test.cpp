@@ -158,28 +158,33 @@ TEST_P(Matmul, GetRowIsDequantizeRow) {
 // count still works, and a token's bits alone equal its bits among others.
 TEST_P(Matmul, RepackedWeightsServeEveryTokenCount) {
   const DType t = GetParam();
-  const int64_t rows = 48, cols = 512, n_tokens = 5;
+  const int64_t rows = 48, cols = 512, most = 7;
   const std::vector<uint8_t> wb = random_matrix(t, rows, cols, 61);
   MatrixView w{t, rows, cols, wb.data()};
-  const std::vector<float> x = normal_floats(cols * n_tokens, 62);
+  const std::vector<float> x = normal_floats(cols * most, 62);
   std::vector<uint8_t> scratch;
-  std::vector<float> want(rows * n_tokens), got(rows * n_tokens), alone(rows);
-  matmul(w, x.data(), n_tokens, want.data(), scratch);
+  std::vector<float> want(rows * most), got(rows * most), alone(rows);
+  matmul(w, x.data(), most, want.data(), scratch);
   const std::unique_ptr<HugeBuffer> packed = pack_for_cpu(w);
   if (!packed) {
     EXPECT_FALSE(pack_replaces_original(t));
     GTEST_SKIP() << type_name(t) << " has no repacked layout on this CPU";
   }
   if (pack_replaces_original(t)) w.data = nullptr;
-  matmul(w, x.data(), n_tokens, got.data(), scratch, /*batch_invariant=*/true);
-  for (int64_t i = 0; i < rows * n_tokens; ++i)
-    ASSERT_NEAR(got[i], want[i], 1e-4f * (1.0f + std::fabs(want[i]))) << "element " << i;
-  for (int64_t tok = 0; tok < n_tokens; ++tok) {
-    matmul(w, x.data() + tok * cols, 1, alone.data(), scratch, /*batch_invariant=*/true);
-    EXPECT_EQ(std::memcmp(alone.data(), got.data() + tok * rows, rows * sizeof(float)), 0) << "token " << tok;
-    if (w.data) continue;
-    matmul(w, x.data() + tok * cols, 1, alone.data(), scratch);  // the generation path
-    EXPECT_EQ(std::memcmp(alone.data(), got.data() + tok * rows, rows * sizeof(float)), 0) << "token " << tok;
+  // 2, 3: a short batch in one tile; 5, 7: full tiles of 4 and a remainder.
+  for (int64_t n_tokens : {2, 3, 5, 7}) {
+    matmul(w, x.data(), n_tokens, got.data(), scratch, /*batch_invariant=*/true);
+    for (int64_t i = 0; i < rows * n_tokens; ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-4f * (1.0f + std::fabs(want[i]))) << n_tokens << " tokens, element " << i;
+    for (int64_t tok = 0; tok < n_tokens; ++tok) {
+      matmul(w, x.data() + tok * cols, 1, alone.data(), scratch, /*batch_invariant=*/true);
+      EXPECT_EQ(std::memcmp(alone.data(), got.data() + tok * rows, rows * sizeof(float)), 0)
+          << n_tokens << " tokens, token " << tok;
+      if (w.data) continue;
+      matmul(w, x.data() + tok * cols, 1, alone.data(), scratch);  // the generation path
+      EXPECT_EQ(std::memcmp(alone.data(), got.data() + tok * rows, rows * sizeof(float)), 0)
+          << n_tokens << " tokens, token " << tok;
+    }
   }
 }
 

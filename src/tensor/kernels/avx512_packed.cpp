@@ -169,7 +169,10 @@ void gemm(const uint8_t* w, size_t /*wrb*/, int64_t nrows, const uint8_t* x, siz
       float* yg = y + g * kGroup;
       int64_t t = t0;
       for (; t + 4 <= t1; t += 4) group_tile<F, 4>(wg, nb, x + t * xrb, xrb, yg + t * ldy, ldy);
-      for (; t < t1; ++t) group_tile<F, 1>(wg, nb, x + t * xrb, xrb, yg + t * ldy, ldy);
+      // The last 1–3 tokens in one pass over the weights, not one pass each.
+      if (t1 - t == 3) group_tile<F, 3>(wg, nb, x + t * xrb, xrb, yg + t * ldy, ldy);
+      if (t1 - t == 2) group_tile<F, 2>(wg, nb, x + t * xrb, xrb, yg + t * ldy, ldy);
+      if (t1 - t == 1) group_tile<F, 1>(wg, nb, x + t * xrb, xrb, yg + t * ldy, ldy);
     }
   }
 }
