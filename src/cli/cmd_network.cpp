@@ -93,9 +93,9 @@ void serve(ServeOpts& o) {
   signal(SIGTERM, on_signal);
   std::fprintf(stderr,
                "orchard network serve: coordinator on http://%s:%d, data in %s\n"
-               "  clients: /v1/chat/completions /v1/completions /v1/models (Bearer API key) · nodes: /v1/node/… "
-               "(signed) · /health /v1/world /v1/ledger/…\n",
-               o.c.host.c_str(), port, o.c.data_dir.string().c_str());
+               "  world page: http://%s:%d/ · clients: /v1/chat/completions /v1/completions /v1/models (Bearer API "
+               "key) · nodes: /v1/node/… (signed) · /health /v1/world /v1/ledger/…\n",
+               o.c.host.c_str(), port, o.c.data_dir.string().c_str(), o.c.host.c_str(), port);
   coordinator.run();
   g_coordinator = nullptr;
   std::fprintf(stderr, "orchard network serve: stopped\n");

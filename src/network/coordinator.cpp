@@ -194,6 +194,7 @@ Coordinator::Coordinator(CoordinatorOptions options) : s_(std::make_unique<State
   add_node_routes(*s_);
   add_client_routes(*s_);
   add_ledger_routes(*s_);
+  add_world_routes(*s_);
 }
 
 Coordinator::~Coordinator() {

@@ -19,6 +19,7 @@
 #include "network/ledger.h"
 #include "network/node_identity.h"
 #include "network/nonce_store.h"
+#include "network/rate_meter.h"
 #include "serve/stream.h"
 
 namespace orchard::network {
@@ -61,6 +62,8 @@ struct Coordinator::State {
   ApiKeys keys;  // single statements: safe on the shared connection
   std::unique_ptr<SqliteNonceStore> nonces;
 
+  RateMeter tokens;  // generated tokens as their output arrives: the world page's tokens/s
+
   Signal work;    // a job was queued or requeued, a node became free
   Signal output;  // output was stored, a job finished or failed
   std::atomic<bool> stopping{false};
@@ -102,6 +105,8 @@ httplib::Server::Handler node_endpoint(Coordinator::State& s, bool registering, 
 
 void add_node_routes(Coordinator::State& s);
 void add_client_routes(Coordinator::State& s);
+// The world page (/ and /world) and its data, GET /v1/world (coordinator_world.cpp).
+void add_world_routes(Coordinator::State& s);
 // The public ledger endpoints: the signing key, the signed head, an account's entries, the chain.
 void add_ledger_routes(Coordinator::State& s);
 // Signs the ledger head with the coordinator's key unless it already signed this head; errors
