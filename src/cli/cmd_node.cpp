@@ -21,7 +21,7 @@ namespace orchard::cli {
 namespace {
 
 struct NodeOpts {
-  std::string coordinator, key, owner, hardware = "laptop", window, chip = "cpu";
+  std::string coordinator, key, owner, hardware = "laptop", window, chip = "cpu", idle_after;
   std::string trusted_key, pin_file;  // status: the coordinator's ledger key, where it is pinned
   std::vector<std::string> models, names;
   bool dedicated = false, when_idle = false;
@@ -63,6 +63,10 @@ void run_node(const NodeOpts& o) {
   ao.lending.mode = o.dedicated ? network::Lending::Dedicated : network::Lending::WhenIdle;
   ao.lending.max_load = o.idle_load;
   if (!o.window.empty()) ao.lending.set_window(o.window);
+  if (!o.idle_after.empty()) {
+    if (o.dedicated) throw Error("--idle-after is for --when-idle: a dedicated node lends whatever its user does");
+    ao.lending.set_idle_after(o.idle_after);
+  }
   ao.chip = o.chip;
   ao.bandwidth_gbs = o.bandwidth;
   ao.poll_wait_s = o.poll_wait;
@@ -152,6 +156,10 @@ void register_node(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--window", o->window, "With --when-idle: lend only between these local times, e.g. 22:00-07:00")
       ->type_name("HH:MM-HH:MM");
+  cmd->add_option("--idle-after", o->idle_after,
+                  "With --when-idle: lend only once the user has given no input for this long (e.g. 5m); "
+                  "a running job is handed back as soon as they return")
+      ->type_name("DURATION");
   cmd->add_option("--bandwidth", o->bandwidth, "Memory bandwidth in GB/s (default: measured at start)");
   cmd->add_option("--chip", o->chip, "The chip, as the planner's catalog names it (default: a plain CPU)");
   cmd->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str();
@@ -161,8 +169,11 @@ void register_node(CLI::App& app) {
       "Examples:\n"
       "  orchard node --coordinator http://coord.example:8090 -m llama-3.1-8b-q4 --dedicated\n"
       "  orchard node --coordinator http://coord.example:8090 -m model.gguf --when-idle --window 22:00-07:00\n"
+      "  orchard node --coordinator http://coord.example:8090 -m model.gguf --when-idle --idle-after 5m\n"
       "  orchard node status --coordinator http://coord.example:8090\n"
-      "SIGTERM or Ctrl-C drains: a running job is handed back (its output kept for the next node).");
+      "SIGTERM or Ctrl-C drains: a running job is handed back (its output kept for the next node).\n"
+      "--idle-after reads the user's input from logind's idle hint (desktop sessions) and terminal\n"
+      "input times (/dev/pts, /dev/tty*), as `w` does; docs/network.md has the details.");
   auto* status = cmd->add_subcommand("status", "Jobs this node served and credits it earned");
   status->add_option("--coordinator", o->coordinator, "The coordinator, http://HOST:PORT")->required()->type_name("URL");
   status->add_option("--key", o->key, "This node's identity key")->type_name("PATH");
