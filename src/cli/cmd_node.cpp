@@ -1,8 +1,11 @@
 // `orchard node`: lends this machine to a coordinator (the node agent, src/node/agent.h).
-// `orchard node status`: what this node has served and earned, as the coordinator records it.
+// `orchard node status`: what this node has served and earned, as the coordinator records it,
+// and a local check that the owner's ledger entries are under the coordinator's signed head.
 #include <signal.h>
 
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 
@@ -10,6 +13,7 @@
 #include "model/synthetic/synthetic.h"
 #include "network/node_identity.h"
 #include "node/agent.h"
+#include "node/ledger_check.h"
 #include "serve/model_store.h"
 #include "tensor/error.h"
 
@@ -17,7 +21,8 @@ namespace orchard::cli {
 namespace {
 
 struct NodeOpts {
-  std::string coordinator, key, owner, hardware = "laptop", window, chip = "cpu";
+  std::string coordinator, key, owner, hardware = "laptop", window, chip = "cpu", idle_after;
+  std::string trusted_key, pin_file;  // status: the coordinator's ledger key, where it is pinned
   std::vector<std::string> models, names;
   bool dedicated = false, when_idle = false;
   double idle_load = 0.5, bandwidth = 0;
@@ -26,6 +31,14 @@ struct NodeOpts {
 };
 
 std::string default_key_path() { return (std::filesystem::path(orchard_home()) / "node" / "node.key").string(); }
+
+// Where `node status` pins a coordinator's ledger key: one file per coordinator address.
+std::string default_pin_file(const std::string& coordinator) {
+  std::string name;
+  for (char c : coordinator.substr(coordinator.find("://") == std::string::npos ? 0 : coordinator.find("://") + 3))
+    name += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ? c : '_';
+  return (std::filesystem::path(orchard_home()) / "node" / "trusted" / (name + ".json")).string();
+}
 
 node::Agent* g_agent = nullptr;
 
@@ -50,6 +63,10 @@ void run_node(const NodeOpts& o) {
   ao.lending.mode = o.dedicated ? network::Lending::Dedicated : network::Lending::WhenIdle;
   ao.lending.max_load = o.idle_load;
   if (!o.window.empty()) ao.lending.set_window(o.window);
+  if (!o.idle_after.empty()) {
+    if (o.dedicated) throw Error("--idle-after is for --when-idle: a dedicated node lends whatever its user does");
+    ao.lending.set_idle_after(o.idle_after);
+  }
   ao.chip = o.chip;
   ao.bandwidth_gbs = o.bandwidth;
   ao.poll_wait_s = o.poll_wait;
@@ -92,6 +109,33 @@ void node_status(const NodeOpts& o) {
   std::printf("  credits earned   %s by this node, %s by the owner's nodes; owner's balance %s\n",
               credits(s.value("credits_earned", 0LL)).c_str(), credits(s.value("owner_earned", 0LL)).c_str(),
               credits(s.value("owner_balance", 0LL)).c_str());
+
+  // The ledger, checked here rather than taken on the coordinator's word.
+  node::LedgerCheckOptions lo;
+  lo.coordinator = o.coordinator;
+  lo.account = s.value("owner", "");
+  lo.trusted_key = o.trusted_key;
+  lo.pin_file = o.pin_file.empty() ? default_pin_file(o.coordinator) : o.pin_file;
+  const node::LedgerCheckResult r = node::check_owner_ledger(lo);
+  if (r.pinned_now)
+    std::printf("  ledger key       %s (pinned on first use in %s)\n", r.key.c_str(), lo.pin_file.string().c_str());
+  if (!r.head) {
+    std::printf("  ledger           no signed head yet\n");
+    return;
+  }
+  if (!r.check.ok()) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "ledger check FAILED against the head signed at seq %lld (%zu problem%s):\n",
+                 static_cast<long long>(r.head->seq), r.check.violations.size(), r.check.violations.size() == 1 ? "" : "s");
+    for (const auto& v : r.check.violations) std::fprintf(stderr, "  %s\n", v.c_str());
+    std::exit(1);
+  }
+  std::printf("  ledger           verified: %lld entr%s of %s under the head signed at seq %lld",
+              static_cast<long long>(r.check.verified), r.check.verified == 1 ? "y" : "ies", lo.account.c_str(),
+              static_cast<long long>(r.head->seq));
+  if (r.check.earlier) std::printf(", %lld verified before", static_cast<long long>(r.check.earlier));
+  if (r.check.pending) std::printf(", %lld newer not signed yet", static_cast<long long>(r.check.pending));
+  std::printf("\n");
 }
 
 }  // namespace
@@ -112,6 +156,10 @@ void register_node(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--window", o->window, "With --when-idle: lend only between these local times, e.g. 22:00-07:00")
       ->type_name("HH:MM-HH:MM");
+  cmd->add_option("--idle-after", o->idle_after,
+                  "With --when-idle: lend only once the user has given no input for this long (e.g. 5m); "
+                  "a running job is handed back as soon as they return")
+      ->type_name("DURATION");
   cmd->add_option("--bandwidth", o->bandwidth, "Memory bandwidth in GB/s (default: measured at start)");
   cmd->add_option("--chip", o->chip, "The chip, as the planner's catalog names it (default: a plain CPU)");
   cmd->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str();
@@ -121,11 +169,22 @@ void register_node(CLI::App& app) {
       "Examples:\n"
       "  orchard node --coordinator http://coord.example:8090 -m llama-3.1-8b-q4 --dedicated\n"
       "  orchard node --coordinator http://coord.example:8090 -m model.gguf --when-idle --window 22:00-07:00\n"
+      "  orchard node --coordinator http://coord.example:8090 -m model.gguf --when-idle --idle-after 5m\n"
       "  orchard node status --coordinator http://coord.example:8090\n"
-      "SIGTERM or Ctrl-C drains: a running job is handed back (its output kept for the next node).");
+      "SIGTERM or Ctrl-C drains: a running job is handed back (its output kept for the next node).\n"
+      "--idle-after reads the user's input from logind's idle hint (desktop sessions) and terminal\n"
+      "input times (/dev/pts, /dev/tty*), as `w` does; docs/network.md has the details.");
   auto* status = cmd->add_subcommand("status", "Jobs this node served and credits it earned");
   status->add_option("--coordinator", o->coordinator, "The coordinator, http://HOST:PORT")->required()->type_name("URL");
   status->add_option("--key", o->key, "This node's identity key")->type_name("PATH");
+  status->add_option("--trusted-key", o->trusted_key,
+                     "The coordinator's ledger key (64 hex digits) to check signed heads against "
+                     "(default: the key pinned on first use)")
+      ->type_name("HEX");
+  status->add_option("--pin-file", o->pin_file,
+                     "Where the coordinator's key and the last verified head are kept "
+                     "(default: ~/.cache/orchard/node/trusted/HOST_PORT.json)")
+      ->type_name("PATH");
   cmd->require_subcommand(0, 1);
   status->callback([o] { node_status(*o); });
   cmd->callback([o, status] {

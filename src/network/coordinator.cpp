@@ -23,7 +23,8 @@ int64_t unix_ms() {
 }
 
 CoordinatorFiles coordinator_files(const std::filesystem::path& dir) {
-  return {dir / "jobs.sqlite", dir / "ledger.sqlite", dir / "nonces.sqlite", dir / "api_keys.sqlite"};
+  return {dir / "jobs.sqlite", dir / "ledger.sqlite", dir / "nonces.sqlite", dir / "api_keys.sqlite",
+          dir / "coordinator.key"};
 }
 
 namespace {
@@ -74,7 +75,12 @@ AuthResult authenticate(Coordinator::State& s, const httplib::Request& req, bool
 }
 
 void sweep(Coordinator::State& s) {
+  auto next_signing = std::chrono::steady_clock::now() + std::chrono::milliseconds(s.opts.sign_every_ms);
   while (!s.stopping) {
+    if (std::chrono::steady_clock::now() >= next_signing) {
+      sign_head_if_moved(s);
+      next_signing = std::chrono::steady_clock::now() + std::chrono::milliseconds(s.opts.sign_every_ms);
+    }
     try {
       const ExpireReport r = s.with_store([](JobStore& st) { return st.expire(unix_ms()); });
       if (!r.abandoned.empty() || !r.failed.empty()) {
@@ -100,6 +106,8 @@ Coordinator::State::State(CoordinatorOptions o)
       files(coordinator_files(made(opts.data_dir))),
       store(JobStore::open(files.jobs, opts.store)),
       ledger(Ledger::open(files.ledger)),
+      // The same key file handling as a node's: made once, never silently replaced.
+      signer(NodeIdentity::load_or_create(files.signing_key)),
       keys(ApiKeys::open(files.api_keys)),
       nonces(SqliteNonceStore::open(files.nonces)) {}
 
@@ -185,6 +193,8 @@ Coordinator::Coordinator(CoordinatorOptions options) : s_(std::make_unique<State
     });
   add_node_routes(*s_);
   add_client_routes(*s_);
+  add_ledger_routes(*s_);
+  add_world_routes(*s_);
 }
 
 Coordinator::~Coordinator() {
@@ -215,6 +225,8 @@ void Coordinator::run() {
   s.stopping = true;
   s.sweeper.join();
   s.pump.join();
+  // What was paid last is signed before the coordinator goes: owners can check it while it is down.
+  sign_head_if_moved(s);
 }
 
 void Coordinator::stop() {

@@ -31,6 +31,7 @@ struct CoordinatorOptions {
   size_t max_body_bytes = 8u << 20;
   StoreOptions store;                // lease, heartbeat timeout, queue timeout, attempts
   int64_t sweep_interval_ms = 1000;  // how often leases and heartbeats are checked
+  int64_t sign_every_ms = 60'000;    // how often the ledger head is signed (when it moved), and at shutdown
   int32_t default_max_tokens = 256;  // when a client does not say
   int64_t max_skew_ms = kDefaultMaxSkewMs;
   bool log = false;                  // one line per request on stderr
@@ -39,6 +40,7 @@ struct CoordinatorOptions {
 // The files in a coordinator's data folder.
 struct CoordinatorFiles {
   std::filesystem::path jobs, ledger, nonces, api_keys;
+  std::filesystem::path signing_key;  // coordinator.key: Ed25519, PEM, made on first start
 };
 CoordinatorFiles coordinator_files(const std::filesystem::path& data_dir);
 

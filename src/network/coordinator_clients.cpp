@@ -1,6 +1,5 @@
 // The coordinator's client endpoints (OpenAI's chat/completions and models, with an API key)
-// and its public ones (/health, /v1/world), and the pump that passes stored output on to the
-// clients' streams.
+// and /health, and the pump that passes stored output on to the clients' streams.
 #include "network/coordinator_state.h"
 #include "network/protocol.h"
 #include "serve/http_util.h"
@@ -103,35 +102,6 @@ void models(Coordinator::State& s, const httplib::Request& req, httplib::Respons
   serve::send_json(res, {{"object", "list"}, {"data", data}});
 }
 
-json world(Coordinator::State& s) {
-  const int64_t now = unix_ms();
-  json nodes = json::array();
-  s.with_store([&](JobStore& st) {
-    for (const NodeView& v : st.nodes()) {
-      const NodeStats n = st.node_stats(v.info.id);
-      const json info = to_json(v.info);
-      json models = json::array();
-      for (const ModelInfo& m : v.info.models) models.push_back(m.name);
-      nodes.push_back({{"id", v.info.id},
-                       {"owner", v.info.owner},
-                       {"hardware", to_string(v.info.hardware)},
-                       {"machines", info["machines"]},
-                       {"group", info.contains("group") ? info["group"] : json()},
-                       {"models", models},
-                       {"lending", to_string(v.info.lending)},
-                       {"status", v.draining ? "draining" : to_string(v.info.state.status)},
-                       {"load", v.info.state.load},
-                       {"online", online(v, s, now)},
-                       {"last_heartbeat_ms", v.last_heartbeat_ms},
-                       {"jobs_served", n.jobs_served},
-                       {"tokens_generated", n.tokens_generated},
-                       {"reliability", v.reliability},
-                       {"active_jobs", v.active_jobs}});
-    }
-  });
-  return {{"nodes", nodes}, {"heartbeat_timeout_ms", s.opts.store.heartbeat_timeout_ms}};
-}
-
 json health(Coordinator::State& s) {
   const int64_t now = unix_ms();
   int total = 0, available = 0;
@@ -219,7 +189,6 @@ void add_client_routes(Coordinator::State& s) {
                 generate(s, false, req, res);
               }));
   s.http.Get("/v1/models", client(models));
-  s.http.Get("/v1/world", client([](Coordinator::State& st, const auto&, auto& res) { serve::send_json(res, world(st)); }));
   s.http.Get("/health", client([](Coordinator::State& st, const auto&, auto& res) { serve::send_json(res, health(st)); }));
 }
 

@@ -279,4 +279,13 @@ std::vector<NodeView> JobStore::nodes() {
   return out;
 }
 
+std::map<JobState, int64_t> JobStore::job_counts() {
+  sql::Stmt s(db(), "SELECT state, count(*) FROM jobs GROUP BY state");
+  std::map<JobState, int64_t> out;
+  while (s.step())
+    for (JobState st : {JobState::Queued, JobState::Assigned, JobState::Running, JobState::Done, JobState::Failed})
+      if (s.text(0) == to_string(st)) out[st] = s.i64(1);
+  return out;
+}
+
 }  // namespace orchard::network

@@ -24,6 +24,7 @@
 // connections and processes may share the file.
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -189,6 +190,8 @@ class JobStore {
   NodeStats node_stats(const std::string& node_id);
   // Every registered node as placement sees it.
   std::vector<NodeView> nodes();
+  // How many jobs are in each state (states with none are absent), for the world page.
+  std::map<JobState, int64_t> job_counts();
 
   const std::filesystem::path& path() const { return path_; }
   const StoreOptions& options() const { return options_; }

@@ -158,6 +158,14 @@ std::vector<Entry> Ledger::entries_for(const std::string& account) {
   return out;
 }
 
+std::vector<Entry> Ledger::entries_range(int64_t from, int64_t to) {
+  sql::Stmt s(db_, select_entries("WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq").c_str());
+  s.bind(1, from).bind(2, to);
+  std::vector<Entry> out;
+  while (s.step()) out.push_back(read_entry(s));
+  return out;
+}
+
 std::vector<std::string> Ledger::accounts() {
   sql::Stmt s(db_, "SELECT name FROM accounts ORDER BY name");
   std::vector<std::string> out;

@@ -126,6 +126,7 @@ Agent::Agent(AgentOptions options, network::NodeIdentity identity, std::vector<S
 Agent::~Agent() {
   done_ = true;
   if (heartbeats_.joinable()) heartbeats_.join();
+  if (activity_watch_.joinable()) activity_watch_.join();
 }
 
 network::NodeInfo Agent::describe() const { return info_; }
@@ -134,7 +135,31 @@ void Agent::log(const std::string& line) const {
   if (opts_.log) std::fprintf(stderr, "orchard node %s: %s\n", identity_.id().c_str(), line.c_str());
 }
 
-std::string Agent::lending_refusal() const { return opts_.lending.refusal(load_per_core(), local_minute_of_day()); }
+std::string Agent::lending_refusal() const {
+  const int64_t idle = user_idle_ms_.load();
+  return opts_.lending.refusal(load_per_core(), local_minute_of_day(), idle < 0 ? std::nullopt : std::optional(idle));
+}
+
+void Agent::check_activity() {
+  std::optional<int64_t> idle;
+  try {
+    idle = opts_.activity->idle_ms();
+  } catch (const std::exception& e) {
+    log(std::string("reading the user's activity: ") + e.what());
+  }
+  user_idle_ms_ = idle.value_or(-1);
+  const bool active = opts_.lending.user_is_active(idle);
+  if (active != user_active_.exchange(active))
+    log(active ? "the user is at the machine: not lending (" + lending_refusal() + ")"
+               : "the user has been away long enough: lending again");
+}
+
+void Agent::activity_loop() {
+  while (!killed_ && !done_) {
+    nap(opts_.activity_check_ms, [&] { return killed_.load() || done_.load(); });
+    if (!killed_ && !done_) check_activity();
+  }
+}
 
 network::HeartbeatState Agent::heartbeat_state() {
   network::HeartbeatState h;
@@ -181,6 +206,11 @@ void Agent::heartbeat_loop() {
 }
 
 void Agent::run() {
+  if (opts_.lending.mode == network::Lending::WhenIdle && opts_.lending.idle_after_ms) {
+    if (!opts_.activity) opts_.activity = std::make_shared<SystemActivity>();
+    check_activity();  // before registering: the first status says whether it lends
+    activity_watch_ = std::thread([this] { activity_loop(); });
+  }
   register_until_accepted();
   heartbeats_ = std::thread([this] { heartbeat_loop(); });
   while (!stopping()) {
@@ -214,6 +244,7 @@ void Agent::run() {
   }
   done_ = true;
   if (heartbeats_.joinable()) heartbeats_.join();
+  if (activity_watch_.joinable()) activity_watch_.join();
 }
 
 void Agent::run_job(const network::Work& w) {
@@ -247,11 +278,12 @@ void Agent::run_job(const network::Work& w) {
     int64_t index = p.next_index;
     if (p.options.max_tokens > 0 && static_cast<int64_t>(p.tokens.size()) < model->engine->n_ctx())
       r = model->engine->generate_pieces(p.tokens, p.options, [&](const std::string& text, std::span<const TokenId> tokens) {
-        if (stopping() || sender.lost()) return false;
+        // The user coming back ends the job here as draining does: handed back below.
+        if (stopping() || sender.lost() || user_active_) return false;
         sender.push({index, text, std::vector<int32_t>(tokens.begin(), tokens.end())});
         if (opts_.on_chunk) opts_.on_chunk(w.job_id, index);
         ++index;
-        return !stopping() && !sender.lost();
+        return !stopping() && !sender.lost() && !user_active_;
       });
   } catch (const std::exception& e) {
     std::lock_guard lock(running_mu_);
@@ -267,8 +299,8 @@ void Agent::run_job(const network::Work& w) {
   if (killed_) return;
   if (!sender.flush()) return log(name + ": lost: " + sender.why());
   if (r.finish_reason == "cancelled") {
-    // Draining: what was streamed stays; the next node continues after it. Saying so first
-    // keeps the job from being placed straight back here.
+    // Draining, or the user is back: what was streamed stays; the next node continues after
+    // it. Saying so first keeps the job from being placed straight back here.
     try {
       client_.heartbeat(heartbeat_state());
       client_.hand_back(w.job_id, w.attempt);

@@ -5,8 +5,10 @@
 // streamed — streams the output back chunk by chunk and completes the job, which pays its owner.
 //
 // It connects outbound only, so it works behind NAT. When its policy does not allow lending
-// (--when-idle and the machine is busy, or outside the window) it heartbeats as draining and
-// takes no work. drain() (SIGTERM, SIGINT) gives a running job back and returns from run().
+// (--when-idle and the machine is busy, its user is at it, or outside the window) it heartbeats
+// as draining and takes no work. When the user comes back (--idle-after) during a job, the job
+// is handed back at once, without penalty. drain() (SIGTERM, SIGINT) gives a running job back
+// and returns from run().
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -18,6 +20,7 @@
 
 #include "network/node_identity.h"
 #include "network/node_info.h"
+#include "node/activity.h"
 #include "node/coordinator_client.h"
 #include "node/job_runner.h"
 #include "node/machine.h"
@@ -35,6 +38,10 @@ struct AgentOptions {
   bool log = true;             // a line per job on stderr
   // Tests: called on the work thread after each output chunk is queued for sending.
   std::function<void(const std::string& job_id, int64_t index)> on_chunk;
+  // With lending.idle_after_ms: where the user's input is read (null: SystemActivity), and how
+  // often (a returning user gets their machine back within about this long).
+  std::shared_ptr<ActivitySource> activity;
+  int64_t activity_check_ms = 1000;
 };
 
 class Agent {
@@ -60,6 +67,9 @@ class Agent {
   bool stopping() const { return draining_.load() || killed_.load(); }
   void register_until_accepted();
   void heartbeat_loop();
+  // Samples the user's activity (lending.idle_after_ms only); logs when the user comes and goes.
+  void check_activity();
+  void activity_loop();
   network::HeartbeatState heartbeat_state();
   // Empty when the policy allows lending now.
   std::string lending_refusal() const;
@@ -75,9 +85,11 @@ class Agent {
 
   std::atomic<bool> draining_{false}, killed_{false}, done_{false};
   std::atomic<int64_t> completed_{0};
+  std::atomic<int64_t> user_idle_ms_{-1};  // the last sample; -1: unknown
+  std::atomic<bool> user_active_{false};   // the user's activity alone refuses lending now
   std::mutex running_mu_;
   std::string running_job_;  // the job being run now, for heartbeats
-  std::thread heartbeats_;
+  std::thread heartbeats_, activity_watch_;
 };
 
 }  // namespace orchard::node

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # End-to-end tests of `orchard serve`: starts the server on a free port with the tiny
 # stories260K model, runs the Node tests against it (the official openai client, the web page
-# in headless Chromium), stops the server.
+# in headless Chromium), stops the server. world.test.mjs (the coordinator's world page) starts
+# its own coordinator and node agents; it runs here for the shared setup.
 #
 #   tests/e2e/run.sh [ORCHARD_BINARY [TEST_FILE...]]
 #
 # Environment: ORCHARD_BINARY (default build/orchard), ORCHARD_SHARED_DATA (default
 # ../shared/data beside the repository), ORCHARD_ARTIFACTS (default e2e-artifacts beside the
-# binary: the server log and the page screenshot), ORCHARD_CHROMIUM (default /usr/bin/chromium).
+# binary: the server log and the pages' screenshots), ORCHARD_CHROMIUM (default /usr/bin/chromium).
 # Exit status: 0 passed, 77 skipped (no shared data; CTest's SKIP_RETURN_CODE), else failed.
 set -euo pipefail
 
@@ -113,4 +114,4 @@ if ((failed)); then
   tail -n 30 "$log" >&2
   exit 1
 fi
-echo "e2e: passed (screenshot: $artifacts/page.png)"
+echo "e2e: passed (artifacts, screenshots among them: $artifacts)"

@@ -36,7 +36,8 @@ struct RunningCoordinator {
   int port = 0;
 
   explicit RunningCoordinator(const std::string& name) : RunningCoordinator(ExistingDir{fresh_dir(name)}) {}
-  explicit RunningCoordinator(ExistingDir existing) : dir(std::move(existing.path)) {
+  // `sign_every_ms`: how often the ledger head is signed (an hour: only at shutdown, or by the test).
+  explicit RunningCoordinator(ExistingDir existing, int64_t sign_every_ms = 200) : dir(std::move(existing.path)) {
     CoordinatorOptions o;
     o.data_dir = dir;
     o.port = 0;
@@ -45,6 +46,7 @@ struct RunningCoordinator {
     o.store.heartbeat_timeout_ms = 1500;
     o.store.queue_timeout_ms = 60'000;
     o.sweep_interval_ms = 100;
+    o.sign_every_ms = sign_every_ms;
     o.default_max_tokens = 16;
     coordinator = std::make_unique<Coordinator>(o);
     port = coordinator->bind();

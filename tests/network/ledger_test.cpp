@@ -22,6 +22,7 @@
 #include "cli/cli_run.h"
 #include "network/credits.h"  // details()
 #include "network/ledger_hash.h"
+#include "network/test_files.h"
 #include "tensor/error.h"
 
 namespace orchard::network {
@@ -41,22 +42,7 @@ nlohmann::json details(int prompt, int generated) {
                           HardwareClass::Desktop, false});
 }
 
-// Runs `sql` on the file with the append-only triggers dropped first: what someone with raw
-// write access could do.
-void tamper(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  const std::string all =
-      "DROP TRIGGER IF EXISTS entries_no_update; DROP TRIGGER IF EXISTS entries_no_delete; "
-      "DROP TRIGGER IF EXISTS signed_heads_no_update; DROP TRIGGER IF EXISTS signed_heads_no_delete; " +
-      sql;
-  char* msg = nullptr;
-  const int rc = sqlite3_exec(db, all.c_str(), nullptr, nullptr, &msg);
-  const std::string err = msg ? msg : "";
-  sqlite3_free(msg);
-  sqlite3_close(db);
-  ASSERT_EQ(rc, SQLITE_OK) << err;
-}
+using test::tamper;
 
 // Raw SQL without dropping anything; returns SQLite's error message ("" on success).
 std::string raw_exec(const std::string& path, const std::string& sql) {

@@ -1,7 +1,8 @@
 #pragma once
-// Files for the network's store tests: a fresh directory per test, and the check that a store
-// refuses a file that is not its database.
+// Files for the network's store tests: a fresh directory per test, the check that a store
+// refuses a file that is not its database, and tampering with a ledger file.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -33,6 +34,23 @@ void expect_refuses_text_file(const std::string& name, Open open) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
   }
+}
+
+// Runs `sql` on the ledger file with the append-only triggers dropped first: what someone with
+// raw write access could do.
+inline void tamper(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  const std::string all =
+      "DROP TRIGGER IF EXISTS entries_no_update; DROP TRIGGER IF EXISTS entries_no_delete; "
+      "DROP TRIGGER IF EXISTS signed_heads_no_update; DROP TRIGGER IF EXISTS signed_heads_no_delete; " +
+      sql;
+  char* msg = nullptr;
+  const int rc = sqlite3_exec(db, all.c_str(), nullptr, nullptr, &msg);
+  const std::string err = msg ? msg : "";
+  sqlite3_free(msg);
+  sqlite3_close(db);
+  ASSERT_EQ(rc, SQLITE_OK) << err;
 }
 
 }  // namespace orchard::network::test
