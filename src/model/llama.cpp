@@ -139,9 +139,11 @@ void LlamaModel::run_layers(float* x, std::span<KVCache* const> kvs, std::span<c
     for (int64_t t = 0; t < n; ++t) rms_norm(&x[t * dim], L.attn_norm, &xn[t * dim], dim, hp_.rms_eps);
 
     // q = Wq·xn (+bq), k = Wk·xn (+bk), v = Wv·xn (+bv)   (this shard's heads only)
-    matmul(L.wq, xn.data(), n, q.data(), scratch_, batch_invariant_);
-    matmul(L.wk, xn.data(), n, k.data(), scratch_, batch_invariant_);
-    matmul(L.wv, xn.data(), n, v.data(), scratch_, batch_invariant_);
+    {
+      const MatrixView ws[] = {L.wq, L.wk, L.wv};
+      float* const ys[] = {q.data(), k.data(), v.data()};
+      matmul_shared(ws, xn.data(), n, ys, scratch_, batch_invariant_);
+    }
     if (L.bq) {
       for (int64_t t = 0; t < n; ++t) {
         for (int64_t i = 0; i < qd; ++i) q[t * qd + i] += L.bq[i];
@@ -175,8 +177,11 @@ void LlamaModel::run_layers(float* x, std::span<KVCache* const> kvs, std::span<c
 
     // x = x + Σ_ranks W_down·(silu(W_gate·xn) ⊙ W_up·xn), xn = rmsnorm(x) · ffn_norm
     for (int64_t t = 0; t < n; ++t) rms_norm(&x[t * dim], L.ffn_norm, &xn[t * dim], dim, hp_.rms_eps);
-    matmul(L.w_gate, xn.data(), n, gate.data(), scratch_, batch_invariant_);
-    matmul(L.w_up, xn.data(), n, up.data(), scratch_, batch_invariant_);
+    {
+      const MatrixView ws[] = {L.w_gate, L.w_up};
+      float* const ys[] = {gate.data(), up.data()};
+      matmul_shared(ws, xn.data(), n, ys, scratch_, batch_invariant_);
+    }
     swiglu(gate.data(), up.data(), gate.data(), n * ffn);
     matmul_cols(L.w_down, L.down_offset, gate.data(), ffn, n, proj.data());
     if (partial_sum_) partial_sum_->sum(proj.data(), static_cast<size_t>(n * dim));

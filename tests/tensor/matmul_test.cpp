@@ -268,3 +268,51 @@ TEST(MatmulZoo, FfnDownOfEveryVariant) {
 
 }  // namespace
 }  // namespace orchard
+
+namespace orchard {
+namespace {
+
+// Several matrices against one input (a layer's q, k and v): the bits of one matmul each,
+// whether they share the packed pass (same type, repacked) or fall back (mixed types, one token).
+TEST(Matmul, SharedInputProductsEqualSeparateOnes) {
+  const int64_t cols = 256;
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::F16}) {
+    for (bool mixed : {false, true}) {
+      const int64_t rows[] = {64, 32, 48};
+      std::vector<std::vector<uint8_t>> bytes;
+      std::vector<MatrixView> ws;
+      std::vector<std::unique_ptr<HugeBuffer>> packs;
+      for (int i = 0; i < 3; ++i) {
+        const DType ti = mixed && i == 1 ? DType::Q4_K : t;
+        bytes.push_back(random_matrix(ti, rows[i], cols, 70 + i));
+        ws.push_back({ti, rows[i], cols, bytes.back().data()});
+        packs.push_back(pack_for_cpu(ws.back()));
+      }
+      for (int64_t n : {1, 3, 9}) {
+        for (bool invariant : {false, true}) {
+          const std::vector<float> x = normal_floats(cols * n, 80);
+          std::vector<uint8_t> scratch;
+          std::vector<std::vector<float>> want(3), got(3);
+          std::vector<float*> ys;
+          for (int i = 0; i < 3; ++i) {
+            want[i].resize(static_cast<size_t>(rows[i] * n));
+            got[i].assign(static_cast<size_t>(rows[i] * n), -1.0f);
+            matmul(ws[i], x.data(), n, want[i].data(), scratch, invariant);
+            ys.push_back(got[i].data());
+          }
+          matmul_shared(ws, x.data(), n, ys, scratch, invariant);
+          for (int i = 0; i < 3; ++i)
+            EXPECT_EQ(std::memcmp(want[i].data(), got[i].data(), want[i].size() * sizeof(float)), 0)
+                << type_name(t) << (mixed ? " mixed" : "") << " matrix " << i << " tokens " << n;
+        }
+      }
+    }
+  }
+  std::vector<uint8_t> scratch;
+  const MatrixView one[] = {{DType::F32, 2, 2, nullptr}};
+  float* outs[] = {nullptr, nullptr};
+  EXPECT_THROW(matmul_shared(one, nullptr, 1, outs, scratch), Error);
+}
+
+}  // namespace
+}  // namespace orchard
