@@ -104,17 +104,15 @@ Agent::Agent(AgentOptions options, network::NodeIdentity identity, std::vector<S
       models_(std::move(models)),
       client_(opts_.coordinator, identity_) {
   if (models_.empty()) throw Error("the node serves no model (give one with -m)");
-  network::MachineInfo m;
-  m.name = host_name();
-  m.chip = opts_.chip;
-  m.memory_bytes = total_memory_bytes();
-  if (m.memory_bytes == 0) throw Error("cannot read this machine's memory size from /proc/meminfo");
-  m.cores = cpu_cores();
-  m.mem_bw_gbs = opts_.bandwidth_gbs > 0 ? opts_.bandwidth_gbs : measure_bandwidth_gbs();
   info_.id = identity_.id();
   info_.owner = opts_.owner;
   info_.hardware = opts_.hardware;
-  info_.machines = {m};
+  if (opts_.machines.empty()) {
+    info_.machines = {this_machine(opts_.chip, opts_.memory_bytes, opts_.bandwidth_gbs)};
+  } else {
+    info_.machines = opts_.machines;
+    info_.group = opts_.group;
+  }
   for (const ServedModel& s : models_) {
     info_.models.push_back(s.info);
     info_.max_context = std::max(info_.max_context, s.engine->n_ctx());
@@ -246,7 +244,7 @@ void Agent::run_job(const network::Work& w) {
   try {
     int64_t index = p.next_index;
     if (p.options.max_tokens > 0 && static_cast<int64_t>(p.tokens.size()) < model->engine->n_ctx())
-      r = model->engine->generate_pieces(p.tokens, p.options, [&](const std::string& text, std::span<const TokenId> tokens) {
+      r = model->generate(p.tokens, p.options, [&](const std::string& text, std::span<const TokenId> tokens) {
         if (stopping() || sender.lost()) return false;
         sender.push({index, text, std::vector<int32_t>(tokens.begin(), tokens.end())});
         if (opts_.on_chunk) opts_.on_chunk(w.job_id, index);

@@ -1,7 +1,7 @@
 #pragma once
 // The node agent (`orchard node`): lends this machine to a coordinator. It registers (its
 // machine, the models it serves, its lending policy), heartbeats from a thread, long-polls for
-// work, runs each job with the local engine — resuming after the output an earlier attempt
+// work, runs each job with its model (the local engine, or a cabled group's ranks) — resuming after the output an earlier attempt
 // streamed — streams the output back chunk by chunk and completes the job, which pays its owner.
 //
 // It connects outbound only, so it works behind NAT. When its policy does not allow lending
@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,6 +32,11 @@ struct AgentOptions {
   LendingPolicy lending;
   std::string chip = "cpu";    // a catalog id brings the planner's figures for that chip
   double bandwidth_gbs = 0;    // 0: measured at start
+  uint64_t memory_bytes = 0;   // what the node reports (--memory); 0: the machine's MemTotal
+  // A cabled group (`orchard node --parallel` on rank 0 of a job): every rank's machine and the
+  // link the ranks measured (node/group.h). Empty: this machine alone.
+  std::vector<network::MachineInfo> machines;
+  std::optional<network::CabledGroup> group;
   int poll_wait_s = 20;        // long-poll length
   bool log = true;             // a line per job on stderr
   // Tests: called on the work thread after each output chunk is queued for sending.
