@@ -206,6 +206,12 @@ void Agent::run() {
     }
     if (work) {
       run_job(*work);
+      // Said now, not at the next beat: until then the coordinator sees this node busy.
+      try {
+        client_.heartbeat(heartbeat_state());
+      } catch (const CallError& e) {
+        log(std::string("heartbeat: ") + e.what());
+      }
     } else if (!refusal.empty()) {
       nap(1000, [&] { return stopping(); });
     }

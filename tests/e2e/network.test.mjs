@@ -85,9 +85,9 @@ class Proc {
 
 // Stands between node A and the coordinator, passing every request through unchanged (the node
 // signs path and body, not the host). Once `hold()` is armed, the first output a job streams
-// passes and everything after it is held unanswered: the node is cut off mid-stream, exactly
-// as a machine whose network hangs before it dies, so it cannot finish the job before the test
-// kills it, however fast it generates.
+// passes and every later report on jobs (output, complete) is held unanswered, while heartbeats
+// and polls go on: the node is stuck mid-stream, so it cannot finish the job however fast it
+// generates, until the test kills it or `release()`s what was held.
 class Relay {
   constructor(target) {
     this.target = new URL(target);
@@ -105,13 +105,20 @@ class Relay {
     this.armed = true;
     this.passedOutput = new Promise((resolve) => { this.onOutput = resolve; });
   }
+  release() {
+    this.armed = this.holding = false;
+    const held = this.held;
+    this.held = [];
+    for (const [req, res] of held) this.pass(req, res);
+  }
   pass(req, res) {
-    if (this.holding) {
-      this.held.push(res);
+    const report = req.url.startsWith('/v1/node/jobs/');
+    if (this.holding && report) {
+      this.held.push([req, res]);
       return;
     }
     const output = this.armed && req.method === 'POST' && /\/v1\/node\/jobs\/[^/]+\/output$/.test(req.url);
-    if (output) this.holding = true;  // from now on nothing of this node gets through
+    if (output) this.holding = true;  // from now on no report of this node gets through
     const upstream = http.request({
       host: this.target.hostname, port: this.target.port, method: req.method, path: req.url, headers: req.headers,
     }, (up) => {
@@ -123,7 +130,7 @@ class Relay {
     req.pipe(upstream);
   }
   close() {
-    for (const res of this.held) res.destroy();
+    for (const [, res] of this.held) res.destroy();
     this.server.closeAllConnections?.();
     this.server.close();
   }
@@ -132,6 +139,22 @@ class Relay {
 function goldenText(prompt) {
   const file = path.join(golden, `stories260K.${prompt}.greedy64.kvf32.json`);
   return JSON.parse(readFileSync(file, 'utf8')).generated_text;
+}
+
+// Polls `check` until it is true, for up to a minute.
+async function eventually(check, what) {
+  const deadline = Date.now() + 60_000;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+// `promise`, or an error naming `what` after a minute.
+function within(promise, what) {
+  let timer;
+  const timeout = new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), 60_000); });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
 async function collect(stream) {
@@ -153,6 +176,13 @@ describe('a network of three nodes, one a tensor-parallel group', () => {
   }
   async function world() {
     return (await fetch(`${url}/v1/world`)).json();
+  }
+  // Waits until the owner's node is online, says it is available and holds no job.
+  async function free(owner) {
+    await eventually(async () => {
+      const n = (await world()).nodes.find((x) => x.owner === owner);
+      return n.online && n.status === 'available' && n.active_jobs === 0;
+    }, `the node of ${owner} to be free`);
   }
 
   before(async () => {
@@ -245,15 +275,44 @@ describe('a network of three nodes, one a tensor-parallel group', () => {
     assert.equal(job.attempts, 1);
   });
 
+  test('a client that hangs up cancels its job; its node stops, is not paid, and takes the next job', async (t) => {
+    await free('alice');
+    relay.hold();
+    const controller = new AbortController();
+    const { data: stream, response } = await client.completions.create(
+      { model: 'stories260K', prompt: 'Once upon a time', max_tokens: 64, temperature: 0, stream: true },
+      { signal: controller.signal }).withResponse();
+    const id = response.headers.get('x-orchard-job');
+    assert.equal((await jobOf(id)).node_id, ids.alice);  // placed at once, on the faster node
+    await within(relay.passedOutput, 'node A\'s first output');  // A streamed part of the answer, and waits
+    for await (const chunk of stream) if (chunk.choices[0]?.text) break;  // the first text, then hang up
+    controller.abort();
+    // The coordinator notices at its next write to the client (a chunk or a ping).
+    await eventually(async () => (await jobOf(id)).state === 'cancelled', 'the job to be cancelled');
+    // A hears that its output is refused (403), stops generating and is free again.
+    relay.release();
+    await free('alice');
+    const { data, response: next } = await client.completions.create(
+      { model: 'stories260K', prompt: 'Once upon a time', max_tokens: 64, temperature: 0 }).withResponse();
+    assert.equal(data.choices[0].text, goldenText('once_upon_a_time'));
+    assert.equal((await jobOf(next.headers.get('x-orchard-job'))).node_id, ids.alice);
+    const job = await jobOf(id);
+    t.diagnostic(`the cancelled job holds ${job.chunks} chunk(s)`);
+    assert.equal(job.state, 'cancelled');
+    assert.ok(job.chunks < 64, `${job.chunks} chunks: the node finished the cancelled job`);
+    assert.equal(job.usage, undefined);
+  });
+
   test('a node SIGKILLed mid-stream: the client still gets the complete, correct answer', async (t) => {
+    await free('alice');
     relay.hold();
     const { data: stream, response } = await client.completions.create(
       { model: 'stories260K', prompt: 'The little dog', max_tokens: 64, temperature: 0, stream: true }).withResponse();
     const id = response.headers.get('x-orchard-job');
     const text = collect(stream);
-    await relay.passedOutput;  // A has streamed part of the answer and is cut off from then on
+    assert.equal((await jobOf(id)).node_id, ids.alice);  // placed at once, on the faster node
+    await within(relay.passedOutput, 'node A\'s first output');  // A streamed part of the answer, and waits
     const before = await jobOf(id);
-    assert.equal(before.node_id, ids.alice);
     t.diagnostic(`node A stored ${before.chunks} chunk(s) before it was killed`);
     assert.ok(before.chunks >= 1);
     nodeA.child.kill('SIGKILL');
@@ -266,9 +325,9 @@ describe('a network of three nodes, one a tensor-parallel group', () => {
     assert.equal(job.node_id, ids.bob);
     assert.equal(job.usage.completion_tokens, 64);
 
-    // Every job was paid once, and the ledger verifies.
+    // Every completed job was paid once (five: the cancelled one is not), and the ledger verifies.
     const ledger = path.join(dir, 'coordinator', 'ledger.sqlite');
     const { stdout } = await run(binary, ['network', 'ledger', '--db', ledger, '--verify']);
-    assert.match(stdout, /ledger verifies: 4 entries/);
+    assert.match(stdout, /ledger verifies: 5 entries/);
   });
 });
