@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <deque>
 
+#include "dist/group.h"
+
 namespace orchard::node {
 
 using network::OutputChunk;
@@ -218,6 +220,7 @@ void Agent::run() {
   }
   done_ = true;
   if (heartbeats_.joinable()) heartbeats_.join();
+  if (!fatal_.empty()) throw Error(fatal_);
 }
 
 void Agent::run_job(const network::Work& w) {
@@ -257,6 +260,24 @@ void Agent::run_job(const network::Work& w) {
         ++index;
         return !stopping() && !sender.lost();
       });
+  } catch (const dist::CommError& e) {
+    // A group whose ranks lost each other can run nothing more: the job goes back for another
+    // node, and this one stops (run() throws, so the group's job ends and says why).
+    {
+      std::lock_guard lock(running_mu_);
+      running_job_.clear();
+    }
+    if (killed_) return;
+    sender.flush();
+    fatal_ = std::string("the group's ranks lost each other: ") + e.what();
+    draining_ = true;
+    try {
+      client_.heartbeat(heartbeat_state());
+      client_.hand_back(w.job_id, w.attempt);
+    } catch (const CallError& c) {
+      log(std::string("hand back: ") + c.what());
+    }
+    return;
   } catch (const std::exception& e) {
     std::lock_guard lock(running_mu_);
     running_job_.clear();

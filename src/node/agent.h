@@ -49,7 +49,8 @@ class Agent {
   ~Agent();
 
   // Registers and works until drain() or kill(). Throws orchard::Error when the coordinator
-  // refuses the registration (a coordinator that does not answer is retried).
+  // refuses the registration (a coordinator that does not answer is retried), or when a group's
+  // ranks lost each other mid-job (the job is handed back first).
   void run();
   // Stops taking work, gives a running job back (what it streamed stays for the next node)
   // and makes run() return. Only sets a flag: safe from a signal handler.
@@ -81,6 +82,7 @@ class Agent {
 
   std::atomic<bool> draining_{false}, killed_{false}, done_{false};
   std::atomic<int64_t> completed_{0};
+  std::string fatal_;  // why run() ends with an error (set on the work thread)
   std::mutex running_mu_;
   std::string running_job_;  // the job being run now, for heartbeats
   std::thread heartbeats_;
