@@ -61,6 +61,7 @@ node::AgentOptions agent_options(const NodeOpts& o) {
   ao.chip = o.chip;
   ao.bandwidth_gbs = o.bandwidth;
   ao.memory_bytes = o.memory.empty() ? 0 : parallel::parse_bytes(o.memory);
+  if (!o.memory.empty() && ao.memory_bytes == 0) throw Error("--memory " + o.memory + ": lend more than nothing");
   ao.poll_wait_s = o.poll_wait;
   return ao;
 }

@@ -204,6 +204,7 @@ void pump_once(Coordinator::State& s) {
     std::lock_guard lock(s.feeds_mu);
     for (const auto& [id, f] : s.feeds) jobs.push_back(id);
   }
+  std::vector<std::string> hung_up;
   for (const std::string& id : jobs) {
     std::optional<JobStatus> st;
     try {
@@ -218,7 +219,7 @@ void pump_once(Coordinator::State& s) {
     Coordinator::State::Feed& f = it->second;
     if (f.stream->cancelled()) {
       s.feeds.erase(it);
-      cancel_job(s, id);  // under feeds_mu, which store users never take: no lock cycle
+      hung_up.push_back(id);
       continue;
     }
     std::string text;
@@ -229,6 +230,7 @@ void pump_once(Coordinator::State& s) {
       s.feeds.erase(it);
     }
   }
+  for (const std::string& id : hung_up) cancel_job(s, id);
 }
 
 }  // namespace

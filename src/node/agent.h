@@ -1,8 +1,9 @@
 #pragma once
 // The node agent (`orchard node`): lends this machine to a coordinator. It registers (its
 // machine, the models it serves, its lending policy), heartbeats from a thread, long-polls for
-// work, runs each job with its model (the local engine, or a cabled group's ranks) — resuming after the output an earlier attempt
-// streamed — streams the output back chunk by chunk and completes the job, which pays its owner.
+// work, runs each job with its model (the local engine, or a cabled group's ranks) — resuming
+// after the output an earlier attempt streamed — streams the output back chunk by chunk and
+// completes the job, which pays its owner.
 //
 // It connects outbound only, so it works behind NAT. When its policy does not allow lending
 // (--when-idle and the machine is busy, or outside the window) it heartbeats as draining and
