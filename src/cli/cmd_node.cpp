@@ -1,4 +1,5 @@
-// `orchard node`: lends this machine to a coordinator (the node agent, src/node/agent.h).
+// `orchard node`: lends this machine to a coordinator (the node agent, src/node/agent.h); as the
+// ranks of a job (`--parallel`), lends them as one cabled group (src/node/group.h).
 // `orchard node status`: what this node has served and earned, as the coordinator records it,
 // and a local check that the owner's ledger entries are under the coordinator's signed head.
 #include <signal.h>
@@ -9,11 +10,15 @@
 #include <filesystem>
 #include <memory>
 
+#include "cli/cluster_rank.h"
 #include "cli/commands.h"
+#include "dist/make_group.h"
 #include "model/synthetic/synthetic.h"
 #include "network/node_identity.h"
 #include "node/agent.h"
+#include "node/group.h"
 #include "node/ledger_check.h"
+#include "parallel/memory.h"
 #include "serve/model_store.h"
 #include "tensor/error.h"
 
@@ -21,13 +26,13 @@ namespace orchard::cli {
 namespace {
 
 struct NodeOpts {
-  std::string coordinator, key, owner, hardware = "laptop", window, chip = "cpu", idle_after;
+  std::string coordinator, key, owner, hardware = "laptop", window, chip = "cpu", idle_after, memory, parallel;
   std::string trusted_key, pin_file;  // status: the coordinator's ledger key, where it is pinned
   std::vector<std::string> models, names;
   bool dedicated = false, when_idle = false;
   double idle_load = 0.5, bandwidth = 0;
-  int threads = 0, poll_wait = 10;
-  int64_t ctx = 0;
+  int threads = 0, poll_wait = 10, tp = 0;
+  int64_t ctx = 0, chunk = 64;
 };
 
 std::string default_key_path() { return (std::filesystem::path(orchard_home()) / "node" / "node.key").string(); }
@@ -46,13 +51,16 @@ void on_signal(int) {
   if (g_agent) g_agent->drain();  // only sets a flag
 }
 
-void run_node(const NodeOpts& o) {
+void check(const NodeOpts& o) {
   if (o.coordinator.empty()) throw Error("--coordinator URL is required (the coordinator's http://HOST:PORT)");
   if (o.models.empty()) throw Error("give the model(s) this node serves with -m");
   if (o.dedicated && o.when_idle) throw Error("--dedicated and --when-idle exclude each other");
   if (!o.names.empty() && o.names.size() != o.models.size())
     throw Error("--name is given " + std::to_string(o.names.size()) + " times for " + std::to_string(o.models.size()) +
                 " models: name every model or none");
+}
+
+node::AgentOptions agent_options(const NodeOpts& o) {
   node::AgentOptions ao;
   ao.coordinator = o.coordinator;
   ao.owner = o.owner;
@@ -69,12 +77,15 @@ void run_node(const NodeOpts& o) {
   }
   ao.chip = o.chip;
   ao.bandwidth_gbs = o.bandwidth;
+  ao.memory_bytes = o.memory.empty() ? 0 : parallel::parse_bytes(o.memory);
+  if (!o.memory.empty() && ao.memory_bytes == 0) throw Error("--memory " + o.memory + ": lend more than nothing");
   ao.poll_wait_s = o.poll_wait;
+  return ao;
+}
+
+// Works until SIGTERM or SIGINT drains it.
+void serve_agent(node::AgentOptions ao, std::vector<node::ServedModel> models, const NodeOpts& o) {
   auto identity = network::NodeIdentity::load_or_create(o.key.empty() ? default_key_path() : o.key);
-  std::vector<node::ServedModel> models;
-  for (size_t i = 0; i < o.models.size(); ++i)
-    models.push_back(node::load_served_model(serve::resolve_model(o.models[i]), o.names.empty() ? "" : o.names[i],
-                                             o.threads, o.ctx));
   node::Agent agent(std::move(ao), std::move(identity), std::move(models));
   g_agent = &agent;
   signal(SIGINT, on_signal);
@@ -87,6 +98,53 @@ void run_node(const NodeOpts& o) {
   agent.run();
   g_agent = nullptr;
   std::fprintf(stderr, "orchard node: stopped after %lld jobs\n", static_cast<long long>(agent.jobs_completed()));
+}
+
+void run_node(const NodeOpts& o) {
+  check(o);
+  node::AgentOptions ao = agent_options(o);
+  std::vector<node::ServedModel> models;
+  for (size_t i = 0; i < o.models.size(); ++i)
+    models.push_back(node::load_served_model(serve::resolve_model(o.models[i]), o.names.empty() ? "" : o.names[i],
+                                             o.threads, o.ctx));
+  serve_agent(std::move(ao), std::move(models), o);
+}
+
+// A rank of a cabled group: every rank loads its shard and measures its machine; rank 0
+// registers the group as one node and runs its jobs, the others follow its steps (as
+// `orchard serve --parallel` does).
+void run_group(const NodeOpts& o) {
+  check(o);
+  if (o.models.size() != 1) throw Error("a group node serves one model (give one -m with --parallel)");
+  node::AgentOptions ao = agent_options(o);
+  auto world = dist::make_group_from_env();
+  ClusterRankOptions ro;
+  ro.model_path = serve::resolve_model(o.models[0]);
+  ro.parallel = o.parallel;
+  ro.threads = o.threads;
+  ro.tp = o.tp;
+  ro.ctx = o.ctx;
+  ro.chunk = o.chunk;
+  auto session = parallel::Session::start(*world, session_options(ro));
+  // One slot: the agent runs one job at a time.
+  serve::ClusterExecutor exec(*session, *world, 1, o.chunk);
+  // Measured one rank at a time: ranks sharing a machine would halve each other's bandwidth.
+  network::MachineInfo mine;
+  for (int r = 0; r < world->size(); ++r) {
+    if (r == world->rank()) mine = node::this_machine(o.chip, ao.memory_bytes, o.bandwidth);
+    world->barrier();
+  }
+  node::GroupDescription group = node::describe_group(*world, mine);
+  if (world->rank() != 0) return follow_rank0(exec);
+  print_plan(*session);
+  std::fprintf(stderr, "orchard node: a group of %d machines over %s (%.1f µs, %.2f GB/s measured)\n", world->size(),
+               group.group.link.c_str(), group.group.latency_us, group.group.gbs);
+  StopFollowers stop_followers(exec);  // however the agent ends
+  ao.machines = std::move(group.machines);
+  ao.group = std::move(group.group);
+  std::vector<node::ServedModel> models;
+  models.push_back(node::group_served_model(ro.model_path, o.names.empty() ? "" : o.names[0], session->engine(), exec));
+  serve_agent(std::move(ao), std::move(models), o);
 }
 
 std::string credits(int64_t micro) {
@@ -161,8 +219,19 @@ void register_node(CLI::App& app) {
                   "a running job is handed back as soon as they return")
       ->type_name("DURATION");
   cmd->add_option("--bandwidth", o->bandwidth, "Memory bandwidth in GB/s (default: measured at start)");
+  cmd->add_option("--memory", o->memory,
+                  "Memory this node lends, e.g. 16G (default: the machine's; placement fits models into it)")
+      ->type_name("SIZE");
+  cmd->add_option("--parallel", o->parallel,
+                  "As the ranks of a job, one cabled group: auto, pipeline, tensor or hybrid "
+                  "(start with `orchard run --nodes N --node …`)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  cmd->add_option("--tp", o->tp, "hybrid: tensor-parallel ranks per stage");
+  cmd->add_option("--chunk", o->chunk, "Prompt tokens per pipeline step")->capture_default_str();
   cmd->add_option("--chip", o->chip, "The chip, as the planner's catalog names it (default: a plain CPU)");
-  cmd->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads, "Threads (0: all cores)")
+      ->capture_default_str()
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // `orchard run` puts its default first
   cmd->add_option("-c,--ctx", o->ctx, "Context size in tokens (0: min(model's, 4096))");
   cmd->add_option("--poll-wait", o->poll_wait, "Seconds each long-poll for work waits")->capture_default_str();
   cmd->footer(
@@ -171,6 +240,8 @@ void register_node(CLI::App& app) {
       "  orchard node --coordinator http://coord.example:8090 -m model.gguf --when-idle --window 22:00-07:00\n"
       "  orchard node --coordinator http://coord.example:8090 -m model.gguf --when-idle --idle-after 5m\n"
       "  orchard node status --coordinator http://coord.example:8090\n"
+      "  orchard run --nodes 2 --node --parallel tensor --coordinator http://coord.example:8090 -m big.gguf\n"
+      "                                    # two ranks lent as one cabled group running tensor parallel\n"
       "SIGTERM or Ctrl-C drains: a running job is handed back (its output kept for the next node).\n"
       "--idle-after reads the user's input from logind's idle hint (desktop sessions) and terminal\n"
       "input times (/dev/pts, /dev/tty*), as `w` does; docs/network.md has the details.");
@@ -188,7 +259,11 @@ void register_node(CLI::App& app) {
   cmd->require_subcommand(0, 1);
   status->callback([o] { node_status(*o); });
   cmd->callback([o, status] {
-    if (!status->parsed()) run_node(*o);
+    if (status->parsed()) return;
+    if (runs_as_rank(o->parallel, "node"))
+      run_group(*o);
+    else
+      run_node(*o);
   });
 }
 

@@ -86,7 +86,33 @@ void generate(Coordinator::State& s, bool chat, const httplib::Request& req, htt
   s.work.notify();
   auto stream = std::make_shared<serve::Stream>();
   feed(s, id, stream);
+  // GET /v1/jobs/{id} tells the client where its job ran.
+  res.set_header("X-Orchard-Job", id);
   serve::respond_openai(res, r, stream, r.model);
+}
+
+// A client's own job: its state and where it ran (404 for another client's, so ids leak nothing).
+void job_status(Coordinator::State& s, const httplib::Request& req, httplib::Response& res) {
+  const std::string account = client_account(s, req);
+  const std::string id = req.matches[1];
+  const std::optional<JobStatus> st = s.with_store([&](JobStore& store) -> std::optional<JobStatus> {
+    try {
+      return store.job(id);
+    } catch (const Error&) {
+      return std::nullopt;  // no such job
+    }
+  });
+  if (!st || st->client != account)
+    throw ApiError(404, "invalid_request_error", "no job '" + id + "' of yours", {}, "job_not_found");
+  json j = {{"id", st->id},     {"model", st->model},       {"state", to_string(st->state)},
+            {"node_id", st->node_id}, {"attempts", st->attempts}, {"created_ms", st->created_ms},
+            {"chunks", st->output.size()}};
+  if (!st->error.empty()) j["error"] = st->error;
+  if (st->usage)
+    j["usage"] = {{"prompt_tokens", st->usage->prompt_tokens},
+                  {"completion_tokens", st->usage->generated_tokens},
+                  {"finish_reason", st->usage->finish_reason}};
+  serve::send_json(res, j);
 }
 
 void models(Coordinator::State& s, const httplib::Request& req, httplib::Response& res) {
@@ -116,9 +142,9 @@ json health(Coordinator::State& s) {
 serve::Completion completion_of(const JobStatus& st) {
   serve::Completion c;
   for (const std::string& t : st.output) c.text += t;
-  if (st.state == JobState::Failed) {
+  if (st.state == JobState::Failed || st.state == JobState::Cancelled) {
     c.finish_reason = "error";
-    c.error = st.error;
+    c.error = st.state == JobState::Cancelled ? "the job was cancelled" : st.error;
     return c;
   }
   c.finish_reason = st.usage && !st.usage->finish_reason.empty() ? st.usage->finish_reason : "stop";
@@ -127,14 +153,28 @@ serve::Completion completion_of(const JobStatus& st) {
   return c;
 }
 
+// The client of `job` hung up: the job is cancelled, so its node's next chunk is refused and the
+// node stops and frees itself; nobody pays (docs/network.md).
+void cancel_job(Coordinator::State& s, const std::string& job) {
+  try {
+    if (s.with_store([&](JobStore& st) { return st.cancel(job, unix_ms()); })) {
+      if (s.opts.log) std::fprintf(stderr, "coordinator: job %s cancelled: its client hung up\n", job.c_str());
+      s.work.notify();  // its node is free once it hears, and a queued slot opened
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "coordinator: cancelling job %s: %s\n", job.c_str(), e.what());
+  }
+}
+
 // One round: every stream gets the chunks stored since the last round; finished jobs end
-// their streams. Streams whose client left are dropped (the job still runs and is paid).
+// their streams. A stream whose client left cancels its job.
 void pump_once(Coordinator::State& s) {
   std::vector<std::string> jobs;
   {
     std::lock_guard lock(s.feeds_mu);
     for (const auto& [id, f] : s.feeds) jobs.push_back(id);
   }
+  std::vector<std::string> hung_up;
   for (const std::string& id : jobs) {
     std::optional<JobStatus> st;
     try {
@@ -149,16 +189,18 @@ void pump_once(Coordinator::State& s) {
     Coordinator::State::Feed& f = it->second;
     if (f.stream->cancelled()) {
       s.feeds.erase(it);
+      hung_up.push_back(id);
       continue;
     }
     std::string text;
     for (; f.delivered < st->output.size(); ++f.delivered) text += st->output[f.delivered];
     f.stream->push(text);
-    if (st->state == JobState::Done || st->state == JobState::Failed) {
+    if (st->state == JobState::Done || st->state == JobState::Failed || st->state == JobState::Cancelled) {
       f.stream->finish(completion_of(*st));
       s.feeds.erase(it);
     }
   }
+  for (const std::string& id : hung_up) cancel_job(s, id);
 }
 
 }  // namespace
@@ -189,6 +231,7 @@ void add_client_routes(Coordinator::State& s) {
                 generate(s, false, req, res);
               }));
   s.http.Get("/v1/models", client(models));
+  s.http.Get(R"(/v1/jobs/([A-Za-z0-9_.:-]+))", client(job_status));
   s.http.Get("/health", client([](Coordinator::State& st, const auto&, auto& res) { serve::send_json(res, health(st)); }));
 }
 

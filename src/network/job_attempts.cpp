@@ -98,10 +98,11 @@ AssignResult JobStore::assign_in(const std::string& job_id, int64_t now_ms) {
     sql::Stmt live(db(), "SELECT node_id, attempt FROM attempts WHERE job_id = ?1 AND state IN ('assigned', 'running')");
     live.bind(1, job_id);
     if (live.step()) r.node_id = live.text(0), r.attempt = live.i64(1);
-    r.state = j.text(4) == "assigned" ? JobState::Assigned
-              : j.text(4) == "running" ? JobState::Running
-              : j.text(4) == "done"    ? JobState::Done
-                                       : JobState::Failed;
+    r.state = j.text(4) == "assigned"    ? JobState::Assigned
+              : j.text(4) == "running"   ? JobState::Running
+              : j.text(4) == "done"      ? JobState::Done
+              : j.text(4) == "cancelled" ? JobState::Cancelled
+                                         : JobState::Failed;
     r.reason = "not queued: already " + j.text(4);
     return r;
   }
@@ -330,6 +331,22 @@ void JobStore::hand_back(const std::string& job_id, int64_t attempt, const std::
   sql::Stmt job(db(), "UPDATE jobs SET state = 'queued', queued_at = ?2 WHERE id = ?1");
   job.bind(1, job_id).bind(2, now_ms).step();
   t.commit();
+}
+
+bool JobStore::cancel(const std::string& job_id, int64_t now_ms) {
+  sql::Transaction t(db());
+  sql::Stmt j(db(), "SELECT state FROM jobs WHERE id = ?1");
+  j.bind(1, job_id);
+  if (!j.step()) throw Error(path_.string() + ": cancelling job '" + job_id + "': no such job");
+  const std::string state = j.text(0);
+  if (state == "done" || state == "failed" || state == "cancelled") return false;
+  sql::Stmt at(db(),
+               "UPDATE attempts SET state = 'cancelled', ended_at = ?2 WHERE job_id = ?1 AND state IN ('assigned', 'running')");
+  at.bind(1, job_id).bind(2, now_ms).step();
+  sql::Stmt up(db(), "UPDATE jobs SET state = 'cancelled', waiting = '', finished_at = ?2 WHERE id = ?1");
+  up.bind(1, job_id).bind(2, now_ms).step();
+  t.commit();
+  return true;
 }
 
 ExpireReport JobStore::expire(int64_t now_ms) {

@@ -38,7 +38,7 @@ CREATE TABLE IF NOT EXISTS jobs(
   n_ctx INTEGER NOT NULL,
   prompt_tokens INTEGER NOT NULL,
   max_tokens INTEGER NOT NULL,
-  state TEXT NOT NULL CHECK(state IN ('queued', 'assigned', 'running', 'done', 'failed')),
+  state TEXT NOT NULL CHECK(state IN ('queued', 'assigned', 'running', 'done', 'failed', 'cancelled')),
   error TEXT NOT NULL DEFAULT '',
   waiting TEXT NOT NULL DEFAULT '',
   usage_prompt INTEGER,
@@ -52,7 +52,7 @@ CREATE TABLE IF NOT EXISTS attempts(
   job_id TEXT NOT NULL REFERENCES jobs(id),
   attempt INTEGER NOT NULL,
   node_id TEXT NOT NULL REFERENCES nodes(id),
-  state TEXT NOT NULL CHECK(state IN ('assigned', 'running', 'done', 'handed_back', 'abandoned', 'failed')),
+  state TEXT NOT NULL CHECK(state IN ('assigned', 'running', 'done', 'handed_back', 'abandoned', 'failed', 'cancelled')),
   plan TEXT NOT NULL,
   size_class TEXT NOT NULL,
   hardware TEXT NOT NULL,
@@ -76,7 +76,8 @@ CREATE TABLE IF NOT EXISTS outputs(
 )sql";
 
 JobState parse_job_state(const std::string& s) {
-  for (JobState st : {JobState::Queued, JobState::Assigned, JobState::Running, JobState::Done, JobState::Failed})
+  for (JobState st :
+       {JobState::Queued, JobState::Assigned, JobState::Running, JobState::Done, JobState::Failed, JobState::Cancelled})
     if (s == to_string(st)) return st;
   throw Error("job store: unknown job state '" + s + "'");
 }
@@ -105,6 +106,7 @@ const char* to_string(JobState s) {
     case JobState::Running: return "running";
     case JobState::Done: return "done";
     case JobState::Failed: return "failed";
+    case JobState::Cancelled: return "cancelled";
   }
   return "?";
 }
@@ -117,6 +119,7 @@ const char* to_string(AttemptState s) {
     case AttemptState::HandedBack: return "handed_back";
     case AttemptState::Abandoned: return "abandoned";
     case AttemptState::Failed: return "failed";
+    case AttemptState::Cancelled: return "cancelled";
   }
   return "?";
 }

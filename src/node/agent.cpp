@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <deque>
 
+#include "dist/group.h"
+
 namespace orchard::node {
 
 using network::OutputChunk;
@@ -104,17 +106,15 @@ Agent::Agent(AgentOptions options, network::NodeIdentity identity, std::vector<S
       models_(std::move(models)),
       client_(opts_.coordinator, identity_) {
   if (models_.empty()) throw Error("the node serves no model (give one with -m)");
-  network::MachineInfo m;
-  m.name = host_name();
-  m.chip = opts_.chip;
-  m.memory_bytes = total_memory_bytes();
-  if (m.memory_bytes == 0) throw Error("cannot read this machine's memory size from /proc/meminfo");
-  m.cores = cpu_cores();
-  m.mem_bw_gbs = opts_.bandwidth_gbs > 0 ? opts_.bandwidth_gbs : measure_bandwidth_gbs();
   info_.id = identity_.id();
   info_.owner = opts_.owner;
   info_.hardware = opts_.hardware;
-  info_.machines = {m};
+  if (opts_.machines.empty()) {
+    info_.machines = {this_machine(opts_.chip, opts_.memory_bytes, opts_.bandwidth_gbs)};
+  } else {
+    info_.machines = opts_.machines;
+    info_.group = opts_.group;
+  }
   for (const ServedModel& s : models_) {
     info_.models.push_back(s.info);
     info_.max_context = std::max(info_.max_context, s.engine->n_ctx());
@@ -238,6 +238,12 @@ void Agent::run() {
     }
     if (work) {
       run_job(*work);
+      // Said now, not at the next beat: until then the coordinator sees this node busy.
+      try {
+        client_.heartbeat(heartbeat_state());
+      } catch (const CallError& e) {
+        log(std::string("heartbeat: ") + e.what());
+      }
     } else if (!refusal.empty()) {
       nap(1000, [&] { return stopping(); });
     }
@@ -245,6 +251,7 @@ void Agent::run() {
   done_ = true;
   if (heartbeats_.joinable()) heartbeats_.join();
   if (activity_watch_.joinable()) activity_watch_.join();
+  if (!fatal_.empty()) throw Error(fatal_);
 }
 
 void Agent::run_job(const network::Work& w) {
@@ -277,7 +284,7 @@ void Agent::run_job(const network::Work& w) {
   try {
     int64_t index = p.next_index;
     if (p.options.max_tokens > 0 && static_cast<int64_t>(p.tokens.size()) < model->engine->n_ctx())
-      r = model->engine->generate_pieces(p.tokens, p.options, [&](const std::string& text, std::span<const TokenId> tokens) {
+      r = model->generate(p.tokens, p.options, [&](const std::string& text, std::span<const TokenId> tokens) {
         // The user coming back ends the job here as draining does: handed back below.
         if (stopping() || sender.lost() || user_active_) return false;
         sender.push({index, text, std::vector<int32_t>(tokens.begin(), tokens.end())});
@@ -285,6 +292,24 @@ void Agent::run_job(const network::Work& w) {
         ++index;
         return !stopping() && !sender.lost() && !user_active_;
       });
+  } catch (const dist::CommError& e) {
+    // A group whose ranks lost each other can run nothing more: the job goes back for another
+    // node, and this one stops (run() throws, so the group's job ends and says why).
+    {
+      std::lock_guard lock(running_mu_);
+      running_job_.clear();
+    }
+    if (killed_) return;
+    sender.flush();
+    fatal_ = std::string("the group's ranks lost each other: ") + e.what();
+    draining_ = true;
+    try {
+      client_.heartbeat(heartbeat_state());
+      client_.hand_back(w.job_id, w.attempt);
+    } catch (const CallError& c) {
+      log(std::string("hand back: ") + c.what());
+    }
+    return;
   } catch (const std::exception& e) {
     std::lock_guard lock(running_mu_);
     running_job_.clear();

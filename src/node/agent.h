@@ -1,8 +1,9 @@
 #pragma once
 // The node agent (`orchard node`): lends this machine to a coordinator. It registers (its
 // machine, the models it serves, its lending policy), heartbeats from a thread, long-polls for
-// work, runs each job with the local engine — resuming after the output an earlier attempt
-// streamed — streams the output back chunk by chunk and completes the job, which pays its owner.
+// work, runs each job with its model (the local engine, or a cabled group's ranks) — resuming
+// after the output an earlier attempt streamed — streams the output back chunk by chunk and
+// completes the job, which pays its owner.
 //
 // It connects outbound only, so it works behind NAT. When its policy does not allow lending
 // (--when-idle and the machine is busy, its user is at it, or outside the window) it heartbeats
@@ -14,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,6 +36,11 @@ struct AgentOptions {
   LendingPolicy lending;
   std::string chip = "cpu";    // a catalog id brings the planner's figures for that chip
   double bandwidth_gbs = 0;    // 0: measured at start
+  uint64_t memory_bytes = 0;   // what the node reports (--memory); 0: the machine's MemTotal
+  // A cabled group (`orchard node --parallel` on rank 0 of a job): every rank's machine and the
+  // link the ranks measured (node/group.h). Empty: this machine alone.
+  std::vector<network::MachineInfo> machines;
+  std::optional<network::CabledGroup> group;
   int poll_wait_s = 20;        // long-poll length
   bool log = true;             // a line per job on stderr
   // Tests: called on the work thread after each output chunk is queued for sending.
@@ -50,7 +57,8 @@ class Agent {
   ~Agent();
 
   // Registers and works until drain() or kill(). Throws orchard::Error when the coordinator
-  // refuses the registration (a coordinator that does not answer is retried).
+  // refuses the registration (a coordinator that does not answer is retried), or when a group's
+  // ranks lost each other mid-job (the job is handed back first).
   void run();
   // Stops taking work, gives a running job back (what it streamed stays for the next node)
   // and makes run() return. Only sets a flag: safe from a signal handler.
@@ -87,6 +95,7 @@ class Agent {
   std::atomic<int64_t> completed_{0};
   std::atomic<int64_t> user_idle_ms_{-1};  // the last sample; -1: unknown
   std::atomic<bool> user_active_{false};   // the user's activity alone refuses lending now
+  std::string fatal_;  // why run() ends with an error (set on the work thread)
   std::mutex running_mu_;
   std::string running_job_;  // the job being run now, for heartbeats
   std::thread heartbeats_, activity_watch_;

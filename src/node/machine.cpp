@@ -66,6 +66,17 @@ std::string host_name() {
   return host;
 }
 
+network::MachineInfo this_machine(const std::string& chip, uint64_t memory_bytes, double bandwidth_gbs) {
+  network::MachineInfo m;
+  m.name = host_name();
+  m.chip = chip;
+  m.memory_bytes = memory_bytes > 0 ? memory_bytes : total_memory_bytes();
+  if (m.memory_bytes == 0) throw Error("cannot read this machine's memory size from /proc/meminfo (give it with --memory)");
+  m.cores = cpu_cores();
+  m.mem_bw_gbs = bandwidth_gbs > 0 ? bandwidth_gbs : measure_bandwidth_gbs();
+  return m;
+}
+
 namespace {
 
 [[noreturn]] void bad_window(const std::string& text) {

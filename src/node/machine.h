@@ -19,6 +19,12 @@ std::optional<double> load_per_core();
 // "name:port"-free host name of this machine.
 std::string host_name();
 
+// This machine as a node reports it: host name, `chip`, cores, and the memory and bandwidth
+// given (0: /proc/meminfo's MemTotal, and measured). A memory figure lets an owner lend less
+// than the whole machine (and tests make placement's memory check bite on one box). Throws
+// orchard::Error when the memory size cannot be read.
+network::MachineInfo this_machine(const std::string& chip, uint64_t memory_bytes, double bandwidth_gbs);
+
 // When the owner lets the node take work: always (dedicated), or while the machine is idle —
 // CPU load per core at most `max_load`, and, if asked, its user away from it for at least
 // `idle_after_ms` (activity.h) — and, if a window is given, inside it (local time;

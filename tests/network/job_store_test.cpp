@@ -441,5 +441,35 @@ TEST(JobStore, ANodeThatCannotRunAJobFailsItForEveryoneAndOnlyItsOwn) {
   EXPECT_NE(not_your_job([&] { store.complete("job-x", 1, "n1", {1, 1, "stop"}, kT0 + 5); }), "");
 }
 
+TEST(JobStore, ACancelledJobRefusesItsNodeAndIsNeverPaidOrRequeued) {
+  auto store = store_with("cancel", {single("n1", 64, 200)}, "job-c");
+  const auto work = store.next_job_for("n1", kT0);
+  ASSERT_TRUE(work);
+  EXPECT_TRUE(store.append_output("job-c", 1, "n1", 0, "tok0", kT0 + 1));
+  EXPECT_TRUE(store.cancel("job-c", kT0 + 2));
+  EXPECT_FALSE(store.cancel("job-c", kT0 + 3));  // once
+  EXPECT_NE(not_your_job([&] { store.append_output("job-c", 1, "n1", 1, "tok1", kT0 + 4); }), "");
+  EXPECT_NE(not_your_job([&] { store.complete("job-c", 1, "n1", {1, 1, "length"}, kT0 + 5); }), "");
+  const JobStatus st = store.job("job-c");
+  EXPECT_EQ(st.state, JobState::Cancelled);
+  EXPECT_EQ(st.output, std::vector<std::string>{"tok0"});
+  EXPECT_FALSE(st.usage);
+  EXPECT_TRUE(store.completions().empty());
+  EXPECT_EQ(store.node_stats("n1").active_jobs, 0);  // the node is free
+  EXPECT_TRUE(store.expire(kT0 + 60'000).requeued.empty());
+  EXPECT_EQ(store.job("job-c").state, JobState::Cancelled);
+
+  // A queued job is cancelled before any node sees it; a finished one is not.
+  store.submit(request("job-q"), kT0 + 10);
+  EXPECT_TRUE(store.cancel("job-q", kT0 + 11));
+  EXPECT_FALSE(store.next_job_for("n1", kT0 + 13));
+  store.submit(request("job-d"), kT0 + 20);
+  const auto d = store.next_job_for("n1", kT0 + 20);
+  ASSERT_TRUE(d);
+  store.complete("job-d", 1, "n1", {1, 1, "stop"}, kT0 + 21);
+  EXPECT_FALSE(store.cancel("job-d", kT0 + 22));
+  EXPECT_EQ(store.job("job-d").state, JobState::Done);
+}
+
 }  // namespace
 }  // namespace orchard::network

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <mutex>
 #include <set>
 
 #include "network/coordinator_fixture.h"
@@ -305,6 +306,87 @@ TEST(Network, AUserReturningMidJobGetsTheMachineBackAndTheJobFinishesOnceTheyLea
   const auto entries = ledger.entries_for("alice");
   ASSERT_EQ(entries.size(), 1u);
   EXPECT_EQ(entries[0].attempt, 2);
+}
+
+// A client that hangs up mid-stream cancels its job: the coordinator records it cancelled, the
+// node's next chunk is refused so it stops long before max_tokens and frees itself (it runs the
+// next job), and nobody pays for the cancelled one.
+TEST(Network, AClientThatHangsUpCancelsItsJobAndTheNodeStopsAndFreesItself) {
+  REQUIRE_MODEL();
+  RunningCoordinator c("net-cancel");
+  const int max_tokens = 300;
+  std::promise<void> reached;
+  std::atomic<bool> release{false};
+  std::atomic<int64_t> last_index{-1};
+  std::string cancelled_job;
+  std::mutex job_mu;
+  RunningNode node(c, "alice", [&](const std::string& job, int64_t index) {
+    {
+      std::lock_guard lock(job_mu);
+      if (!cancelled_job.empty() && job != cancelled_job) return;
+      cancelled_job = job;
+    }
+    last_index = index;
+    if (index == 2) {
+      reached.set_value();
+      while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    // After the cancel: slow enough that the refused chunk is heard long before max_tokens.
+    if (index > 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  });
+  wait_for_nodes(c, 1);
+  const std::string key = c.api_key("carol");
+
+  // The client reads the first bytes of the stream, then hangs up.
+  std::string job;
+  auto client = std::async(std::launch::async, [&] {
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.headers = {{"Authorization", "Bearer " + key}};
+    req.set_header("Content-Type", "application/json");
+    req.body = completion("Once upon a time", max_tokens, true).dump();
+    req.response_handler = [&](const httplib::Response& r) {
+      job = r.get_header_value("X-Orchard-Job");
+      return true;
+    };
+    req.content_receiver = [](const char*, size_t, uint64_t, uint64_t) { return false; };
+    httplib::Response res;
+    httplib::Error err = httplib::Error::Success;
+    auto http = c.client();
+    http.send(req, res, err);
+  });
+  ASSERT_EQ(reached.get_future().wait_for(std::chrono::seconds(120)), std::future_status::ready);
+  client.get();
+  ASSERT_FALSE(job.empty()) << "no X-Orchard-Job header";
+  // The coordinator notices the hang-up at its next write to the client (a chunk or a ping).
+  std::string state;
+  for (int i = 0; i < 3000 && state != "cancelled"; ++i) {
+    state = c.get("/v1/jobs/" + job, key).second.value("state", "");
+    if (state != "cancelled") std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(state, "cancelled");
+  // Another client cannot see the job.
+  EXPECT_EQ(c.get("/v1/jobs/" + job, c.api_key("mallory")).first, 404);
+  release = true;
+
+  // The node stopped and is free: the next job runs on it to the end.
+  const auto [status, next] = c.post("/v1/completions", completion("The little dog", 8, false), key);
+  ASSERT_EQ(status, 200) << next;
+  EXPECT_EQ(next["choices"][0]["text"], reference("The little dog", 8).text);
+  EXPECT_LT(last_index.load(), max_tokens - 1) << "the node generated the cancelled job to the end";
+  node.stop();
+  EXPECT_EQ(node.agent->jobs_completed(), 1);
+  auto store = network::JobStore::open(c.files().jobs);
+  const network::JobStatus st = store.job(job);
+  EXPECT_EQ(st.state, network::JobState::Cancelled);
+  EXPECT_FALSE(st.usage);
+  EXPECT_LT(st.output.size(), static_cast<size_t>(max_tokens));
+  auto ledger = network::Ledger::open(c.files().ledger);
+  const auto entries = ledger.entries_for("carol");
+  ASSERT_EQ(entries.size(), 1u) << "the cancelled job was paid";
+  EXPECT_NE(entries[0].job_id, job);
+  EXPECT_TRUE(ledger.verify().ok());
 }
 
 TEST(PrepareJob, ResumesAfterTheStreamedTokensWithWhatIsLeftOfMaxTokens) {
