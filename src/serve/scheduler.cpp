@@ -221,6 +221,7 @@ void Scheduler::loop() {
       }
       sample(j, &logits[i * static_cast<size_t>(nv)]);
     }
+    waker_.wake(to_wake_);
     std::lock_guard lock(mu_);
     release_finished();
   }
@@ -243,7 +244,7 @@ void Scheduler::sample(Job& j, const float* logits) {
   metrics_.generated(1);
   j.generated.push_back(t);
   j.sampler.accept(t);
-  j.stream->push(j.out.push(tok_.token_to_piece(t)));
+  if (j.stream->append(j.out.push(tok_.token_to_piece(t)))) to_wake_.push_back(j.stream);
   if (j.stream->cancelled()) return finish(j, "cancelled");
   if (j.out.stopped()) return finish(j, "stop");
   if (static_cast<int32_t>(j.generated.size()) >= o.max_tokens) return finish(j, "length");

@@ -15,6 +15,7 @@
 #include "serve/executor.h"
 #include "serve/metrics.h"
 #include "serve/stream.h"
+#include "serve/stream_waker.h"
 
 namespace orchard::serve {
 
@@ -70,6 +71,8 @@ class Scheduler {
   std::deque<std::shared_ptr<Job>> queue_;
   std::vector<std::shared_ptr<Job>> slot_jobs_;   // per slot: the job in it, or null
   bool stopping_ = false;
+  StreamWaker waker_;
+  std::vector<std::shared_ptr<Stream>> to_wake_;  // the scheduler thread's, per step
   std::thread thread_;
 };
 

@@ -30,7 +30,7 @@ std::string endpoint_label(const std::string& path) {
   return "other";
 }
 
-// httplib's worker pool, its threads one step below normal priority. The engine's step is the
+// httplib's worker pool, its threads at a lower priority than the engine. The engine's step is the
 // server's bottleneck; on a machine with few cores, dozens of runnable connection threads
 // (each woken per streamed token) otherwise take turns with it on its core, and every
 // sequence in the batch waits while they do.
@@ -56,7 +56,7 @@ void lower_this_thread() {
   if (lowered) return;
   lowered = true;
   // Per thread on Linux (the tid is a process id to setpriority); lowering needs no privilege.
-  setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), std::min(19, getpriority(PRIO_PROCESS, 0) + 5));
+  setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), std::min(19, getpriority(PRIO_PROCESS, 0) + 10));
 }
 
 Server::Server(Service& service, ServerOptions options)

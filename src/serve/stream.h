@@ -35,7 +35,9 @@ class Stream {
   // text has been taken (Done), or nothing happened within `timeout`.
   Got wait(std::string& text, std::chrono::milliseconds timeout) {
     std::unique_lock lock(mu_);
+    ++waiters_;
     cv_.wait_for(lock, timeout, [&] { return !pending_.empty() || done_; });
+    --waiters_;
     if (!pending_.empty()) {
       text.swap(pending_);
       pending_.clear();
@@ -46,7 +48,9 @@ class Stream {
   // Blocks until the end; returns the completion (its text is the whole output).
   const Completion& wait_done() {
     std::unique_lock lock(mu_);
+    ++waiters_;
     cv_.wait(lock, [&] { return done_; });
+    --waiters_;
     return completion_;
   }
   // Asks the scheduler to stop this request and free its slot at the next step.
@@ -61,12 +65,21 @@ class Stream {
 
   // Scheduler side.
   void push(const std::string& text) {
-    if (text.empty()) return;
-    {
-      std::lock_guard lock(mu_);
-      pending_ += text;
-    }
-    cv_.notify_all();
+    if (append(text)) wake();
+  }
+  // push() in two halves, so a busy thread can leave the waking to another: appends the text
+  // and says whether the handler is asleep waiting for it (then someone must call wake()).
+  bool append(const std::string& text) {
+    if (text.empty()) return false;
+    std::lock_guard lock(mu_);
+    pending_ += text;
+    return waiters_ > 0;
+  }
+  void wake() { cv_.notify_all(); }
+  // Whether a handler is inside wait() or wait_done() now.
+  bool has_waiter() const {
+    std::lock_guard lock(mu_);
+    return waiters_ > 0;
   }
   void finish(Completion c) {
     {
@@ -81,6 +94,7 @@ class Stream {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::string pending_;
+  int waiters_ = 0;  // handler threads inside wait() / wait_done()
   bool done_ = false;
   Completion completion_;
   std::atomic<bool> cancelled_{false};

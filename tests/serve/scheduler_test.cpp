@@ -173,3 +173,33 @@ TEST(Scheduler, StoppingCancelsEverything) {
 
 }  // namespace
 }  // namespace orchard::serve
+
+namespace orchard::serve {
+namespace {
+
+// append() says whether a handler sleeps waiting for text; the waker's thread then wakes it.
+TEST(StreamWaker, WakesAHandlerWaitingForText) {
+  auto s = std::make_shared<Stream>();
+  EXPECT_FALSE(s->append("early"));  // nobody waits yet: no wake needed
+  std::string got;
+  ASSERT_EQ(s->wait(got, std::chrono::milliseconds(0)), Stream::Got::Text);
+  EXPECT_EQ(got, "early");
+
+  StreamWaker waker;
+  std::string text;
+  Stream::Got result = Stream::Got::Timeout;
+  std::thread handler([&] {
+    result = s->wait(text, std::chrono::seconds(30));
+  });
+  while (!s->has_waiter()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(s->append("x"));  // the handler sleeps: it needs a wake, and nothing else gives one
+  std::vector<std::shared_ptr<Stream>> batch{s};
+  waker.wake(batch);
+  EXPECT_TRUE(batch.empty());
+  handler.join();
+  EXPECT_EQ(result, Stream::Got::Text);
+  EXPECT_EQ(text, "x");
+}
+
+}  // namespace
+}  // namespace orchard::serve

@@ -352,7 +352,7 @@ TEST(Server, IoThreadsYieldToTheEngine) {
     again = getpriority(PRIO_PROCESS, static_cast<id_t>(gettid()));
   });
   t.join();
-  EXPECT_EQ(in_thread, std::min(19, before + 5));
+  EXPECT_EQ(in_thread, std::min(19, before + 10));
   EXPECT_EQ(again, in_thread);
   EXPECT_EQ(getpriority(PRIO_PROCESS, static_cast<id_t>(gettid())), before);
 }
