@@ -53,6 +53,8 @@ struct Q4_0Format {
   // wq[g] multiplies activations 4g..4g+3.
   static void unpack(const uint8_t* pb, __m512i wq[8]) {
     const __m512i low4 = _mm512_set1_epi8(0x0F);
+    // Unrolled, so wq stays in registers (a loop left the weights on the stack and back).
+#pragma GCC unroll 4
     for (int h = 0; h < 4; ++h) {
       const __m512i v = _mm512_loadu_si512(pb + 32 + 64 * h);
       wq[h] = _mm512_and_si512(v, low4);
@@ -93,6 +95,7 @@ struct Q8_0Format {
     }
   }
   static void unpack(const uint8_t* pb, __m512i wq[8]) {
+#pragma GCC unroll 8
     for (int g = 0; g < 8; ++g) wq[g] = _mm512_loadu_si512(pb + 96 + 64 * g);
   }
   static void prepare_block(const float* x, uint8_t* dst) {
