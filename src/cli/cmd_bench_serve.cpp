@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <memory>
 #include <thread>
 
 #include "cli/args.h"
@@ -35,13 +37,19 @@ struct Reply {
   bool ok = false;
 };
 
+// A client's connection, kept open across requests as SDKs keep theirs.
+std::unique_ptr<httplib::Client> connect(int port) {
+  auto c = std::make_unique<httplib::Client>("127.0.0.1", port);
+  c->set_read_timeout(600, 0);
+  c->set_tcp_nodelay(true);
+  c->set_keep_alive(true);
+  return c;
+}
+
 // One streaming completion, read piece by piece as a client would. Clients run in this process
 // only to measure the server: they yield the engine's core as the server's own I/O threads do.
-Reply stream_one(int port, const std::string& prompt, int n) {
+Reply stream_one(httplib::Client& c, const std::string& prompt, int n) {
   serve::lower_this_thread();
-  httplib::Client c("127.0.0.1", port);
-  c.set_read_timeout(600, 0);
-  c.set_tcp_nodelay(true);
   json body = {{"prompt", prompt}, {"max_tokens", n}, {"temperature", 0}, {"ignore_eos", true}, {"stream", true},
                {"stream_options", {{"include_usage", true}}}};
   Reply r;
@@ -124,7 +132,10 @@ void register_bench_serve(CLI::App& bench) {
     std::vector<std::string> prompts;
     for (int i = 0; i < most; ++i) prompts.push_back("story number " + std::to_string(i + 1) + " begins");
     std::vector<std::string> alone(static_cast<size_t>(most));
-    for (int i = 0; i < most; ++i) alone[static_cast<size_t>(i)] = stream_one(port, prompts[static_cast<size_t>(i)], o->n).text;
+    {
+      auto c = connect(port);
+      for (int i = 0; i < most; ++i) alone[static_cast<size_t>(i)] = stream_one(*c, prompts[static_cast<size_t>(i)], o->n).text;
+    }
 
     std::printf("| model | clients | tokens each | aggregate tok/s | per client tok/s | vs 1 client | all correct |\n");
     std::printf("|---|---:|---:|---:|---:|---:|---|\n");
@@ -133,22 +144,34 @@ void register_bench_serve(CLI::App& bench) {
     for (int c : counts) {
       std::vector<double> rates;
       bool ok = true;
+      // The clients connect once and start each repetition together, so a repetition times the
+      // server's work, not thread start-up and TCP handshakes.
+      std::vector<std::vector<Reply>> replies(static_cast<size_t>(o->reps), std::vector<Reply>(static_cast<size_t>(c)));
+      std::barrier start(c + 1), end(c + 1);
+      std::vector<std::thread> clients;
+      for (int i = 0; i < c; ++i)
+        clients.emplace_back([&, i] {
+          auto conn = connect(port);
+          for (int rep = 0; rep < o->reps; ++rep) {
+            start.arrive_and_wait();
+            replies[static_cast<size_t>(rep)][static_cast<size_t>(i)] = stream_one(*conn, prompts[static_cast<size_t>(i)], o->n);
+            end.arrive_and_wait();
+          }
+        });
       for (int rep = 0; rep < o->reps; ++rep) {
-        std::vector<Reply> replies(static_cast<size_t>(c));
+        start.arrive_and_wait();
         const auto t0 = std::chrono::steady_clock::now();
-        std::vector<std::thread> clients;
-        for (int i = 0; i < c; ++i)
-          clients.emplace_back([&, i] { replies[static_cast<size_t>(i)] = stream_one(port, prompts[static_cast<size_t>(i)], o->n); });
-        for (auto& t : clients) t.join();
+        end.arrive_and_wait();
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         int64_t tokens = 0;
         for (int i = 0; i < c; ++i) {
-          const Reply& r = replies[static_cast<size_t>(i)];
+          const Reply& r = replies[static_cast<size_t>(rep)][static_cast<size_t>(i)];
           tokens += r.tokens;
           ok &= r.ok && r.text == alone[static_cast<size_t>(i)];
         }
         rates.push_back(static_cast<double>(tokens) / secs);
       }
+      for (auto& t : clients) t.join();
       const double rate = median(rates);
       if (c == counts.front()) base = rate;
       all_ok &= ok;
