@@ -14,12 +14,15 @@ constexpr int kPanelRows = 32;  // two registers of rows
 constexpr int kTokenTile = 12;  // 24 accumulators + 2 weights + 1 broadcast of 32 registers
 
 // Transposes 16 registers in place: r[i] lane j becomes r[j] lane i.
+// Every loop here is unrolled: indexed in loops, the arrays would live on the stack.
 inline void transpose16(__m512 r[16]) {
   __m512 t[16], u[16];
+#pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {  // pairs of rows, interleaved within 128-bit lanes
     t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
     t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
   }
+#pragma GCC unroll 4
   for (int g = 0; g < 4; ++g) {  // quads of rows: lane L of u[4g+m] = rows 4g..4g+3 at column 4L+m
     const __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 1]);
     const __m512d c = _mm512_castps_pd(t[4 * g + 2]), d = _mm512_castps_pd(t[4 * g + 3]);
@@ -28,6 +31,7 @@ inline void transpose16(__m512 r[16]) {
     u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
     u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
   }
+#pragma GCC unroll 4
   for (int m = 0; m < 4; ++m) {  // gather 128-bit lane L of the four quads: column 4L+m
     const __m512 v_even = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x88);  // lanes 0, 2
     const __m512 v_odd = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xDD);   // lanes 1, 3
@@ -48,12 +52,14 @@ inline void pack_panel(const Load& load, int rows, int kc, float* panel) {
     for (int c0 = 0; c0 < kc; c0 += 16) {
       const __mmask16 cols = static_cast<__mmask16>(kc - c0 >= 16 ? 0xFFFF : (1u << (kc - c0)) - 1);
       __m512 r[16];
+#pragma GCC unroll 16
       for (int i = 0; i < 16; ++i) {
         const int row = half * 16 + i;
         r[i] = row < rows ? load(row, c0, cols) : _mm512_setzero_ps();
       }
       transpose16(r);
       const int n = std::min(16, kc - c0);
+#pragma GCC unroll 16
       for (int c = 0; c < n; ++c) _mm512_storeu_ps(panel + (c0 + c) * kPanelRows + half * 16, r[c]);
     }
 }
