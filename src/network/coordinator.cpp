@@ -9,7 +9,7 @@
 #include "network/coordinator_state.h"
 #include "network/credits.h"
 #include "network/protocol.h"
-#include "network/sqlite_util.h"
+#include "network/database.h"
 #include "serve/http_util.h"
 
 namespace orchard::network {
@@ -22,13 +22,19 @@ int64_t unix_ms() {
       .count();
 }
 
-CoordinatorFiles coordinator_files(const std::filesystem::path& dir) {
+CoordinatorFiles coordinator_files(const std::filesystem::path& dir, const std::string& database) {
+  if (!database.empty()) {
+    if (!sql::is_postgres_url(database))
+      throw Error("the database '" + database + "' is not a postgresql:// URL (SQLite files go in --data DIR)");
+    return {database, database, database, database};
+  }
   return {dir / "jobs.sqlite", dir / "ledger.sqlite", dir / "nonces.sqlite", dir / "api_keys.sqlite"};
 }
 
 namespace {
 
 const std::filesystem::path& made(const std::filesystem::path& dir) {
+  if (dir.empty()) return dir;  // a PostgreSQL coordinator needs no folder
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Error(dir.string() + ": cannot create the coordinator's data folder: " + ec.message());
@@ -97,11 +103,11 @@ void sweep(Coordinator::State& s) {
 
 Coordinator::State::State(CoordinatorOptions o)
     : opts(std::move(o)),
-      files(coordinator_files(made(opts.data_dir))),
+      files(coordinator_files(made(opts.data_dir), opts.database)),
       store(JobStore::open(files.jobs, opts.store)),
       ledger(Ledger::open(files.ledger)),
       keys(ApiKeys::open(files.api_keys)),
-      nonces(SqliteNonceStore::open(files.nonces)) {}
+      nonces(DatabaseNonceStore::open(files.nonces)) {}
 
 Payment pay(Coordinator::State& s, const Completion& c) {
   Payment p;

@@ -1,6 +1,7 @@
 #pragma once
 // The network's coordinator (`orchard network serve`): an HTTP server over the job store, the
-// ledger, the client API keys and the replay guard, all SQLite files in one data folder.
+// ledger, the client API keys and the replay guard: SQLite files in one data folder, or one
+// PostgreSQL database that several coordinator replicas share (database.h).
 //
 //   clients ──Bearer key──► /v1/chat/completions, /v1/completions, /v1/models
 //                              │ submit + place (placement.h)          ▲ chunks as stored
@@ -25,6 +26,7 @@ namespace orchard::network {
 
 struct CoordinatorOptions {
   std::filesystem::path data_dir;    // created when absent
+  std::string database;              // a postgresql:// URL; empty: SQLite files in data_dir
   std::string host = "127.0.0.1";
   int port = 8090;                   // 0: any free port (see Coordinator::bind)
   int http_threads = 64;             // connections served at once (long-polls and streams hold one)
@@ -36,11 +38,12 @@ struct CoordinatorOptions {
   bool log = false;                  // one line per request on stderr
 };
 
-// The files in a coordinator's data folder.
+// Where a coordinator's stores are: the SQLite files in its data folder, or, given a
+// PostgreSQL URL, that database for all four (each store in its own schema).
 struct CoordinatorFiles {
-  std::filesystem::path jobs, ledger, nonces, api_keys;
+  std::string jobs, ledger, nonces, api_keys;
 };
-CoordinatorFiles coordinator_files(const std::filesystem::path& data_dir);
+CoordinatorFiles coordinator_files(const std::filesystem::path& data_dir, const std::string& database = {});
 
 class Coordinator {
  public:

@@ -2,6 +2,7 @@
 // and its public ones (/health, /v1/world), and the pump that passes stored output on to the
 // clients' streams.
 #include "network/coordinator_state.h"
+#include "network/ledger_hash.h"
 #include "network/protocol.h"
 #include "serve/http_util.h"
 #include "serve/openai.h"
@@ -48,6 +49,14 @@ void feed(Coordinator::State& s, const std::string& job, std::shared_ptr<serve::
     stream->finish(std::move(c));
     return;
   }
+  // A retry with the same Idempotency-Key while the first request is still open: the newer
+  // connection is the one the client reads, the older one ends.
+  if (auto old = s.feeds.find(job); old != s.feeds.end()) {
+    serve::Completion c;
+    c.finish_reason = "error";
+    c.error = "a newer request with the same Idempotency-Key took over this job's answer";
+    old->second.stream->finish(std::move(c));
+  }
   s.feeds[job] = {std::move(stream), 0};
 }
 
@@ -67,16 +76,33 @@ void generate(Coordinator::State& s, bool chat, const httplib::Request& req, htt
   job.max_tokens = r.options.max_tokens;
   job.prompt_tokens = estimated_prompt_tokens(r);
   job.n_ctx = job.prompt_tokens + job.max_tokens;
+  // A client that lost the answer (the connection broke, the coordinator restarted) sends the
+  // same request with the same Idempotency-Key and gets the job it submitted before, finished
+  // or still running, never a second one. The id is the key's hash under the account, so two
+  // clients choosing the same key never meet.
+  const std::string idempotency_key = req.get_header_value("Idempotency-Key");
+  if (!idempotency_key.empty()) job.id = "job-" + sha256_hex(account + '\n' + idempotency_key).substr(0, 32);
   const int64_t now = unix_ms();
-  const auto [id, placed, holders] = s.with_store([&](JobStore& st) {
-    const std::string id = st.submit(job, now);
+  const auto [id, placed, holders, created] = s.with_store([&](JobStore& st) {
+    bool created = false;
+    std::string id;
+    try {
+      id = st.submit(job, now, &created);
+    } catch (const Error& e) {
+      if (idempotency_key.empty()) throw;
+      throw ApiError(409, "invalid_request_error",
+                     "the Idempotency-Key was used before with a different request: " + std::string(e.what()), {},
+                     "idempotency_key_reused");
+    }
     const AssignResult a = st.assign(id, now);
     int holders = 0;
     if (a.state == JobState::Failed)
       for (const NodeView& v : st.nodes()) holders += v.info.find_model(r.model) != nullptr;
-    return std::tuple{id, a, holders};
+    return std::tuple{id, a, holders, created};
   });
-  if (placed.state == JobState::Failed) {
+  res.set_header("X-Orchard-Job", id);
+  // A repeated job that failed before ends its stream with that error (the pump), like any job.
+  if (placed.state == JobState::Failed && created) {
     if (holders == 0)
       throw ApiError(404, "invalid_request_error",
                      "the model '" + r.model + "' does not exist on this network: no registered node holds it "

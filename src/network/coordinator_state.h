@@ -57,7 +57,7 @@ struct Coordinator::State {
   std::mutex ledger_mu;
   Ledger ledger;
   ApiKeys keys;  // single statements: safe on the shared connection
-  std::unique_ptr<SqliteNonceStore> nonces;
+  std::unique_ptr<DatabaseNonceStore> nonces;
 
   Signal work;    // a job was queued or requeued, a node became free
   Signal output;  // output was stored, a job finished or failed

@@ -1,6 +1,6 @@
 // The job store: a job's whole life, leases and who may report on them, resuming after an
 // abandoned attempt, drain versus abandonment, exactly-once completion, surviving a reopen, and
-// two connections claiming from one file at once.
+// two connections claiming from one database at once. Every test runs on SQLite and PostgreSQL.
 #include "network/job_store.h"
 
 #include <gtest/gtest.h>
@@ -12,8 +12,9 @@
 #include <set>
 #include <thread>
 
+#include "network/database.h"
 #include "network/nodes_fixture.h"
-#include "network/sqlite_util.h"
+#include "network/store_backends.h"
 
 namespace orchard::network {
 namespace {
@@ -22,12 +23,6 @@ namespace fs = std::filesystem;
 using namespace orchard::network::testing;
 
 constexpr int64_t kT0 = 1'700'000'000'000;  // the tests' clock starts here
-
-std::string fresh_path(const std::string& name) {
-  const std::string p = ::testing::TempDir() + "orchard-jobs-" + name + "-" + std::to_string(::getpid()) + ".sqlite";
-  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(p + suffix);
-  return p;
-}
 
 StoreOptions options() {
   StoreOptions o;
@@ -50,18 +45,25 @@ JobRequest request(const std::string& id, const ModelInfo& m = kSmall, int64_t m
   return r;
 }
 
-// A fresh store with `nodes` registered at kT0 and one job queued (when `job` is not empty).
-JobStore store_with(const std::string& name, const std::vector<NodeInfo>& nodes, const std::string& job = "") {
-  auto store = JobStore::open(fresh_path(name), options());
-  for (const NodeInfo& n : nodes) store.register_node(n, kT0);
-  if (!job.empty()) store.submit(request(job), kT0);
-  return store;
-}
+class JobStoreTest : public test::BackendTest {
+ protected:
+  std::string fresh_path(const std::string& name) { return fresh("jobs-" + name); }
+  // A fresh store with `nodes` registered at kT0 and one job queued (when `job` is not empty).
+  JobStore store_with(const std::string& name, const std::vector<NodeInfo>& nodes, const std::string& job = "") {
+    auto store = JobStore::open(fresh_path(name), options());
+    for (const NodeInfo& n : nodes) store.register_node(n, kT0);
+    if (!job.empty()) store.submit(request(job), kT0);
+    return store;
+  }
+};
 
-// The number of live attempts of `job`, read straight from the file.
+INSTANTIATE_TEST_SUITE_P(Backends, JobStoreTest, ::testing::Values(test::Backend::SQLite, test::Backend::PostgreSQL),
+                         test::backend_name);
+
+// The number of live attempts of `job`, read straight from the database.
 int64_t live_attempts(const std::string& path, const std::string& job) {
   auto db = sql::open_database(path, {"job store", "orchard-jobs", "2", ""});
-  sql::Stmt s(db.get(), "SELECT count(*) FROM attempts WHERE job_id = ?1 AND state IN ('assigned', 'running')");
+  sql::Stmt s(*db, "SELECT count(*) FROM attempts WHERE job_id = ?1 AND state IN ('assigned', 'running')");
   s.bind(1, job).step();
   return s.i64(0);
 }
@@ -76,7 +78,7 @@ std::string not_your_job(F f) {
   return "";
 }
 
-TEST(JobStore, SubmitAssignStreamComplete) {
+TEST_P(JobStoreTest, SubmitAssignStreamComplete) {
   auto store = JobStore::open(fresh_path("life"), options());
   NodeInfo node = single("n1", 64, 200);
   node.lending = Lending::Dedicated;
@@ -130,7 +132,7 @@ TEST(JobStore, SubmitAssignStreamComplete) {
   EXPECT_THROW(store.append_output(id, 1, "n1", 3, "after the end", kT0 + 600), NotYourJob);
 }
 
-TEST(JobStore, ANodeCannotReportWorkOnAnotherNodesJob) {
+TEST_P(JobStoreTest, ANodeCannotReportWorkOnAnotherNodesJob) {
   auto store = store_with("not-yours", {single("fast", 64, 400), single("slow", 64, 100)}, "job-b");
   const AssignResult a = store.assign("job-b", kT0);
   ASSERT_EQ(a.state, JobState::Assigned) << a.reason;
@@ -150,7 +152,7 @@ TEST(JobStore, ANodeCannotReportWorkOnAnotherNodesJob) {
   EXPECT_TRUE(store.append_output("job-b", 1, "fast", 0, "real", kT0 + 3));
 }
 
-TEST(JobStore, LeaseExpiryRequeuesKeepingOutputAndTheNextAttemptResumes) {
+TEST_P(JobStoreTest, LeaseExpiryRequeuesKeepingOutputAndTheNextAttemptResumes) {
   auto store = store_with("resume", {single("fast", 64, 400), single("slow", 64, 100)}, "job-c");
   const auto first = store.next_job_for("fast", kT0);
   ASSERT_TRUE(first);
@@ -191,7 +193,7 @@ TEST(JobStore, LeaseExpiryRequeuesKeepingOutputAndTheNextAttemptResumes) {
   EXPECT_EQ(store.node_stats("fast").tokens_streamed, 2);
 }
 
-TEST(JobStore, HandBackCostsNothingAbandonmentLowersReliability) {
+TEST_P(JobStoreTest, HandBackCostsNothingAbandonmentLowersReliability) {
   auto store = store_with("drain", {single("owner-wants-it", 64, 400), single("other", 64, 100)}, "job-d");
   ASSERT_TRUE(store.next_job_for("owner-wants-it", kT0));
   store.append_output("job-d", 1, "owner-wants-it", 0, "Hi", kT0 + 100);
@@ -223,7 +225,7 @@ TEST(JobStore, HandBackCostsNothingAbandonmentLowersReliability) {
   EXPECT_EQ(store.job("job-d").state, JobState::Queued);
 }
 
-TEST(JobStore, CompletingTwiceIsIdempotent) {
+TEST_P(JobStoreTest, CompletingTwiceIsIdempotent) {
   auto store = store_with("twice", {single("n1", 64, 200)}, "job-e");
   ASSERT_TRUE(store.next_job_for("n1", kT0));
   store.append_output("job-e", 1, "n1", 0, "x", kT0 + 1);
@@ -243,7 +245,7 @@ TEST(JobStore, CompletingTwiceIsIdempotent) {
   EXPECT_EQ(store.submit(request(""), kT0 + 5).rfind("job-", 0), 0u);
 }
 
-TEST(JobStore, ReopeningMidJobKeepsEverything) {
+TEST_P(JobStoreTest, ReopeningMidJobKeepsEverything) {
   const std::string path = fresh_path("reopen");
   {
     auto store = JobStore::open(path, options());
@@ -268,7 +270,8 @@ TEST(JobStore, ReopeningMidJobKeepsEverything) {
   const auto g = store.next_job_for("n1", kT0 + 8'000);
   ASSERT_TRUE(g);
   EXPECT_EQ(g->job_id, "job-g");
-  // Someone else's database is refused.
+  // Someone else's database is refused (PostgreSQL keeps each kind in a schema of its own).
+  if (!sqlite()) return;
   const std::string ledger_like = fresh_path("not-jobs");
   sql::open_database(ledger_like, {"ledger", "orchard-ledger", "1", "CREATE TABLE entries(seq INTEGER PRIMARY KEY);"});
   try {
@@ -279,7 +282,7 @@ TEST(JobStore, ReopeningMidJobKeepsEverything) {
   }
 }
 
-TEST(JobStore, HeartbeatRenewsOnlyTheJobsTheNodeStillRuns) {
+TEST_P(JobStoreTest, HeartbeatRenewsOnlyTheJobsTheNodeStillRuns) {
   auto store = JobStore::open(fresh_path("dropped"), options());
   NodeInfo two = single("n1", 64, 200);
   two.max_jobs = 2;
@@ -298,7 +301,7 @@ TEST(JobStore, HeartbeatRenewsOnlyTheJobsTheNodeStillRuns) {
   EXPECT_EQ(store.job("dropped").state, JobState::Queued);
 }
 
-TEST(JobStore, JobsNoNodeCanTakeFailWithAClearError) {
+TEST_P(JobStoreTest, JobsNoNodeCanTakeFailWithAClearError) {
   auto store = store_with("hopeless", {single("tiny", 16, 200, {kSmall, kBig}), single("no-big", 512, 200, {kSmall})});
   store.submit(request("too-big", kBig), kT0);
   const AssignResult a = store.assign("too-big", kT0);
@@ -328,7 +331,7 @@ TEST(JobStore, JobsNoNodeCanTakeFailWithAClearError) {
   EXPECT_EQ(store.job("first").state, JobState::Running);
 }
 
-TEST(JobStore, AJobAbandonedMaxAttemptsTimesFails) {
+TEST_P(JobStoreTest, AJobAbandonedMaxAttemptsTimesFails) {
   auto store = JobStore::open(fresh_path("max-attempts"), options());
   int64_t t = kT0;
   store.register_node(single("n1", 64, 200), t);
@@ -347,7 +350,7 @@ TEST(JobStore, AJobAbandonedMaxAttemptsTimesFails) {
   EXPECT_NEAR(store.node_stats("n1").reliability, 0.7 * 0.7 * 0.7, 1e-12);
 }
 
-TEST(JobStore, TwoConnectionsClaimingAtOnceNeverGiveAJobToTwoNodes) {
+TEST_P(JobStoreTest, TwoConnectionsClaimingAtOnceNeverGiveAJobToTwoNodes) {
   const std::string path = fresh_path("race");
   constexpr int kJobs = 60;
   {
@@ -392,7 +395,7 @@ TEST(JobStore, TwoConnectionsClaimingAtOnceNeverGiveAJobToTwoNodes) {
   for (int i = 0; i < kJobs; ++i) EXPECT_EQ(store.job("race-" + std::to_string(i)).attempts, 1);
 }
 
-TEST(JobStore, TheFileRefusesASecondLiveAttempt) {
+TEST_P(JobStoreTest, TheFileRefusesASecondLiveAttempt) {
   const std::string path = fresh_path("unique");
   auto store = JobStore::open(path, options());
   store.register_node(single("n1", 64, 200), kT0);
@@ -400,14 +403,13 @@ TEST(JobStore, TheFileRefusesASecondLiveAttempt) {
   ASSERT_EQ(store.assign("job-u", kT0).state, JobState::Assigned);
   EXPECT_EQ(store.assign("job-u", kT0).reason, "not queued: already assigned");
   auto db = sql::open_database(path, {"job store", "orchard-jobs", "2", ""});
-  EXPECT_THROW(sql::exec(db.get(),
-                         "INSERT INTO attempts(job_id, attempt, node_id, state, plan, size_class, hardware, dedicated, "
+  EXPECT_THROW(db->exec("INSERT INTO attempts(job_id, attempt, node_id, state, plan, size_class, hardware, dedicated, "
                          "started_at, lease_deadline) VALUES('job-u', 2, 'n1', 'running', 'single', 'small', 'desktop', 0, 0, 0)"),
                sql::SqlError);
 }
 
 // A chunk retried with other tokens is as wrong as one with other text.
-TEST(JobStore, AChunkIsStoredWithItsTokensAndARetryMustRepeatThem) {
+TEST_P(JobStoreTest, AChunkIsStoredWithItsTokensAndARetryMustRepeatThem) {
   auto store = store_with("chunk-tokens", {single("n1", 64, 200)}, "job-t");
   ASSERT_TRUE(store.next_job_for("n1", kT0));
   EXPECT_TRUE(store.append_output("job-t", 1, "n1", 0, "Hi", kT0 + 1, {5, 6}));
@@ -415,7 +417,7 @@ TEST(JobStore, AChunkIsStoredWithItsTokensAndARetryMustRepeatThem) {
   EXPECT_THROW(store.append_output("job-t", 1, "n1", 0, "Hi", kT0 + 3, {5}), Error);
 }
 
-TEST(JobStore, RegistrationRecordsTheNodesKeyAndKeepsItWhenNoneIsGiven) {
+TEST_P(JobStoreTest, RegistrationRecordsTheNodesKeyAndKeepsItWhenNoneIsGiven) {
   auto store = JobStore::open(fresh_path("keys"), options());
   EXPECT_EQ(store.node_key("n1"), std::nullopt);
   store.register_node(single("n1", 64, 200), kT0);
@@ -426,7 +428,7 @@ TEST(JobStore, RegistrationRecordsTheNodesKeyAndKeepsItWhenNoneIsGiven) {
   EXPECT_EQ(store.node_key("n1"), std::string(64, 'a'));
 }
 
-TEST(JobStore, ANodeThatCannotRunAJobFailsItForEveryoneAndOnlyItsOwn) {
+TEST_P(JobStoreTest, ANodeThatCannotRunAJobFailsItForEveryoneAndOnlyItsOwn) {
   auto store = store_with("node-fails", {single("n1", 64, 200), single("n2", 64, 100)}, "job-x");
   const auto work = store.next_job_for("n1", kT0);
   ASSERT_TRUE(work);
