@@ -33,9 +33,8 @@ void Stmt::ensure_run() {
 
 bool Stmt::step() {
   ensure_run();
-  if (next_ >= result_.rows.size()) return false;
-  ++next_;
-  return true;
+  if (next_ <= result_.rows.size()) ++next_;  // past the last row: reads throw
+  return next_ <= result_.rows.size();
 }
 
 int64_t Stmt::changes() {

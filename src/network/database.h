@@ -83,6 +83,9 @@ class Connection {
   virtual void begin(bool write) = 0;
   virtual void commit() = 0;
   virtual void rollback() noexcept = 0;
+  // How often a transaction refused as retryable runs in all: SQLite's writers already queued
+  // for the busy timeout, so once; PostgreSQL's serializable ones, several times.
+  virtual int transaction_tries() const = 0;
 
  private:
   template <class F>
@@ -90,8 +93,6 @@ class Connection {
   static void backoff(int attempt);  // sleeps a little longer each retry, with jitter
   int depth_ = 0;
 };
-
-inline constexpr int kMaxTransactionTries = 30;
 
 template <class F>
 auto Connection::transaction(bool write, F body) -> decltype(body()) {
@@ -114,7 +115,7 @@ auto Connection::transaction(bool write, F body) -> decltype(body()) {
       }
     } catch (const SqlError& e) {
       rollback();
-      if (!e.retryable() || attempt >= kMaxTransactionTries) throw;
+      if (!e.retryable() || attempt >= transaction_tries()) throw;
     } catch (...) {
       rollback();
       throw;

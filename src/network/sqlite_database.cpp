@@ -84,6 +84,7 @@ class SqliteConnection : public Connection {
   // changes, with no other writer in between.
   void begin(bool write) override { exec(write ? "BEGIN IMMEDIATE" : "BEGIN"); }
   void commit() override { exec("COMMIT"); }
+  int transaction_tries() const override { return 1; }
   void rollback() noexcept override {
     std::lock_guard lock(mu_);
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);

@@ -1,7 +1,8 @@
-// The coordinator SIGKILLed under load and restarted (issue 8's acceptance): real processes
-// — `orchard network serve`, three `orchard node`s with stories260K — and client threads that
-// submit 240 short jobs through the OpenAI endpoint. After some have finished, the coordinator
-// is killed mid-flight and started again on the same data and port. The client contract under
+// The coordinator SIGKILLed under load and restarted (issue 8's acceptance), on SQLite files and
+// on PostgreSQL: real processes — two `orchard network serve` replicas sharing the stores,
+// three `orchard node`s with stories260K — and client threads that submit 240 short jobs
+// through the OpenAI endpoint. After some have finished, one coordinator is killed mid-flight
+// and started again on the same data and port. The client contract under
 // test: a client whose request broke (connection reset, 5xx) sends the same request again with
 // the same Idempotency-Key, and gets the same job's answer. In the end every job the store
 // holds as done is paid exactly once, nothing else is paid, and the ledger verifies.
@@ -18,6 +19,7 @@
 #include "network/coordinator.h"
 #include "network/job_store.h"
 #include "network/ledger.h"
+#include "network/store_backends.h"
 #include "network/test_files.h"
 #include "test_data.h"
 
@@ -31,6 +33,7 @@ constexpr int kJobs = 240;
 constexpr int kClients = 8;
 constexpr int kKillAfter = 60;  // answers received before the SIGKILL
 constexpr int kNodes = 3;
+constexpr int kReplicas = 2;  // coordinators sharing the stores
 
 // A port the kernel just handed out, released again for the coordinator to take.
 int free_port() {
@@ -110,18 +113,17 @@ void kill_and_wait(Proc& p, int sig) {
   dist::testing::wait_all({&p}, std::chrono::steady_clock::now() + std::chrono::seconds(20));
 }
 
-// `db_url`: empty for the SQLite files under the data folder, else a PostgreSQL URL.
+// `db_url`: empty for the SQLite files under the data folder, else a PostgreSQL URL. Two
+// coordinator replicas share the stores; nodes and clients are split between them, and the
+// first is the one killed.
 void run_kill_test(const std::string& name, const std::string& db_url) {
   ORCHARD_REQUIRE_DATA();
   const std::string bin = ::orchard::test::orchard_binary();
   const std::string model = ::orchard::test::data_file("models/stories260K.gguf").string();
   const auto dir = test::fresh_dir(name);
-  const int port = free_port();
-  std::vector<std::string> db_args = {"--data", dir.string()};
-  if (!db_url.empty()) db_args.insert(db_args.end(), {"--db", db_url});
-  const CoordinatorFiles files = coordinator_files(dir);
-  const std::string jobs = db_url.empty() ? files.jobs : db_url;
-  const std::string ledger_at = db_url.empty() ? files.ledger : db_url;
+  const std::vector<std::string> db_args =
+      db_url.empty() ? std::vector<std::string>{"--data", dir.string()} : std::vector<std::string>{"--db", db_url};
+  const CoordinatorFiles files = coordinator_files(dir, db_url);
 
   auto with = [&](std::vector<std::string> argv, const std::vector<std::string>& more) {
     argv.insert(argv.end(), more.begin(), more.end());
@@ -133,23 +135,29 @@ void run_kill_test(const std::string& name, const std::string& db_url) {
 
   // Short leases: an attempt whose node never heard of it (the reply died with the
   // coordinator) moves on within seconds.
-  const std::vector<std::string> serve = with({bin, "network", "serve", "--port", std::to_string(port), "--lease", "3",
-                                               "--heartbeat-timeout", "5", "--http-threads", "32"},
-                                              db_args);
-  int restarts = 0;
-  Proc coordinator = dist::testing::spawn(serve, {}, name + "-coordinator-0");
+  std::vector<int> ports;
+  std::vector<std::vector<std::string>> serve;
+  std::vector<Proc> coordinators;
+  for (int r = 0; r < kReplicas; ++r) {
+    ports.push_back(free_port());
+    serve.push_back(with({bin, "network", "serve", "--port", std::to_string(ports.back()), "--lease", "3",
+                          "--heartbeat-timeout", "5", "--http-threads", "32"},
+                         db_args));
+    coordinators.push_back(dist::testing::spawn(serve.back(), {}, name + "-coordinator-" + std::to_string(r)));
+  }
   std::vector<Proc> nodes;
   for (int n = 0; n < kNodes; ++n)
     nodes.push_back(dist::testing::spawn(
-        {bin, "node", "--coordinator", "http://127.0.0.1:" + std::to_string(port), "-m", model, "--name", "stories260K",
-         "--key", (dir / ("node" + std::to_string(n) + ".key")).string(), "--owner", "bob", "--dedicated",
+        {bin, "node", "--coordinator", "http://127.0.0.1:" + std::to_string(ports[n % kReplicas]), "-m", model, "--name",
+         "stories260K", "--key", (dir / ("node" + std::to_string(n) + ".key")).string(), "--owner", "bob", "--dedicated",
          "--bandwidth", "20", "-t", "1", "--poll-wait", "2"},
         {}, name + "-node-" + std::to_string(n)));
   auto stop_all = [&] {
     for (Proc& n : nodes) kill_and_wait(n, SIGKILL);
-    kill_and_wait(coordinator, SIGKILL);
+    for (Proc& c : coordinators) kill_and_wait(c, SIGKILL);
   };
-  wait_healthy(port, kNodes, coordinator);
+  for (int r = 0; r < kReplicas && !::testing::Test::HasFatalFailure(); ++r)
+    wait_healthy(ports[static_cast<size_t>(r)], kNodes, coordinators[static_cast<size_t>(r)]);
   if (::testing::Test::HasFatalFailure()) return stop_all();
 
   std::vector<Answer> answers(kJobs);
@@ -158,18 +166,18 @@ void run_kill_test(const std::string& name, const std::string& db_url) {
   for (int c = 0; c < kClients; ++c)
     clients.emplace_back([&] {
       for (int i = next++; i < kJobs; i = next++) {
-        answers[static_cast<size_t>(i)] = ask(port, key, i);
+        answers[static_cast<size_t>(i)] = ask(ports[static_cast<size_t>(i % kReplicas)], key, i);
         ++answered;
       }
     });
   while (answered < kKillAfter) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  kill_and_wait(coordinator, SIGKILL);
+  kill_and_wait(coordinators[0], SIGKILL);
   const int answered_at_kill = answered;
-  coordinator = dist::testing::spawn(serve, {}, name + "-coordinator-" + std::to_string(++restarts));
+  coordinators[0] = dist::testing::spawn(serve[0], {}, name + "-coordinator-0-restarted");
   for (std::thread& t : clients) t.join();
-  kill_and_wait(coordinator, SIGTERM);
+  for (Proc& c : coordinators) kill_and_wait(c, SIGTERM);
   for (Proc& n : nodes) kill_and_wait(n, SIGTERM);
-  EXPECT_EQ(dist::testing::exit_code(coordinator), 0) << coordinator.err();
+  for (const Proc& c : coordinators) EXPECT_EQ(dist::testing::exit_code(c), 0) << c.err();
   ASSERT_LT(answered_at_kill, kJobs) << "every job had finished before the kill: the test tested nothing";
 
   // Every client got an answer, to its own job; some had to ask again because of the kill.
@@ -185,8 +193,8 @@ void run_kill_test(const std::string& name, const std::string& db_url) {
   EXPECT_GT(retried, 0) << "no client request was cut by the kill";
 
   // The store's done jobs and the ledger's entries are the same set, one entry each.
-  auto store = JobStore::open(jobs);
-  auto ledger = Ledger::open(ledger_at);
+  auto store = JobStore::open(files.jobs);
+  auto ledger = Ledger::open(files.ledger);
   const std::vector<Completion> done = store.completions();
   std::set<std::string> done_ids;
   for (const Completion& c : done) {
@@ -205,11 +213,16 @@ void run_kill_test(const std::string& name, const std::string& db_url) {
               answered_at_kill, kJobs, retried, done.size(), static_cast<long long>(report.entries));
   EXPECT_EQ(ledger.balance("alice") + ledger.balance("bob"), 0);
   EXPECT_LT(ledger.balance("alice"), 0);
-  run({bin, "network", "ledger", "--db", ledger_at, "--verify"}, name + "-verify");
+  run({bin, "network", "ledger", "--db", files.ledger, "--verify"}, name + "-verify");
 }
 
-TEST(CoordinatorKill, SqliteEveryFinishedJobIsPaidOnceAfterASigkill) {
-  run_kill_test("kill-sqlite", "");
+TEST(CoordinatorKill, SqliteEveryFinishedJobIsPaidOnceAfterASigkill) { run_kill_test("kill-sqlite", ""); }
+
+TEST(CoordinatorKill, PostgresEveryFinishedJobIsPaidOnceAfterASigkill) {
+  std::string why;
+  test::PostgresServer* pg = test::PostgresServer::get(&why);
+  if (!pg) GTEST_SKIP() << "PostgreSQL tests skipped: " << why;
+  run_kill_test("kill-postgresql", pg->fresh_database("kill"));
 }
 
 }  // namespace

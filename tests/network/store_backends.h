@@ -25,6 +25,7 @@ enum class Backend { SQLite, PostgreSQL };
 inline std::string backend_name(const ::testing::TestParamInfo<Backend>& p) {
   return p.param == Backend::SQLite ? "SQLite" : "PostgreSQL";
 }
+inline void PrintTo(Backend b, std::ostream* os) { *os << (b == Backend::SQLite ? "SQLite" : "PostgreSQL"); }
 
 class PostgresServer {
  public:

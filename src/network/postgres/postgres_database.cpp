@@ -113,6 +113,7 @@ class PostgresConnection : public Connection {
     exec(write ? "BEGIN ISOLATION LEVEL SERIALIZABLE" : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
   }
   void commit() override { exec("COMMIT"); }
+  int transaction_tries() const override { return 30; }
   void rollback() noexcept override {
     std::lock_guard lock(mu_);
     if (PQstatus(conn_) == CONNECTION_OK) PQclear(PQexec(conn_, "ROLLBACK"));
