@@ -6,10 +6,10 @@
 // The stores are written once, in the SQL both understand: `?1`, `?2` … number a statement's
 // parameters (PostgreSQL's `$1` is written for it), upserts are INSERT … ON CONFLICT, and every
 // operation that reads and then writes runs in write() — one transaction that behaves as if it
-// ran alone: SQLite's BEGIN IMMEDIATE takes the file's write lock up front; PostgreSQL runs it
-// SERIALIZABLE and runs the whole function again when the server refuses it as a serialization
-// failure or deadlock. A function given to write() may therefore run more than once: it must
-// only touch the database and its own locals until it returns.
+// ran alone: SQLite's BEGIN IMMEDIATE takes the file's write lock up front; PostgreSQL's takes
+// the store's advisory lock first thing. Should the server still refuse a transaction as a
+// deadlock or serialization failure, the whole function runs again, so a function given to
+// write() must only touch the database and its own locals until it returns.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -24,7 +24,7 @@ namespace orchard::network::sql {
 enum class Dialect { SQLite, PostgreSQL };
 
 // A database failure. `retryable`: the same transaction may succeed when run again (SQLite
-// busy past its timeout, PostgreSQL serialization failure or deadlock).
+// busy, PostgreSQL serialization failure or deadlock).
 class SqlError : public Error {
  public:
   SqlError(const std::string& what, bool retryable) : Error(what), retryable_(retryable) {}
@@ -84,7 +84,7 @@ class Connection {
   virtual void commit() = 0;
   virtual void rollback() noexcept = 0;
   // How often a transaction refused as retryable runs in all: SQLite's writers already queued
-  // for the busy timeout, so once; PostgreSQL's serializable ones, several times.
+  // for the busy timeout, so once; PostgreSQL's, a few times.
   virtual int transaction_tries() const = 0;
 
  private:

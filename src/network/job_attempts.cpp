@@ -142,12 +142,9 @@ AssignResult JobStore::assign(const std::string& job_id, int64_t now_ms) {
   return db().write([&] { return assign_in(job_id, now_ms); });
 }
 
-// The oldest queued jobs. On PostgreSQL, rows another replica is placing right now are
-// skipped rather than waited for: each replica places its own share of the queue.
+// The oldest queued jobs.
 std::vector<std::string> JobStore::queued_jobs() {
-  std::string q = "SELECT id FROM jobs WHERE state = 'queued' ORDER BY queued_at, id LIMIT ?1";
-  if (db().dialect() == sql::Dialect::PostgreSQL && db().in_transaction()) q += " FOR UPDATE SKIP LOCKED";
-  sql::Stmt s(db(), q);
+  sql::Stmt s(db(), "SELECT id FROM jobs WHERE state = 'queued' ORDER BY queued_at, id LIMIT ?1");
   s.bind(1, int64_t{options_.assign_batch});
   std::vector<std::string> ids;
   while (s.step()) ids.push_back(s.text(0));

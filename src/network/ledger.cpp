@@ -133,12 +133,10 @@ PayResult Ledger::pay(const std::string& job_id, int64_t attempt, const std::str
   if (payer == payee) throw Error(where + "payer and payee are the same account '" + payer + "'");
   if (amount <= 0) throw Error(where + "amount " + std::to_string(amount) + " is not positive");
 
-  // The check for an earlier payment, the head we chain to and the insert all see one state: no
-  // other writer can slip in between. SQLite's write lock is taken by the transaction itself;
-  // PostgreSQL's appenders queue on the table lock (taken before the snapshot, so the head read
-  // below is the newest) instead of failing each other's serializable transactions.
+  // The check for an earlier payment, the head we chain to and the insert all see one state: the
+  // write transaction holds the ledger's write lock (database.h), so no other appender can slip
+  // in between, and the head read is the newest.
   return db().write([&]() -> PayResult {
-    if (db().dialect() == sql::Dialect::PostgreSQL) db().exec("LOCK TABLE entries IN EXCLUSIVE MODE");
     if (auto existing = entry_for_job(job_id)) return {*existing, false};
     return {append(job_id, attempt, payer, payee, amount, details), true};
   });

@@ -14,9 +14,9 @@
 // of entries and signed heads; verify() re-checks everything a writer with raw access could
 // still break (drop the triggers, edit, recompute).
 //
-// Several processes may share one ledger; appending serializes (SQLite: BEGIN IMMEDIATE on a
-// WAL file with synchronous=FULL, so a committed payment survives SIGKILL and power loss;
-// PostgreSQL: the entries table locked EXCLUSIVE for the append, in a SERIALIZABLE transaction).
+// Several processes may share one ledger; appending serializes on the ledger's write lock
+// (SQLite: BEGIN IMMEDIATE on a WAL file with synchronous=FULL, so a committed payment survives
+// SIGKILL and power loss; PostgreSQL: the store's advisory lock, database.h).
 #include <openssl/evp.h>
 
 #include <cstdint>

@@ -219,9 +219,8 @@ void run_kill_test(const std::string& name, const std::string& db_url) {
 TEST(CoordinatorKill, SqliteEveryFinishedJobIsPaidOnceAfterASigkill) { run_kill_test("kill-sqlite", ""); }
 
 TEST(CoordinatorKill, PostgresEveryFinishedJobIsPaidOnceAfterASigkill) {
-  std::string why;
-  test::PostgresServer* pg = test::PostgresServer::get(&why);
-  if (!pg) GTEST_SKIP() << "PostgreSQL tests skipped: " << why;
+  test::PostgresServer* pg = test::PostgresServer::require();
+  if (!pg) return;
   run_kill_test("kill-postgresql", pg->fresh_database("kill"));
 }
 

@@ -6,13 +6,16 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <map>
 #include <mutex>
 #include <set>
 #include <thread>
 
+#include "network/credits.h"
 #include "network/database.h"
+#include "network/ledger.h"
 #include "network/nodes_fixture.h"
 #include "network/store_backends.h"
 
@@ -393,6 +396,58 @@ TEST_P(JobStoreTest, TwoConnectionsClaimingAtOnceNeverGiveAJobToTwoNodes) {
   }
   EXPECT_GT(nodes_used.size(), 1u);  // the load term spreads equal nodes' work
   for (int i = 0; i < kJobs; ++i) EXPECT_EQ(store.job("race-" + std::to_string(i)).attempts, 1);
+}
+
+// Three replicas — each its own connections to the store and the ledger — claim, complete
+// and pay at once, then each pays every completion it finds (what a restarted coordinator
+// does): every job runs on one node and is paid once, and the ledger verifies.
+TEST_P(JobStoreTest, ReplicasClaimingCompletingAndPayingAtOnceAssignAndPayEachJobOnce) {
+  const std::string jobs_at = fresh_path("replicas");
+  const std::string ledger_at = sqlite() ? fresh_path("replicas-ledger") : jobs_at;
+  constexpr int kJobs = 45, kReplicas = 3;
+  {
+    auto store = JobStore::open(jobs_at, options());
+    for (int n = 0; n < 6; ++n) {
+      NodeInfo info = single("n" + std::to_string(n), 64, 200);
+      info.owner = "owner-" + std::to_string(n);
+      info.max_jobs = 2;
+      store.register_node(info, kT0);
+    }
+    for (int i = 0; i < kJobs; ++i) store.submit(request("pay-" + std::to_string(i)), kT0 + i);
+    Ledger::open(ledger_at);
+  }
+  std::mutex mu;
+  std::map<std::string, int> claimed;  // job → times a node was handed it
+  std::atomic<int> completed{0};
+  auto replica = [&](int r) {
+    auto store = JobStore::open(jobs_at, options());
+    auto ledger = Ledger::open(ledger_at);
+    auto pay = [&](const Completion& c) {
+      ledger.pay(c.job_id, c.attempt, c.client, c.owner, job_credits(c.usage), to_json(c.usage));
+    };
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (completed < kJobs && std::chrono::steady_clock::now() < deadline)
+      for (int n = r; n < 6; n += kReplicas)  // each replica serves its own nodes
+        while (auto w = store.next_job_for("n" + std::to_string(n), kT0 + 1'000)) {
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            ++claimed[w->job_id];
+          }
+          pay(store.complete(w->job_id, w->attempt, "n" + std::to_string(n), {12, 4, "stop"}, kT0 + 2'000));
+          ++completed;
+        }
+    for (const Completion& c : store.completions()) pay(c);
+  };
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kReplicas; ++r) threads.emplace_back(replica, r);
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(claimed.size(), static_cast<size_t>(kJobs));
+  for (const auto& [job, times] : claimed) EXPECT_EQ(times, 1) << job;
+  auto ledger = Ledger::open(ledger_at);
+  const VerifyReport r = ledger.verify();
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.violations.front());
+  EXPECT_EQ(r.entries, kJobs);
+  for (int i = 0; i < kJobs; ++i) EXPECT_TRUE(ledger.entry_for_job("pay-" + std::to_string(i))) << i;
 }
 
 TEST_P(JobStoreTest, TheFileRefusesASecondLiveAttempt) {

@@ -30,16 +30,32 @@ inline void PrintTo(Backend b, std::ostream* os) { *os << (b == Backend::SQLite 
 class PostgresServer {
  public:
   // The program's server, started on first use; nullptr, with `why`, when it cannot be.
-  static PostgresServer* get(std::string* why) {
+  // `absent` tells "PostgreSQL is not installed" (skip) from "it failed to start" (fail).
+  static PostgresServer* get(std::string* why, bool* absent = nullptr) {
     static std::string failure;
+    static bool missing = false;
     static std::unique_ptr<PostgresServer> server = [] {
       std::unique_ptr<PostgresServer> s(new PostgresServer);
       failure = s->start();
+      missing = s->bin_.empty();
       if (!failure.empty()) s.reset();
       return s;
     }();
     if (!server && why) *why = failure;
+    if (absent) *absent = missing;
     return server.get();
+  }
+
+  // For a test's SetUp: skips when PostgreSQL is not installed, fails when it is but the server
+  // did not start. Returns the server, or nullptr when the test must stop.
+  static PostgresServer* require() {
+    std::string why;
+    bool absent = false;
+    PostgresServer* s = get(&why, &absent);
+    // (In lambdas: the gtest macros return from the function they are in.)
+    if (!s && absent) [&] { GTEST_SKIP() << "PostgreSQL tests skipped: " << why; }();
+    if (!s && !absent) [&] { FAIL() << "the test PostgreSQL server did not start: " << why; }();
+    return s;
   }
 
   ~PostgresServer() {
@@ -138,10 +154,7 @@ inline std::string fresh_location(Backend backend, const std::string& name, std:
 class BackendTest : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
-    if (GetParam() == Backend::PostgreSQL) {
-      std::string why;
-      if (!PostgresServer::get(&why)) GTEST_SKIP() << "PostgreSQL tests skipped: " << why;
-    }
+    if (GetParam() == Backend::PostgreSQL) PostgresServer::require();
   }
   std::string fresh(const std::string& name) { return fresh_location(GetParam(), name, nullptr); }
   bool sqlite() const { return GetParam() == Backend::SQLite; }

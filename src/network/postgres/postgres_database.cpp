@@ -1,6 +1,10 @@
 // The PostgreSQL backend (libpq): one database for all the stores of all coordinator replicas,
-// each store in a schema of its own. Write transactions run SERIALIZABLE and are run again on
-// a serialization failure (database.h), so each one behaves as if it ran alone, like SQLite's.
+// each store in a schema of its own. A write transaction first takes its store's advisory lock,
+// so writers of one store run one at a time, as SQLite's BEGIN IMMEDIATE makes them: each one
+// reads (READ COMMITTED, after the lock) everything the writer before it committed, and acts
+// as if it ran alone. Readers never wait. Measured against SERIALIZABLE with retries, the lock
+// was several times faster on the claim-complete-pay mix of three replicas (conflicts on the
+// attempts placement reads made most serializable claims retry).
 #include <libpq-fe.h>
 
 #include <mutex>
@@ -110,10 +114,14 @@ class PostgresConnection : public Connection {
 
  protected:
   void begin(bool write) override {
-    exec(write ? "BEGIN ISOLATION LEVEL SERIALIZABLE" : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    if (!write) return exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    exec("BEGIN");
+    exec("SELECT pg_advisory_xact_lock(hashtext('" + schema_ + "'))");  // released by COMMIT/ROLLBACK
   }
   void commit() override { exec("COMMIT"); }
-  int transaction_tries() const override { return 30; }
+  // A deadlock or serialization failure cannot come from two stores' writers (one lock each,
+  // no transaction spans stores), but may from someone else's session on the same tables.
+  int transaction_tries() const override { return 5; }
   void rollback() noexcept override {
     std::lock_guard lock(mu_);
     if (PQstatus(conn_) == CONNECTION_OK) PQclear(PQexec(conn_, "ROLLBACK"));
