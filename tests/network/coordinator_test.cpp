@@ -1,7 +1,7 @@
 // The coordinator over HTTP with nodes played by the test (signed calls by hand, no model):
 // who may call what (unsigned, forged, altered, stale, replayed node requests are 401; a node
 // reporting on another node's job is 403), clients' keys and models, a job no node can take
-// failing at once, and a completed job paid exactly once.
+// failing at once, a completed job paid exactly once, and a client's Idempotency-Key.
 #include <gtest/gtest.h>
 
 #include <future>
@@ -204,6 +204,58 @@ TEST(Coordinator, ClientsNeedAKeyAndAJobNoNodeCanTakeFailsAtOnce) {
   EXPECT_EQ(world["nodes"][0]["owner"], "nadia");
   EXPECT_EQ(world["nodes"][0]["models"], json::array({"small-8b"}));
   EXPECT_TRUE(world["nodes"][0]["online"].get<bool>());
+}
+
+// A client re-sending a request with the same Idempotency-Key gets the job it submitted, not a
+// second one; the key with another body is a 409; another account's same key is its own job.
+TEST(Coordinator, AnIdempotencyKeyNamesOneJobPerAccount) {
+  RunningCoordinator c("coord-idempotent");
+  const NodeIdentity x = fresh_identity();
+  register_node(c, x, "xavier");
+  const std::string carol = c.api_key("carol"), dave = c.api_key("dave");
+  const json body = {{"model", "small-8b"}, {"prompt", "Hello"}, {"max_tokens", 4}};
+  auto ask = [&](const std::string& key, const json& b) {
+    const httplib::Headers h = {{"Authorization", "Bearer " + key}, {"Idempotency-Key", "order-17"}};
+    auto r = c.client().Post("/v1/completions", h, b.dump(), "application/json");
+    return r ? std::tuple{r->status, r->get_header_value("X-Orchard-Job"), json::parse(r->body, nullptr, false)}
+             : std::tuple{0, std::string(), json()};
+  };
+  // x runs whatever it is given: "Hi" as one chunk, then completes.
+  auto serve_one = [&] {
+    const auto [polled, w] = c.node_post(x, kWorkPath, {{"wait", 10}});
+    if (polled != 200) return std::string();
+    const Work work = work_from_json(w);
+    c.node_post(x, job_path(work.job_id, "output"),
+                {{"attempt", work.attempt}, {"chunks", {{{"index", 0}, {"text", "Hi"}, {"tokens", {5}}}}}});
+    c.node_post(x, job_path(work.job_id, "complete"),
+                {{"attempt", work.attempt}, {"prompt_tokens", 2}, {"completion_tokens", 1}});
+    return work.job_id;
+  };
+  auto first = std::async(std::launch::async, [&] { return ask(carol, body); });
+  const std::string ran = serve_one();
+  const auto [status, job, reply] = first.get();
+  ASSERT_EQ(status, 200) << reply;
+  EXPECT_EQ(job, ran);
+  // Again: the same job's answer at once, and nothing new for the node.
+  const auto [again, same_job, same_reply] = ask(carol, body);
+  EXPECT_EQ(again, 200);
+  EXPECT_EQ(same_job, job);
+  EXPECT_EQ(same_reply["choices"][0]["text"], "Hi");
+  EXPECT_EQ(c.node_post(x, kWorkPath, {{"wait", 0}}).first, 204);
+  // The key with another request is refused, naming why.
+  json other = body;
+  other["prompt"] = "Goodbye";
+  const auto [conflict, no_job, refused] = ask(carol, other);
+  EXPECT_EQ(conflict, 409);
+  EXPECT_EQ(error_code(refused), "idempotency_key_reused") << refused;
+  // Dave's "order-17" is Dave's own job.
+  auto daves = std::async(std::launch::async, [&] { return ask(dave, body); });
+  const std::string dave_ran = serve_one();
+  EXPECT_EQ(std::get<0>(daves.get()), 200);
+  EXPECT_NE(dave_ran, job);
+  auto ledger = Ledger::open(c.files().ledger);
+  EXPECT_EQ(ledger.entries_for("carol").size(), 1u);
+  EXPECT_EQ(ledger.entries_for("dave").size(), 1u);
 }
 
 // A coordinator that stopped between recording a completion and paying it pays at its next
