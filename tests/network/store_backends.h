@@ -111,7 +111,8 @@ class PostgresServer {
   // A ready-made cluster (C locale: byte order, as SQLite sorts text), made under a lock by
   // the first test program that needs it.
   std::string template_dir() const {
-    const std::string base = ::testing::TempDir() + "orchard-pg-template-" + std::to_string(::geteuid());
+    const std::string base = ::testing::TempDir() + "orchard-pg-template-" + std::to_string(::geteuid()) + "-" +
+                             std::to_string(std::hash<std::string>{}(bin_) % 100000);  // one per server version
     const int lock = ::open((base + ".lock").c_str(), O_CREAT | O_RDWR, 0644);
     if (lock < 0) return {};
     ::flock(lock, LOCK_EX);
