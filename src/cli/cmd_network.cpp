@@ -99,7 +99,7 @@ void serve(ServeOpts& o) {
                "(signed) · /health /v1/world\n",
                o.c.host.c_str(), port,
                o.c.database.empty() ? o.c.data_dir.string().c_str()
-                                    : network::coordinator_files({}, o.c.database).jobs.c_str());
+                                    : network::sql::without_password(o.c.database).c_str());
   coordinator.run();
   g_coordinator = nullptr;
   std::fprintf(stderr, "orchard network serve: stopped\n");

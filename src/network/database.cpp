@@ -90,6 +90,12 @@ bool is_postgres_url(const std::string& location) {
   return location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0;
 }
 
+std::string without_password(const std::string& location) {
+  if (!is_postgres_url(location)) return location;
+  std::string s = std::regex_replace(location, std::regex(R"(://([^:/@]*):[^@/]*@)"), "://$1:***@");
+  return std::regex_replace(s, std::regex(R"(([?&]password=)[^&]*)"), "$1***");
+}
+
 std::unique_ptr<Connection> open_database(const std::string& location, const FileKind& kind) {
   return is_postgres_url(location) ? open_postgres(location, kind) : open_sqlite(location, kind);
 }

@@ -55,6 +55,8 @@ struct Result {
   int64_t changes = 0;  // rows an INSERT, UPDATE or DELETE changed
 };
 
+// One connection. Single statements may come from several threads at once; a transaction is
+// one thread's at a time (the stores' callers hold a mutex around each operation).
 class Connection {
  public:
   virtual ~Connection() = default;
@@ -166,6 +168,9 @@ struct FileKind {
 
 // True for "postgresql://…" and "postgres://…".
 bool is_postgres_url(const std::string& location);
+// The location as messages may show it: a URL's password, in either place libpq takes one,
+// becomes ***.
+std::string without_password(const std::string& location);
 
 // Opens `location` — an SQLite file's path, or a PostgreSQL URL — as a store of `kind`, making
 // it one when it is empty (a PostgreSQL database keeps each kind in a schema of its own,
@@ -180,7 +185,7 @@ std::unique_ptr<Connection> open_database(const std::string& location, const Fil
 // SQLite DDL in PostgreSQL's words: INTEGER → BIGINT, REAL → DOUBLE PRECISION, no WITHOUT ROWID.
 std::string to_postgres_ddl(const std::string& sqlite_ddl);
 
-// ---- the backends (database.cpp dispatches; tests call them too) ----
+// ---- the backends (open_database dispatches to them) ----
 inline constexpr int kBusyTimeoutMs = 30'000;
 // Both return a connection holding `kind`'s tables, created when the database was empty.
 std::unique_ptr<Connection> open_sqlite(const std::string& path, const FileKind& kind);

@@ -82,6 +82,14 @@ TEST(Database, APostgresUrlsPasswordStaysOutOfErrors) {
   }
 }
 
+TEST(Database, MessagesShowALocationWithoutItsPassword) {
+  EXPECT_EQ(sql::without_password("postgresql://orchard:s3cret@db:5432/orchard?sslmode=require"),
+            "postgresql://orchard:***@db:5432/orchard?sslmode=require");
+  EXPECT_EQ(sql::without_password("postgres:///orchard?host=/run/postgresql&password=s3cret&user=o"),
+            "postgres:///orchard?host=/run/postgresql&password=***&user=o");
+  EXPECT_EQ(sql::without_password("/var/lib/orchard/jobs.sqlite"), "/var/lib/orchard/jobs.sqlite");
+}
+
 TEST(Database, SqliteDdlSpelledForPostgres) {
   EXPECT_EQ(sql::to_postgres_ddl("CREATE TABLE t(a INTEGER NOT NULL, b REAL, c TEXT, PRIMARY KEY(a)) WITHOUT ROWID;"),
             "CREATE TABLE t(a BIGINT NOT NULL, b DOUBLE PRECISION, c TEXT, PRIMARY KEY(a));");

@@ -8,18 +8,11 @@
 #include <libpq-fe.h>
 
 #include <mutex>
-#include <regex>
 
 #include "network/database.h"
 
 namespace orchard::network::sql {
 namespace {
-
-// The URL as messages may show it: without a password, in either place libpq takes one.
-std::string redacted(const std::string& url) {
-  std::string s = std::regex_replace(url, std::regex(R"(://([^:/@]*):[^@/]*@)"), "://$1:***@");
-  return std::regex_replace(s, std::regex(R"(([?&]password=)[^&]*)"), "$1***");
-}
 
 // `?N` → `$N` outside quoted text: the stores number their parameters SQLite's way.
 std::string numbered_params(const std::string& sql) {
@@ -46,7 +39,7 @@ using ResultPtr = std::unique_ptr<PGresult, ResultFree>;
 
 class PostgresConnection : public Connection {
  public:
-  PostgresConnection(const std::string& url, std::string schema) : name_(redacted(url)), schema_(std::move(schema)) {
+  PostgresConnection(const std::string& url, std::string schema) : name_(without_password(url)), schema_(std::move(schema)) {
     conn_ = PQconnectdb(url.c_str());
     if (!conn_ || PQstatus(conn_) != CONNECTION_OK) {
       const std::string msg = conn_ ? PQerrorMessage(conn_) : "out of memory";
