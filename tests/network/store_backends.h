@@ -9,7 +9,10 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <signal.h>
+
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -92,6 +95,7 @@ class PostgresServer {
     if (bin_.empty())
       return "PostgreSQL's server programs (initdb, pg_ctl) are not installed: apt-get install postgresql "
              "(scripts/install-deps.sh), or set ORCHARD_PG_BIN";
+    stop_orphans();
     dir_ = ::testing::TempDir() + "orchard-pg-" + std::to_string(::getpid());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
@@ -106,6 +110,21 @@ class PostgresServer {
       return "pg_ctl start failed (log: " + dir_ + "/log)";
     started_ = true;
     return {};
+  }
+
+  // Servers of test programs that died before stopping theirs (killed by a timeout): their
+  // folder names a process that is gone.
+  void stop_orphans() const {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(::testing::TempDir(), ec)) {
+      const std::string name = e.path().filename().string();
+      const std::string prefix = "orchard-pg-";
+      if (name.rfind(prefix, 0) != 0 || name.find_first_not_of("0123456789", prefix.size()) != std::string::npos) continue;
+      const pid_t pid = static_cast<pid_t>(std::stol(name.substr(prefix.size())));
+      if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
+      sh(as_owner(bin_ + "/pg_ctl -D " + e.path().string() + "/data -m immediate -w stop") + " >/dev/null 2>&1");
+      std::filesystem::remove_all(e.path(), ec);
+    }
   }
 
   // A ready-made cluster (C locale: byte order, as SQLite sorts text), made under a lock by
