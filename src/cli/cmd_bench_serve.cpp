@@ -35,8 +35,10 @@ struct Reply {
   bool ok = false;
 };
 
-// One streaming completion, read piece by piece as a client would.
+// One streaming completion, read piece by piece as a client would. Clients run in this process
+// only to measure the server: they yield the engine's core as the server's own I/O threads do.
 Reply stream_one(int port, const std::string& prompt, int n) {
+  serve::lower_this_thread();
   httplib::Client c("127.0.0.1", port);
   c.set_read_timeout(600, 0);
   c.set_tcp_nodelay(true);

@@ -77,7 +77,7 @@ void on_signal(int) {
 
 struct ServeOpts {
   network::CoordinatorOptions c;
-  double heartbeat_timeout_s = 30, lease_s = 30, queue_timeout_s = 600;
+  double heartbeat_timeout_s = 30, lease_s = 30, queue_timeout_s = 600, sign_every_s = 60;
 };
 
 void serve(ServeOpts& o) {
@@ -86,8 +86,10 @@ void serve(ServeOpts& o) {
   o.c.store.heartbeat_timeout_ms = static_cast<int64_t>(o.heartbeat_timeout_s * 1000);
   o.c.store.lease_ms = static_cast<int64_t>(o.lease_s * 1000);
   o.c.store.queue_timeout_ms = static_cast<int64_t>(o.queue_timeout_s * 1000);
-  if (o.c.store.heartbeat_timeout_ms <= 0 || o.c.store.lease_ms <= 0 || o.c.store.queue_timeout_ms <= 0)
-    throw Error("--heartbeat-timeout, --lease and --queue-timeout must be positive");
+  o.c.sign_every_ms = static_cast<int64_t>(o.sign_every_s * 1000);
+  if (o.c.store.heartbeat_timeout_ms <= 0 || o.c.store.lease_ms <= 0 || o.c.store.queue_timeout_ms <= 0 ||
+      o.c.sign_every_ms <= 0)
+    throw Error("--heartbeat-timeout, --lease, --queue-timeout and --sign-every must be positive");
   network::Coordinator coordinator(o.c);
   const int port = coordinator.bind();
   g_coordinator = &coordinator;
@@ -95,11 +97,12 @@ void serve(ServeOpts& o) {
   signal(SIGTERM, on_signal);
   std::fprintf(stderr,
                "orchard network serve: coordinator on http://%s:%d, data in %s\n"
-               "  clients: /v1/chat/completions /v1/completions /v1/models (Bearer API key) · nodes: /v1/node/… "
-               "(signed) · /health /v1/world\n",
+               "  world page: http://%s:%d/ · clients: /v1/chat/completions /v1/completions /v1/models (Bearer API "
+               "key) · nodes: /v1/node/… (signed) · /health /v1/world /v1/ledger/…\n",
                o.c.host.c_str(), port,
                o.c.database.empty() ? o.c.data_dir.string().c_str()
-                                    : network::sql::without_password(o.c.database).c_str());
+                                    : network::sql::without_password(o.c.database).c_str(),
+               o.c.host.c_str(), port);
   coordinator.run();
   g_coordinator = nullptr;
   std::fprintf(stderr, "orchard network serve: stopped\n");
@@ -119,6 +122,10 @@ void register_network(CLI::App& app) {
                   "A PostgreSQL database for all the stores instead of the SQLite files, e.g. "
                   "postgresql://orchard@dbhost/orchard; several coordinators (replicas) may share it")
       ->type_name("URL");
+  srv->add_option("--key", so->c.signing_key,
+                  "The coordinator's Ed25519 key that signs ledger heads (made when absent; default "
+                  "DIR/coordinator.key; required with --db and no --data)")
+      ->type_name("FILE");
   srv->add_option("--host", so->c.host, "Address to listen on")->capture_default_str();
   srv->add_option("--port", so->c.port, "Port to listen on")->capture_default_str();
   srv->add_option("--heartbeat-timeout", so->heartbeat_timeout_s,
@@ -128,12 +135,18 @@ void register_network(CLI::App& app) {
       ->capture_default_str();
   srv->add_option("--queue-timeout", so->queue_timeout_s, "Seconds a job waits for a free node before it fails")
       ->capture_default_str();
+  srv->add_option("--sign-every", so->sign_every_s,
+                  "Seconds between signings of the ledger head (when it moved; also at shutdown)")
+      ->capture_default_str();
   srv->add_option("--max-tokens", so->c.default_max_tokens, "max_tokens when a client does not say")->capture_default_str();
   srv->add_option("--http-threads", so->c.http_threads, "Connections served at once (long-polls and streams hold one)")
       ->capture_default_str();
   srv->add_flag("--log", so->c.log, "Print a line per request");
   srv->footer(
-      "Files in DIR: jobs.sqlite, ledger.sqlite, nonces.sqlite, api_keys.sqlite. Clients need a key:\n"
+      "Files in DIR: jobs.sqlite, ledger.sqlite, nonces.sqlite, api_keys.sqlite, coordinator.key (signs\n"
+      "ledger heads; GET /v1/ledger/key). With --db the stores are in that database and the key in\n"
+      "--key FILE (or DIR/coordinator.key): every replica needs a copy of the same key file.\n"
+      "Clients need a key:\n"
       "  orchard network api-key create alice --data DIR        (or --db URL)\n"
       "docs/network-protocol.md describes every endpoint.");
   srv->callback([so] { serve(*so); });

@@ -11,8 +11,8 @@
 #include <memory>
 #include <thread>
 
+#include "cli/cluster_rank.h"
 #include "cli/commands.h"
-#include "dist/config.h"
 #include "dist/make_group.h"
 #include "model/synthetic/synthetic.h"
 #include "parallel/model_cost.h"
@@ -126,39 +126,21 @@ void run_single(const ServeOpts& o) {
 
 void run_cluster(const ServeOpts& o) {
   auto world = dist::make_group_from_env();
-  parallel::SessionOptions so;
-  so.engine.model_path = o.model.empty() ? default_model_path() : serve::resolve_model(o.model);
-  so.engine.threads = o.threads;
-  so.engine.n_ctx = o.ctx;
-  so.engine.mmap = o.mmap;
-  so.choose = o.parallel == "auto";
-  if (!so.choose) so.kind = parallel::parse_kind(o.parallel);
-  so.tp = o.tp;
-  so.chunk = o.chunk;
-  auto session = parallel::Session::start(*world, so);
+  ClusterRankOptions ro;
+  ro.model_path = o.model.empty() ? default_model_path() : serve::resolve_model(o.model);
+  ro.parallel = o.parallel;
+  ro.threads = o.threads;
+  ro.tp = o.tp;
+  ro.ctx = o.ctx;
+  ro.chunk = o.chunk;
+  ro.mmap = o.mmap;
+  auto session = parallel::Session::start(*world, session_options(ro));
   serve::ClusterExecutor exec(*session, *world, o.slots, o.chunk);
-  serve::ClusterView view = exec.describe(so.engine.model_path);
-  if (world->rank() != 0) {
-    // Rank 0 ends the job (a stop message, or its failure seen by the peer monitor): a Ctrl-C
-    // the launcher passes to every rank must not kill a follower mid-step.
-    signal(SIGINT, SIG_IGN);
-    signal(SIGTERM, SIG_IGN);
-    exec.follow();
-    return;
-  }
-  if (!session->plan_note().empty()) std::fprintf(stderr, "%s", session->plan_note().c_str());
-  std::fprintf(stderr, "%s", session->plan().describe().c_str());
-  // However serving ends, the other ranks are told to stop following.
-  struct StopOthers {
-    serve::ClusterExecutor& e;
-    ~StopOthers() {
-      try {
-        e.stop();
-      } catch (...) {
-      }
-    }
-  } stop_others{exec};
-  serve_http(exec, session->engine(), o, so.engine.model_path, std::move(view));
+  serve::ClusterView view = exec.describe(ro.model_path);
+  if (world->rank() != 0) return follow_rank0(exec);
+  print_plan(*session);
+  StopFollowers stop_followers(exec);  // however serving ends
+  serve_http(exec, session->engine(), o, ro.model_path, std::move(view));
 }
 
 }  // namespace
@@ -205,16 +187,10 @@ void register_serve(CLI::App& app) {
       "  orchard run --nodes 2 --serve --parallel tensor -m model.gguf   # a local 2-rank cluster serving");
   cmd->callback([o] {
     signal(SIGPIPE, SIG_IGN);  // a client that disconnects must not kill the server
-    if (dist::Config::in_job() || !o->parallel.empty()) {
-      if (!dist::Config::in_job())
-        throw Error("--parallel runs as one rank of a job: start it with `orchard run --nodes N --serve …` or "
-                    "`orchard launch -n N -- orchard serve --parallel " + o->parallel + " …`");
-      auto copy = *o;
-      if (copy.parallel.empty()) copy.parallel = "auto";
-      run_cluster(copy);
-    } else {
+    if (runs_as_rank(o->parallel, "serve"))
+      run_cluster(*o);
+    else
       run_single(*o);
-    }
   });
 }
 

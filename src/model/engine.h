@@ -76,6 +76,12 @@ class Engine {
   // result holds the text, and only the sampler calls on_text.
   GenerateResult generate_with(Forward& forward, const std::string& prompt, const GenerateOptions& opts,
                                const std::function<bool(const std::string&)>& on_text = {});
+  // Pieces with their tokens, through another Forward (a cluster's steps, as the node agent of a
+  // cabled group runs them from rank 0).
+  GenerateResult generate_pieces_with(Forward& forward, const std::vector<TokenId>& prompt, const GenerateOptions& opts,
+                                      const OnPiece& on_piece) {
+    return run(forward, prompt, opts, on_piece);
+  }
 
  private:
   Engine() = default;

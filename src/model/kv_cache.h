@@ -1,23 +1,30 @@
 #pragma once
-// Keys and values of every position seen so far, per layer, in float32.
+// Keys and values of every position seen so far, per layer, in float32. Values are rows, one
+// per position; keys are kept per KV head in the attention kernel's transposed panels
+// (tensor/attention.h), written once when a position is added.
 #include <cstdint>
 #include <memory>
 
 #include "model/hparams.h"
+#include "tensor/attention.h"
 #include "tensor/error.h"
 
 namespace orchard {
 
 class KVCache {
  public:
-  KVCache(const HParams& hp, int64_t n_ctx) : KVCache(hp.n_layers, hp.kv_dim(), n_ctx) {}
+  KVCache(const HParams& hp, int64_t n_ctx) : KVCache(hp.n_layers, hp.n_kv_heads, hp.head_dim, n_ctx) {}
   // A shard's cache: its layers (indexed from 0) and its KV heads.
-  KVCache(int64_t n_layers, int64_t kv_dim, int64_t n_ctx)
-      : n_ctx_(n_ctx), kv_dim_(kv_dim),
-        elems_(static_cast<size_t>(n_layers * n_ctx * kv_dim)),
-        // Left uninitialised: only positions already written are ever read, and a large
-        // context then costs memory only as it fills.
-        k_(new float[elems_]),
+  KVCache(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, int64_t n_ctx)
+      : n_ctx_(n_ctx), kv_dim_(n_kv_heads * head_dim), head_dim_(head_dim),
+        head_keys_(key_panels_size(n_ctx, head_dim)),
+        elems_(static_cast<size_t>(n_layers * n_ctx * kv_dim_)),
+        k_elems_(static_cast<size_t>(n_layers * n_kv_heads * head_keys_)),
+        n_kv_heads_(n_kv_heads),
+        // Left uninitialised: only positions already written are ever read (a key panel is
+        // zeroed when its first position is written), and a large context then costs memory
+        // only as it fills.
+        k_(new float[k_elems_]),
         v_(new float[elems_]) {}
 
   int64_t capacity() const { return n_ctx_; }
@@ -35,14 +42,22 @@ class KVCache {
   }
   void advance(int64_t n) { used_ += n; }
 
-  float* k(int64_t layer, int64_t pos) { return &k_[static_cast<size_t>((layer * n_ctx_ + pos) * kv_dim_)]; }
+  // KV head `kvh`'s key panels in `layer` (key_offset() finds a position's element).
+  float* k_panels(int64_t layer, int64_t kvh) {
+    return &k_[static_cast<size_t>((layer * n_kv_heads_ + kvh) * head_keys_)];
+  }
+  // Writes position `pos`'s keys, all KV heads side by side (kv_dim values).
+  void store_k(int64_t layer, int64_t pos, const float* keys) {
+    for (int64_t h = 0; h < n_kv_heads_; ++h) store_key(k_panels(layer, h), head_dim_, pos, keys + h * head_dim_);
+  }
   float* v(int64_t layer, int64_t pos) { return &v_[static_cast<size_t>((layer * n_ctx_ + pos) * kv_dim_)]; }
-  size_t bytes() const { return 2 * elems_ * sizeof(float); }
+  size_t bytes() const { return (k_elems_ + elems_) * sizeof(float); }
 
  private:
-  int64_t n_ctx_, kv_dim_;
+  int64_t n_ctx_, kv_dim_, head_dim_, head_keys_;
   int64_t used_ = 0;
-  size_t elems_;
+  size_t elems_, k_elems_;
+  int64_t n_kv_heads_;
   std::unique_ptr<float[]> k_, v_;
 };
 

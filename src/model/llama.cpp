@@ -30,7 +30,7 @@ void LocalForward::feed(std::span<const TokenId> tokens, std::vector<float>& log
 }
 
 std::unique_ptr<KVCache> LlamaModel::new_cache(int64_t n_ctx) const {
-  return std::make_unique<KVCache>(shard().n_layers(), kv_dim_, n_ctx);
+  return std::make_unique<KVCache>(shard().n_layers(), n_kv_heads_, hp_.head_dim, n_ctx);
 }
 
 void LlamaModel::forward(std::span<const int32_t> tokens, KVCache& kv, std::vector<float>& logits,
@@ -139,9 +139,11 @@ void LlamaModel::run_layers(float* x, std::span<KVCache* const> kvs, std::span<c
     for (int64_t t = 0; t < n; ++t) rms_norm(&x[t * dim], L.attn_norm, &xn[t * dim], dim, hp_.rms_eps);
 
     // q = Wq·xn (+bq), k = Wk·xn (+bk), v = Wv·xn (+bv)   (this shard's heads only)
-    matmul(L.wq, xn.data(), n, q.data(), scratch_, batch_invariant_);
-    matmul(L.wk, xn.data(), n, k.data(), scratch_, batch_invariant_);
-    matmul(L.wv, xn.data(), n, v.data(), scratch_, batch_invariant_);
+    {
+      const MatrixView ws[] = {L.wq, L.wk, L.wv};
+      float* const ys[] = {q.data(), k.data(), v.data()};
+      matmul_shared(ws, xn.data(), n, ys, scratch_, batch_invariant_);
+    }
     if (L.bq) {
       for (int64_t t = 0; t < n; ++t) {
         for (int64_t i = 0; i < qd; ++i) q[t * qd + i] += L.bq[i];
@@ -161,7 +163,7 @@ void LlamaModel::run_layers(float* x, std::span<KVCache* const> kvs, std::span<c
       const float* cs = &b.rope_cs[static_cast<size_t>(t * n_rot)];
       for (int64_t h = 0; h < n_heads_; ++h) rope_rotate(&q[t * qd + h * hd], n_rot, cs, neox);
       for (int64_t h = 0; h < n_kv_heads_; ++h) rope_rotate(&k[t * kvd + h * hd], n_rot, cs, neox);
-      std::copy_n(&k[t * kvd], kvd, kv.k(li, pos));
+      kv.store_k(li, pos, &k[t * kvd]);
       std::copy_n(&v[t * kvd], kvd, kv.v(li, pos));
     }
 
@@ -175,8 +177,11 @@ void LlamaModel::run_layers(float* x, std::span<KVCache* const> kvs, std::span<c
 
     // x = x + Σ_ranks W_down·(silu(W_gate·xn) ⊙ W_up·xn), xn = rmsnorm(x) · ffn_norm
     for (int64_t t = 0; t < n; ++t) rms_norm(&x[t * dim], L.ffn_norm, &xn[t * dim], dim, hp_.rms_eps);
-    matmul(L.w_gate, xn.data(), n, gate.data(), scratch_, batch_invariant_);
-    matmul(L.w_up, xn.data(), n, up.data(), scratch_, batch_invariant_);
+    {
+      const MatrixView ws[] = {L.w_gate, L.w_up};
+      float* const ys[] = {gate.data(), up.data()};
+      matmul_shared(ws, xn.data(), n, ys, scratch_, batch_invariant_);
+    }
     swiglu(gate.data(), up.data(), gate.data(), n * ffn);
     matmul_cols(L.w_down, L.down_offset, gate.data(), ffn, n, proj.data());
     if (partial_sum_) partial_sum_->sum(proj.data(), static_cast<size_t>(n * dim));
@@ -227,7 +232,7 @@ void LlamaModel::attention(int64_t layer, const float* q, int64_t n, std::span<K
         a.ntok = job.ntok;
         a.group = group;
         a.len = len_of_.data() + job.t0;
-        a.k = kv.k(layer, 0) + job.kvh * hd;
+        a.k = kv.k_panels(layer, job.kvh);
         a.v = kv.v(layer, 0) + job.kvh * hd;
         a.kv_stride = kv_dim_;
         a.head_dim = hd;
@@ -248,7 +253,15 @@ void LlamaModel::attention(int64_t layer, const float* q, int64_t n, std::span<K
       const int64_t len = pos_of[static_cast<size_t>(t)] + 1;  // causal: itself and everything before
       const float* qh = q + t * qd + h * hd;
       const int64_t kvh = h / group;
-      dot_rows_f32(kv.k(layer, 0) + kvh * hd, len, hd, kv_dim_, qh, scores.data());
+      // scores[p] = Σ_d q_h[d]·K[p][d], a panel of 32 positions at a time
+      const float* kp = kv.k_panels(layer, kvh);
+      for (int64_t p0 = 0; p0 < len; p0 += kKeyPanel) {
+        float acc[kKeyPanel] = {};
+        const float* panel = kp + key_offset(p0, 0, hd);
+        for (int64_t d = 0; d < hd; ++d)
+          for (int64_t j = 0; j < kKeyPanel; ++j) acc[j] += qh[d] * panel[d * kKeyPanel + j];
+        std::copy_n(acc, std::min<int64_t>(kKeyPanel, len - p0), &scores[static_cast<size_t>(p0)]);
+      }
       for (int64_t p = 0; p < len; ++p) scores[p] *= scale;
       softmax(scores.data(), len);
       // out_h = Σ_p scores[p] · V_p: written out here (not axpy per position) so the compiler

@@ -23,12 +23,13 @@ int64_t unix_ms() {
 }
 
 CoordinatorFiles coordinator_files(const std::filesystem::path& dir, const std::string& database) {
+  const std::filesystem::path key = dir.empty() ? std::filesystem::path() : dir / "coordinator.key";
   if (!database.empty()) {
     if (!sql::is_postgres_url(database))
       throw Error("the database '" + database + "' is not a postgresql:// URL (SQLite files go in --data DIR)");
-    return {database, database, database, database};
+    return {database, database, database, database, key};
   }
-  return {dir / "jobs.sqlite", dir / "ledger.sqlite", dir / "nonces.sqlite", dir / "api_keys.sqlite"};
+  return {dir / "jobs.sqlite", dir / "ledger.sqlite", dir / "nonces.sqlite", dir / "api_keys.sqlite", key};
 }
 
 namespace {
@@ -39,6 +40,15 @@ const std::filesystem::path& made(const std::filesystem::path& dir) {
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Error(dir.string() + ": cannot create the coordinator's data folder: " + ec.message());
   return dir;
+}
+
+CoordinatorFiles files_for(const CoordinatorOptions& o) {
+  CoordinatorFiles f = coordinator_files(made(o.data_dir), o.database);
+  if (!o.signing_key.empty()) f.signing_key = o.signing_key;
+  if (f.signing_key.empty())
+    throw Error("the coordinator's ledger-signing key has no place: give its file (--key FILE, the same on every "
+                "replica) or a data folder (--data DIR keeps DIR/coordinator.key)");
+  return f;
 }
 
 const char* auth_code(AuthStatus s) {
@@ -80,7 +90,12 @@ AuthResult authenticate(Coordinator::State& s, const httplib::Request& req, bool
 }
 
 void sweep(Coordinator::State& s) {
+  auto next_signing = std::chrono::steady_clock::now() + std::chrono::milliseconds(s.opts.sign_every_ms);
   while (!s.stopping) {
+    if (std::chrono::steady_clock::now() >= next_signing) {
+      sign_head_if_moved(s);
+      next_signing = std::chrono::steady_clock::now() + std::chrono::milliseconds(s.opts.sign_every_ms);
+    }
     try {
       const ExpireReport r = s.with_store([](JobStore& st) { return st.expire(unix_ms()); });
       if (!r.abandoned.empty() || !r.failed.empty()) {
@@ -103,9 +118,11 @@ void sweep(Coordinator::State& s) {
 
 Coordinator::State::State(CoordinatorOptions o)
     : opts(std::move(o)),
-      files(coordinator_files(made(opts.data_dir), opts.database)),
+      files(files_for(opts)),
       store(JobStore::open(files.jobs, opts.store)),
       ledger(Ledger::open(files.ledger)),
+      // The same key file handling as a node's: made once, never silently replaced.
+      signer(NodeIdentity::load_or_create(files.signing_key)),
       keys(ApiKeys::open(files.api_keys)),
       nonces(DatabaseNonceStore::open(files.nonces)) {}
 
@@ -191,6 +208,8 @@ Coordinator::Coordinator(CoordinatorOptions options) : s_(std::make_unique<State
     });
   add_node_routes(*s_);
   add_client_routes(*s_);
+  add_ledger_routes(*s_);
+  add_world_routes(*s_);
 }
 
 Coordinator::~Coordinator() {
@@ -221,6 +240,8 @@ void Coordinator::run() {
   s.stopping = true;
   s.sweeper.join();
   s.pump.join();
+  // What was paid last is signed before the coordinator goes: owners can check it while it is down.
+  sign_head_if_moved(s);
 }
 
 void Coordinator::stop() {

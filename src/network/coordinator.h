@@ -27,12 +27,17 @@ namespace orchard::network {
 struct CoordinatorOptions {
   std::filesystem::path data_dir;    // created when absent
   std::string database;              // a postgresql:// URL; empty: SQLite files in data_dir
+  // The key that signs ledger heads; empty: data_dir/coordinator.key. Required with `database`
+  // and no data_dir; replicas share one (owners pin it), a copy of the same file each. Never in
+  // the database: whoever can write there could then rewrite the ledger and sign it again.
+  std::filesystem::path signing_key;
   std::string host = "127.0.0.1";
   int port = 8090;                   // 0: any free port (see Coordinator::bind)
   int http_threads = 64;             // connections served at once (long-polls and streams hold one)
   size_t max_body_bytes = 8u << 20;
   StoreOptions store;                // lease, heartbeat timeout, queue timeout, attempts
   int64_t sweep_interval_ms = 1000;  // how often leases and heartbeats are checked
+  int64_t sign_every_ms = 60'000;    // how often the ledger head is signed (when it moved), and at shutdown
   int32_t default_max_tokens = 256;  // when a client does not say
   int64_t max_skew_ms = kDefaultMaxSkewMs;
   bool log = false;                  // one line per request on stderr
@@ -42,6 +47,9 @@ struct CoordinatorOptions {
 // PostgreSQL URL, that database for all four (each store in its own schema).
 struct CoordinatorFiles {
   std::string jobs, ledger, nonces, api_keys;
+  // coordinator.key: its Ed25519 key that signs ledger heads, PEM, made on first start. In the
+  // data folder; with a database and no folder, none (CoordinatorOptions::signing_key then).
+  std::filesystem::path signing_key;
 };
 CoordinatorFiles coordinator_files(const std::filesystem::path& data_dir, const std::string& database = {});
 

@@ -1,6 +1,5 @@
 // The coordinator's client endpoints (OpenAI's chat/completions and models, with an API key)
-// and its public ones (/health, /v1/world), and the pump that passes stored output on to the
-// clients' streams.
+// and /health, and the pump that passes stored output on to the clients' streams.
 #include "network/coordinator_state.h"
 #include "network/ledger_hash.h"
 #include "network/protocol.h"
@@ -39,8 +38,10 @@ int64_t estimated_prompt_tokens(const serve::OpenAIRequest& r) {
   return static_cast<int64_t>(bytes / 4) + 1;
 }
 
-// Registers `stream` to be fed `job`'s output by the pump.
-void feed(Coordinator::State& s, const std::string& job, std::shared_ptr<serve::Stream> stream) {
+// Registers `stream` to be fed `job`'s output by the pump; `cancel_on_hang_up`: the job is
+// cancelled when the stream's client leaves before the end.
+void feed(Coordinator::State& s, const std::string& job, std::shared_ptr<serve::Stream> stream,
+          bool cancel_on_hang_up) {
   std::lock_guard lock(s.feeds_mu);
   if (s.stopping) {
     serve::Completion c;
@@ -57,7 +58,7 @@ void feed(Coordinator::State& s, const std::string& job, std::shared_ptr<serve::
     c.error = "a newer request with the same Idempotency-Key took over this job's answer";
     old->second.stream->finish(std::move(c));
   }
-  s.feeds[job] = {std::move(stream), 0};
+  s.feeds[job] = {std::move(stream), 0, cancel_on_hang_up};
 }
 
 void generate(Coordinator::State& s, bool chat, const httplib::Request& req, httplib::Response& res) {
@@ -100,6 +101,7 @@ void generate(Coordinator::State& s, bool chat, const httplib::Request& req, htt
       for (const NodeView& v : st.nodes()) holders += v.info.find_model(r.model) != nullptr;
     return std::tuple{id, a, holders, created};
   });
+  // The job's id, also on errors: GET /v1/jobs/{id} tells the client where it ran.
   res.set_header("X-Orchard-Job", id);
   // A repeated job that failed before ends its stream with that error (the pump), like any job.
   if (placed.state == JobState::Failed && created) {
@@ -112,8 +114,34 @@ void generate(Coordinator::State& s, bool chat, const httplib::Request& req, htt
   }
   s.work.notify();
   auto stream = std::make_shared<serve::Stream>();
-  feed(s, id, stream);
+  // A client that sent an Idempotency-Key said it will ask again when the connection breaks:
+  // its hang-up leaves the job running for that retry, instead of cancelling it.
+  feed(s, id, stream, idempotency_key.empty());
   serve::respond_openai(res, r, stream, r.model);
+}
+
+// A client's own job: its state and where it ran (404 for another client's, so ids leak nothing).
+void job_status(Coordinator::State& s, const httplib::Request& req, httplib::Response& res) {
+  const std::string account = client_account(s, req);
+  const std::string id = req.matches[1];
+  const std::optional<JobStatus> st = s.with_store([&](JobStore& store) -> std::optional<JobStatus> {
+    try {
+      return store.job(id);
+    } catch (const Error&) {
+      return std::nullopt;  // no such job
+    }
+  });
+  if (!st || st->client != account)
+    throw ApiError(404, "invalid_request_error", "no job '" + id + "' of yours", {}, "job_not_found");
+  json j = {{"id", st->id},     {"model", st->model},       {"state", to_string(st->state)},
+            {"node_id", st->node_id}, {"attempts", st->attempts}, {"created_ms", st->created_ms},
+            {"chunks", st->output.size()}};
+  if (!st->error.empty()) j["error"] = st->error;
+  if (st->usage)
+    j["usage"] = {{"prompt_tokens", st->usage->prompt_tokens},
+                  {"completion_tokens", st->usage->generated_tokens},
+                  {"finish_reason", st->usage->finish_reason}};
+  serve::send_json(res, j);
 }
 
 void models(Coordinator::State& s, const httplib::Request& req, httplib::Response& res) {
@@ -127,35 +155,6 @@ void models(Coordinator::State& s, const httplib::Request& req, httplib::Respons
   for (const auto& [name, n] : holders)
     data.push_back({{"id", name}, {"object", "model"}, {"created", 0}, {"owned_by", "orchard-network"}, {"nodes", n}});
   serve::send_json(res, {{"object", "list"}, {"data", data}});
-}
-
-json world(Coordinator::State& s) {
-  const int64_t now = unix_ms();
-  json nodes = json::array();
-  s.with_store([&](JobStore& st) {
-    for (const NodeView& v : st.nodes()) {
-      const NodeStats n = st.node_stats(v.info.id);
-      const json info = to_json(v.info);
-      json models = json::array();
-      for (const ModelInfo& m : v.info.models) models.push_back(m.name);
-      nodes.push_back({{"id", v.info.id},
-                       {"owner", v.info.owner},
-                       {"hardware", to_string(v.info.hardware)},
-                       {"machines", info["machines"]},
-                       {"group", info.contains("group") ? info["group"] : json()},
-                       {"models", models},
-                       {"lending", to_string(v.info.lending)},
-                       {"status", v.draining ? "draining" : to_string(v.info.state.status)},
-                       {"load", v.info.state.load},
-                       {"online", online(v, s, now)},
-                       {"last_heartbeat_ms", v.last_heartbeat_ms},
-                       {"jobs_served", n.jobs_served},
-                       {"tokens_generated", n.tokens_generated},
-                       {"reliability", v.reliability},
-                       {"active_jobs", v.active_jobs}});
-    }
-  });
-  return {{"nodes", nodes}, {"heartbeat_timeout_ms", s.opts.store.heartbeat_timeout_ms}};
 }
 
 json health(Coordinator::State& s) {
@@ -172,9 +171,9 @@ json health(Coordinator::State& s) {
 serve::Completion completion_of(const JobStatus& st) {
   serve::Completion c;
   for (const std::string& t : st.output) c.text += t;
-  if (st.state == JobState::Failed) {
+  if (st.state == JobState::Failed || st.state == JobState::Cancelled) {
     c.finish_reason = "error";
-    c.error = st.error;
+    c.error = st.state == JobState::Cancelled ? "the job was cancelled" : st.error;
     return c;
   }
   c.finish_reason = st.usage && !st.usage->finish_reason.empty() ? st.usage->finish_reason : "stop";
@@ -183,14 +182,28 @@ serve::Completion completion_of(const JobStatus& st) {
   return c;
 }
 
+// The client of `job` hung up: the job is cancelled, so its node's next chunk is refused and the
+// node stops and frees itself; nobody pays (docs/network.md).
+void cancel_job(Coordinator::State& s, const std::string& job) {
+  try {
+    if (s.with_store([&](JobStore& st) { return st.cancel(job, unix_ms()); })) {
+      if (s.opts.log) std::fprintf(stderr, "coordinator: job %s cancelled: its client hung up\n", job.c_str());
+      s.work.notify();  // its node is free once it hears, and a queued slot opened
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "coordinator: cancelling job %s: %s\n", job.c_str(), e.what());
+  }
+}
+
 // One round: every stream gets the chunks stored since the last round; finished jobs end
-// their streams. Streams whose client left are dropped (the job still runs and is paid).
+// their streams. A stream whose client left cancels its job (unless it carried an Idempotency-Key).
 void pump_once(Coordinator::State& s) {
   std::vector<std::string> jobs;
   {
     std::lock_guard lock(s.feeds_mu);
     for (const auto& [id, f] : s.feeds) jobs.push_back(id);
   }
+  std::vector<std::string> hung_up;
   for (const std::string& id : jobs) {
     std::optional<JobStatus> st;
     try {
@@ -204,17 +217,19 @@ void pump_once(Coordinator::State& s) {
     if (it == s.feeds.end()) continue;
     Coordinator::State::Feed& f = it->second;
     if (f.stream->cancelled()) {
+      if (f.cancel_on_hang_up) hung_up.push_back(id);
       s.feeds.erase(it);
       continue;
     }
     std::string text;
     for (; f.delivered < st->output.size(); ++f.delivered) text += st->output[f.delivered];
     f.stream->push(text);
-    if (st->state == JobState::Done || st->state == JobState::Failed) {
+    if (st->state == JobState::Done || st->state == JobState::Failed || st->state == JobState::Cancelled) {
       f.stream->finish(completion_of(*st));
       s.feeds.erase(it);
     }
   }
+  for (const std::string& id : hung_up) cancel_job(s, id);
 }
 
 }  // namespace
@@ -245,7 +260,7 @@ void add_client_routes(Coordinator::State& s) {
                 generate(s, false, req, res);
               }));
   s.http.Get("/v1/models", client(models));
-  s.http.Get("/v1/world", client([](Coordinator::State& st, const auto&, auto& res) { serve::send_json(res, world(st)); }));
+  s.http.Get(R"(/v1/jobs/([A-Za-z0-9_.:-]+))", client(job_status));
   s.http.Get("/health", client([](Coordinator::State& st, const auto&, auto& res) { serve::send_json(res, health(st)); }));
 }
 

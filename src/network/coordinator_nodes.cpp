@@ -91,9 +91,15 @@ void append_output(Coordinator::State& s, const AuthResult& a, const httplib::Re
     return out;
   });
   int stored = 0;
+  int64_t tokens = 0;
   s.with_store([&](JobStore& st) {
-    for (const OutputChunk& c : chunks) stored += st.append_output(job, attempt, a.node_id, c.index, c.text, unix_ms(), c.tokens);
+    for (const OutputChunk& c : chunks)
+      if (st.append_output(job, attempt, a.node_id, c.index, c.text, unix_ms(), c.tokens)) {
+        ++stored;
+        tokens += static_cast<int64_t>(c.tokens.size());
+      }
   });
+  if (tokens > 0) s.tokens.add(a.node_id, tokens, unix_ms());
   s.output.notify();
   serve::send_json(res, {{"stored", stored}});
 }

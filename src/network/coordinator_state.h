@@ -17,7 +17,9 @@
 #include "network/api_keys.h"
 #include "network/coordinator.h"
 #include "network/ledger.h"
+#include "network/node_identity.h"
 #include "network/nonce_store.h"
+#include "network/rate_meter.h"
 #include "serve/stream.h"
 
 namespace orchard::network {
@@ -56,8 +58,11 @@ struct Coordinator::State {
   JobStore store;
   std::mutex ledger_mu;
   Ledger ledger;
+  NodeIdentity signer;  // the coordinator's own Ed25519 key (coordinator.key): signs ledger heads
   ApiKeys keys;  // single statements: safe on the shared connection
   std::unique_ptr<DatabaseNonceStore> nonces;
+
+  RateMeter tokens;  // generated tokens as their output arrives: the world page's tokens/s
 
   Signal work;    // a job was queued or requeued, a node became free
   Signal output;  // output was stored, a job finished or failed
@@ -67,6 +72,7 @@ struct Coordinator::State {
   struct Feed {
     std::shared_ptr<serve::Stream> stream;
     size_t delivered = 0;  // output chunks pushed so far
+    bool cancel_on_hang_up = true;  // false for a request with an Idempotency-Key (it retries)
   };
   std::mutex feeds_mu;
   std::map<std::string, Feed> feeds;  // by job id
@@ -100,6 +106,13 @@ httplib::Server::Handler node_endpoint(Coordinator::State& s, bool registering, 
 
 void add_node_routes(Coordinator::State& s);
 void add_client_routes(Coordinator::State& s);
+// The world page (/ and /world) and its data, GET /v1/world (coordinator_world.cpp).
+void add_world_routes(Coordinator::State& s);
+// The public ledger endpoints: the signing key, the signed head, an account's entries, the chain.
+void add_ledger_routes(Coordinator::State& s);
+// Signs the ledger head with the coordinator's key unless it already signed this head; errors
+// are logged (the next round tries again).
+void sign_head_if_moved(Coordinator::State& s);
 // Pushes stored output to the clients' streams until the coordinator stops.
 void run_pump(Coordinator::State& s);
 

@@ -95,10 +95,11 @@ AssignResult JobStore::assign_in(const std::string& job_id, int64_t now_ms) {
     sql::Stmt live(db(), "SELECT node_id, attempt FROM attempts WHERE job_id = ?1 AND state IN ('assigned', 'running')");
     live.bind(1, job_id);
     if (live.step()) r.node_id = live.text(0), r.attempt = live.i64(1);
-    r.state = j.text(4) == "assigned" ? JobState::Assigned
-              : j.text(4) == "running" ? JobState::Running
-              : j.text(4) == "done"    ? JobState::Done
-                                       : JobState::Failed;
+    r.state = j.text(4) == "assigned"    ? JobState::Assigned
+              : j.text(4) == "running"   ? JobState::Running
+              : j.text(4) == "done"      ? JobState::Done
+              : j.text(4) == "cancelled" ? JobState::Cancelled
+                                         : JobState::Failed;
     r.reason = "not queued: already " + j.text(4);
     return r;
   }
@@ -324,6 +325,22 @@ void JobStore::hand_back(const std::string& job_id, int64_t attempt, const std::
     at.bind(1, job_id).bind(2, attempt).bind(3, now_ms).step();
     sql::Stmt job(db(), "UPDATE jobs SET state = 'queued', queued_at = ?2 WHERE id = ?1");
     job.bind(1, job_id).bind(2, now_ms).step();
+  });
+}
+
+bool JobStore::cancel(const std::string& job_id, int64_t now_ms) {
+  return db().write([&] {
+    sql::Stmt j(db(), "SELECT state FROM jobs WHERE id = ?1");
+    j.bind(1, job_id);
+    if (!j.step()) throw Error(where() + ": cancelling job '" + job_id + "': no such job");
+    const std::string state = j.text(0);
+    if (state == "done" || state == "failed" || state == "cancelled") return false;
+    sql::Stmt at(db(),
+                 "UPDATE attempts SET state = 'cancelled', ended_at = ?2 WHERE job_id = ?1 AND state IN ('assigned', 'running')");
+    at.bind(1, job_id).bind(2, now_ms).step();
+    sql::Stmt up(db(), "UPDATE jobs SET state = 'cancelled', waiting = '', finished_at = ?2 WHERE id = ?1");
+    up.bind(1, job_id).bind(2, now_ms).step();
+    return true;
   });
 }
 

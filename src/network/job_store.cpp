@@ -36,7 +36,7 @@ CREATE TABLE IF NOT EXISTS jobs(
   n_ctx INTEGER NOT NULL,
   prompt_tokens INTEGER NOT NULL,
   max_tokens INTEGER NOT NULL,
-  state TEXT NOT NULL CHECK(state IN ('queued', 'assigned', 'running', 'done', 'failed')),
+  state TEXT NOT NULL CHECK(state IN ('queued', 'assigned', 'running', 'done', 'failed', 'cancelled')),
   error TEXT NOT NULL DEFAULT '',
   waiting TEXT NOT NULL DEFAULT '',
   usage_prompt INTEGER,
@@ -50,7 +50,7 @@ CREATE TABLE IF NOT EXISTS attempts(
   job_id TEXT NOT NULL REFERENCES jobs(id),
   attempt INTEGER NOT NULL,
   node_id TEXT NOT NULL REFERENCES nodes(id),
-  state TEXT NOT NULL CHECK(state IN ('assigned', 'running', 'done', 'handed_back', 'abandoned', 'failed')),
+  state TEXT NOT NULL CHECK(state IN ('assigned', 'running', 'done', 'handed_back', 'abandoned', 'failed', 'cancelled')),
   plan TEXT NOT NULL,
   size_class TEXT NOT NULL,
   hardware TEXT NOT NULL,
@@ -74,7 +74,8 @@ CREATE TABLE IF NOT EXISTS outputs(
 )sql";
 
 JobState parse_job_state(const std::string& s) {
-  for (JobState st : {JobState::Queued, JobState::Assigned, JobState::Running, JobState::Done, JobState::Failed})
+  for (JobState st :
+       {JobState::Queued, JobState::Assigned, JobState::Running, JobState::Done, JobState::Failed, JobState::Cancelled})
     if (s == to_string(st)) return st;
   throw Error("job store: unknown job state '" + s + "'");
 }
@@ -103,6 +104,7 @@ const char* to_string(JobState s) {
     case JobState::Running: return "running";
     case JobState::Done: return "done";
     case JobState::Failed: return "failed";
+    case JobState::Cancelled: return "cancelled";
   }
   return "?";
 }
@@ -115,6 +117,7 @@ const char* to_string(AttemptState s) {
     case AttemptState::HandedBack: return "handed_back";
     case AttemptState::Abandoned: return "abandoned";
     case AttemptState::Failed: return "failed";
+    case AttemptState::Cancelled: return "cancelled";
   }
   return "?";
 }
@@ -276,6 +279,13 @@ std::vector<NodeView> JobStore::nodes() {
     v.active_jobs = static_cast<int>(s.i64(4));
     out.push_back(std::move(v));
   }
+  return out;
+}
+
+std::map<JobState, int64_t> JobStore::job_counts() {
+  sql::Stmt s(db(), "SELECT state, count(*) FROM jobs GROUP BY state");
+  std::map<JobState, int64_t> out;
+  while (s.step()) out[parse_job_state(s.text(0))] = s.i64(1);
   return out;
 }
 

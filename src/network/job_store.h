@@ -12,6 +12,8 @@
 //     │                                                                                  ▼
 //   failed ◄── hopeless (no node could ever take it), waited too long, abandoned       done
 //              max_attempts times, or its node cannot run it (fail)             (complete, once)
+//   cancelled ◄── cancel: the client hung up before the end (from any state but done/failed);
+//                 the live attempt ends with it, so the node's next report is refused
 // Each assignment is an attempt (job, attempt number) held by one node under a lease: the
 // node's heartbeats and appends renew it. Only the attempt's node may stream into it or complete
 // it (NotYourJob otherwise). Streamed tokens belong to the job, not the attempt: a requeued job
@@ -22,6 +24,7 @@
 // One JobStore per thread (a connection runs one transaction at a time); any number of
 // connections and processes (coordinator replicas) may share the database.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -46,8 +49,8 @@ struct StoreOptions {
   int assign_batch = 64;                  // queued jobs one poll places at most (oldest first)
 };
 
-enum class JobState { Queued, Assigned, Running, Done, Failed };
-enum class AttemptState { Assigned, Running, Done, HandedBack, Abandoned, Failed };
+enum class JobState { Queued, Assigned, Running, Done, Failed, Cancelled };
+enum class AttemptState { Assigned, Running, Done, HandedBack, Abandoned, Failed, Cancelled };
 const char* to_string(JobState s);
 const char* to_string(AttemptState s);
 
@@ -180,6 +183,10 @@ class JobStore {
   // The node gives the job back (its owner is reclaiming the machine): requeued with its output,
   // no penalty, and it does not count against max_attempts. Again for the same attempt: no-op.
   void hand_back(const std::string& job_id, int64_t attempt, const std::string& node_id, int64_t now_ms);
+  // The client went away: a job not yet done or failed is cancelled, with its live attempt
+  // (NotYourJob for the node's next append or complete), and nobody pays. False when the job
+  // had already ended.
+  bool cancel(const std::string& job_id, int64_t now_ms);
   // Abandons every live attempt whose lease passed or whose node went silent (its reliability
   // drops), requeues those jobs with their output or fails them after max_attempts, and fails
   // jobs queued longer than queue_timeout_ms.
@@ -190,6 +197,8 @@ class JobStore {
   NodeStats node_stats(const std::string& node_id);
   // Every registered node as placement sees it.
   std::vector<NodeView> nodes();
+  // How many jobs are in each state (states with none are absent), for the world page.
+  std::map<JobState, int64_t> job_counts();
 
   // The file's path or the URL (without a password), for messages.
   const std::string& where() const { return db_->name(); }

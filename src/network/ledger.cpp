@@ -97,6 +97,12 @@ std::string select_entries(const char* where) {
   return std::string("SELECT ") + kEntryColumns + " FROM entries " + where;
 }
 
+std::vector<Entry> read_entries(sql::Stmt& s) {
+  std::vector<Entry> out;
+  while (s.step()) out.push_back(read_entry(s));
+  return out;
+}
+
 }  // namespace
 
 Entry read_entry(const sql::Stmt& s) {
@@ -179,9 +185,13 @@ int64_t Ledger::balance(const std::string& account) {
 std::vector<Entry> Ledger::entries_for(const std::string& account) {
   sql::Stmt s(db(), select_entries("WHERE payer = ?1 OR payee = ?1 ORDER BY seq"));
   s.bind(1, account);
-  std::vector<Entry> out;
-  while (s.step()) out.push_back(read_entry(s));
-  return out;
+  return read_entries(s);
+}
+
+std::vector<Entry> Ledger::entries_range(int64_t from, int64_t to) {
+  sql::Stmt s(db(), select_entries("WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq"));
+  s.bind(1, from).bind(2, to);
+  return read_entries(s);
 }
 
 std::vector<std::string> Ledger::accounts() {

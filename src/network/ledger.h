@@ -86,6 +86,9 @@ class Ledger {
   int64_t balance(const std::string& account);
   // Entries where `account` pays or is paid, in chain order.
   std::vector<Entry> entries_for(const std::string& account);
+  // Entries with from ≤ seq ≤ to, in chain order (the segment an owner re-hashes to check
+  // inclusion, ledger_proof.h).
+  std::vector<Entry> entries_range(int64_t from, int64_t to);
   // The entry that paid `job_id`, if any.
   std::optional<Entry> entry_for_job(const std::string& job_id);
   std::vector<std::string> accounts();

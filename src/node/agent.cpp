@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <deque>
 
+#include "dist/group.h"
+
 namespace orchard::node {
 
 using network::OutputChunk;
@@ -104,17 +106,15 @@ Agent::Agent(AgentOptions options, network::NodeIdentity identity, std::vector<S
       models_(std::move(models)),
       client_(opts_.coordinator, identity_) {
   if (models_.empty()) throw Error("the node serves no model (give one with -m)");
-  network::MachineInfo m;
-  m.name = host_name();
-  m.chip = opts_.chip;
-  m.memory_bytes = total_memory_bytes();
-  if (m.memory_bytes == 0) throw Error("cannot read this machine's memory size from /proc/meminfo");
-  m.cores = cpu_cores();
-  m.mem_bw_gbs = opts_.bandwidth_gbs > 0 ? opts_.bandwidth_gbs : measure_bandwidth_gbs();
   info_.id = identity_.id();
   info_.owner = opts_.owner;
   info_.hardware = opts_.hardware;
-  info_.machines = {m};
+  if (opts_.machines.empty()) {
+    info_.machines = {this_machine(opts_.chip, opts_.memory_bytes, opts_.bandwidth_gbs)};
+  } else {
+    info_.machines = opts_.machines;
+    info_.group = opts_.group;
+  }
   for (const ServedModel& s : models_) {
     info_.models.push_back(s.info);
     info_.max_context = std::max(info_.max_context, s.engine->n_ctx());
@@ -126,6 +126,7 @@ Agent::Agent(AgentOptions options, network::NodeIdentity identity, std::vector<S
 Agent::~Agent() {
   done_ = true;
   if (heartbeats_.joinable()) heartbeats_.join();
+  if (activity_watch_.joinable()) activity_watch_.join();
 }
 
 network::NodeInfo Agent::describe() const { return info_; }
@@ -134,7 +135,31 @@ void Agent::log(const std::string& line) const {
   if (opts_.log) std::fprintf(stderr, "orchard node %s: %s\n", identity_.id().c_str(), line.c_str());
 }
 
-std::string Agent::lending_refusal() const { return opts_.lending.refusal(load_per_core(), local_minute_of_day()); }
+std::string Agent::lending_refusal() const {
+  const int64_t idle = user_idle_ms_.load();
+  return opts_.lending.refusal(load_per_core(), local_minute_of_day(), idle < 0 ? std::nullopt : std::optional(idle));
+}
+
+void Agent::check_activity() {
+  std::optional<int64_t> idle;
+  try {
+    idle = opts_.activity->idle_ms();
+  } catch (const std::exception& e) {
+    log(std::string("reading the user's activity: ") + e.what());
+  }
+  user_idle_ms_ = idle.value_or(-1);
+  const bool active = opts_.lending.user_is_active(idle);
+  if (active != user_active_.exchange(active))
+    log(active ? "the user is at the machine: not lending (" + lending_refusal() + ")"
+               : "the user has been away long enough: lending again");
+}
+
+void Agent::activity_loop() {
+  while (!killed_ && !done_) {
+    nap(opts_.activity_check_ms, [&] { return killed_.load() || done_.load(); });
+    if (!killed_ && !done_) check_activity();
+  }
+}
 
 network::HeartbeatState Agent::heartbeat_state() {
   network::HeartbeatState h;
@@ -181,6 +206,11 @@ void Agent::heartbeat_loop() {
 }
 
 void Agent::run() {
+  if (opts_.lending.mode == network::Lending::WhenIdle && opts_.lending.idle_after_ms) {
+    if (!opts_.activity) opts_.activity = std::make_shared<SystemActivity>();
+    check_activity();  // before registering: the first status says whether it lends
+    activity_watch_ = std::thread([this] { activity_loop(); });
+  }
   register_until_accepted();
   heartbeats_ = std::thread([this] { heartbeat_loop(); });
   while (!stopping()) {
@@ -208,12 +238,20 @@ void Agent::run() {
     }
     if (work) {
       run_job(*work);
+      // Said now, not at the next beat: until then the coordinator sees this node busy.
+      try {
+        client_.heartbeat(heartbeat_state());
+      } catch (const CallError& e) {
+        log(std::string("heartbeat: ") + e.what());
+      }
     } else if (!refusal.empty()) {
       nap(1000, [&] { return stopping(); });
     }
   }
   done_ = true;
   if (heartbeats_.joinable()) heartbeats_.join();
+  if (activity_watch_.joinable()) activity_watch_.join();
+  if (!fatal_.empty()) throw Error(fatal_);
 }
 
 void Agent::run_job(const network::Work& w) {
@@ -246,13 +284,32 @@ void Agent::run_job(const network::Work& w) {
   try {
     int64_t index = p.next_index;
     if (p.options.max_tokens > 0 && static_cast<int64_t>(p.tokens.size()) < model->engine->n_ctx())
-      r = model->engine->generate_pieces(p.tokens, p.options, [&](const std::string& text, std::span<const TokenId> tokens) {
-        if (stopping() || sender.lost()) return false;
+      r = model->generate(p.tokens, p.options, [&](const std::string& text, std::span<const TokenId> tokens) {
+        // The user coming back ends the job here as draining does: handed back below.
+        if (stopping() || sender.lost() || user_active_) return false;
         sender.push({index, text, std::vector<int32_t>(tokens.begin(), tokens.end())});
         if (opts_.on_chunk) opts_.on_chunk(w.job_id, index);
         ++index;
-        return !stopping() && !sender.lost();
+        return !stopping() && !sender.lost() && !user_active_;
       });
+  } catch (const dist::CommError& e) {
+    // A group whose ranks lost each other can run nothing more: the job goes back for another
+    // node, and this one stops (run() throws, so the group's job ends and says why).
+    {
+      std::lock_guard lock(running_mu_);
+      running_job_.clear();
+    }
+    if (killed_) return;
+    sender.flush();
+    fatal_ = std::string("the group's ranks lost each other: ") + e.what();
+    draining_ = true;
+    try {
+      client_.heartbeat(heartbeat_state());
+      client_.hand_back(w.job_id, w.attempt);
+    } catch (const CallError& c) {
+      log(std::string("hand back: ") + c.what());
+    }
+    return;
   } catch (const std::exception& e) {
     std::lock_guard lock(running_mu_);
     running_job_.clear();
@@ -267,8 +324,8 @@ void Agent::run_job(const network::Work& w) {
   if (killed_) return;
   if (!sender.flush()) return log(name + ": lost: " + sender.why());
   if (r.finish_reason == "cancelled") {
-    // Draining: what was streamed stays; the next node continues after it. Saying so first
-    // keeps the job from being placed straight back here.
+    // Draining, or the user is back: what was streamed stays; the next node continues after
+    // it. Saying so first keeps the job from being placed straight back here.
     try {
       client_.heartbeat(heartbeat_state());
       client_.hand_back(w.job_id, w.attempt);

@@ -1,23 +1,28 @@
 #pragma once
 // The node agent (`orchard node`): lends this machine to a coordinator. It registers (its
 // machine, the models it serves, its lending policy), heartbeats from a thread, long-polls for
-// work, runs each job with the local engine — resuming after the output an earlier attempt
-// streamed — streams the output back chunk by chunk and completes the job, which pays its owner.
+// work, runs each job with its model (the local engine, or a cabled group's ranks) — resuming
+// after the output an earlier attempt streamed — streams the output back chunk by chunk and
+// completes the job, which pays its owner.
 //
 // It connects outbound only, so it works behind NAT. When its policy does not allow lending
-// (--when-idle and the machine is busy, or outside the window) it heartbeats as draining and
-// takes no work. drain() (SIGTERM, SIGINT) gives a running job back and returns from run().
+// (--when-idle and the machine is busy, its user is at it, or outside the window) it heartbeats
+// as draining and takes no work. When the user comes back (--idle-after) during a job, the job
+// is handed back at once, without penalty. drain() (SIGTERM, SIGINT) gives a running job back
+// and returns from run().
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "network/node_identity.h"
 #include "network/node_info.h"
+#include "node/activity.h"
 #include "node/coordinator_client.h"
 #include "node/job_runner.h"
 #include "node/machine.h"
@@ -31,10 +36,19 @@ struct AgentOptions {
   LendingPolicy lending;
   std::string chip = "cpu";    // a catalog id brings the planner's figures for that chip
   double bandwidth_gbs = 0;    // 0: measured at start
+  uint64_t memory_bytes = 0;   // what the node reports (--memory); 0: the machine's MemTotal
+  // A cabled group (`orchard node --parallel` on rank 0 of a job): every rank's machine and the
+  // link the ranks measured (node/group.h). Empty: this machine alone.
+  std::vector<network::MachineInfo> machines;
+  std::optional<network::CabledGroup> group;
   int poll_wait_s = 20;        // long-poll length
   bool log = true;             // a line per job on stderr
   // Tests: called on the work thread after each output chunk is queued for sending.
   std::function<void(const std::string& job_id, int64_t index)> on_chunk;
+  // With lending.idle_after_ms: where the user's input is read (null: SystemActivity), and how
+  // often (a returning user gets their machine back within about this long).
+  std::shared_ptr<ActivitySource> activity;
+  int64_t activity_check_ms = 1000;
 };
 
 class Agent {
@@ -43,7 +57,8 @@ class Agent {
   ~Agent();
 
   // Registers and works until drain() or kill(). Throws orchard::Error when the coordinator
-  // refuses the registration (a coordinator that does not answer is retried).
+  // refuses the registration (a coordinator that does not answer is retried), or when a group's
+  // ranks lost each other mid-job (the job is handed back first).
   void run();
   // Stops taking work, gives a running job back (what it streamed stays for the next node)
   // and makes run() return. Only sets a flag: safe from a signal handler.
@@ -60,6 +75,9 @@ class Agent {
   bool stopping() const { return draining_.load() || killed_.load(); }
   void register_until_accepted();
   void heartbeat_loop();
+  // Samples the user's activity (lending.idle_after_ms only); logs when the user comes and goes.
+  void check_activity();
+  void activity_loop();
   network::HeartbeatState heartbeat_state();
   // Empty when the policy allows lending now.
   std::string lending_refusal() const;
@@ -75,9 +93,12 @@ class Agent {
 
   std::atomic<bool> draining_{false}, killed_{false}, done_{false};
   std::atomic<int64_t> completed_{0};
+  std::atomic<int64_t> user_idle_ms_{-1};  // the last sample; -1: unknown
+  std::atomic<bool> user_active_{false};   // the user's activity alone refuses lending now
+  std::string fatal_;  // why run() ends with an error (set on the work thread)
   std::mutex running_mu_;
   std::string running_job_;  // the job being run now, for heartbeats
-  std::thread heartbeats_;
+  std::thread heartbeats_, activity_watch_;
 };
 
 }  // namespace orchard::node

@@ -35,16 +35,64 @@ network::ModelInfo describe_model(const std::string& path, const std::string& na
   return m;
 }
 
+namespace {
+
+// One slot of an executor as a Forward: each feed is one step of that slot, so the engine's own
+// generation loop (sampling, stop strings, pieces with their tokens) drives a cluster's ranks.
+// The logits reach rank 0, where this runs; the other ranks follow the steps.
+class SlotForward : public Forward {
+ public:
+  SlotForward(serve::Executor& exec, int slot) : exec_(exec), slot_(slot) {}
+  void feed(std::span<const TokenId> tokens, std::vector<float>& logits) override {
+    const serve::SlotFeed f{slot_, positions_ == 0, std::vector<TokenId>(tokens.begin(), tokens.end())};
+    exec_.step(std::span<const serve::SlotFeed>(&f, 1), logits);
+    positions_ += static_cast<int64_t>(tokens.size());
+  }
+  int64_t positions() const override { return positions_; }
+  int64_t capacity() const override { return exec_.slot_capacity(); }
+
+ private:
+  serve::Executor& exec_;
+  int slot_;
+  int64_t positions_ = 0;
+};
+
+std::string stem(const std::string& path, const std::string& name) {
+  return name.empty() ? std::filesystem::path(path).stem().string() : name;
+}
+
+}  // namespace
+
+GenerateResult ServedModel::generate(const std::vector<TokenId>& tokens, const GenerateOptions& options,
+                                     const OnPiece& on_piece) {
+  if (!executor) return engine->generate_pieces(tokens, options, on_piece);
+  SlotForward forward(*executor, 0);
+  return engine->generate_pieces_with(forward, tokens, options, on_piece);
+}
+
 ServedModel load_served_model(const std::string& path, const std::string& name, int threads, int64_t ctx) {
   ServedModel m;
   m.path = path;
-  m.name = name.empty() ? std::filesystem::path(path).stem().string() : name;
+  m.name = stem(path, name);
   EngineOptions eo;
   eo.model_path = path;
   eo.threads = threads;
   eo.n_ctx = ctx;
-  m.engine = Engine::load(eo);
+  m.owned_engine = Engine::load(eo);
+  m.engine = m.owned_engine.get();
   m.chat = serve::ChatTemplate::from_gguf(m.engine->file(), m.engine->tokenizer());
+  m.info = describe_model(path, m.name);
+  return m;
+}
+
+ServedModel group_served_model(const std::string& path, const std::string& name, Engine& engine,
+                               serve::Executor& executor) {
+  ServedModel m;
+  m.path = path;
+  m.name = stem(path, name);
+  m.engine = &engine;
+  m.executor = &executor;
+  m.chat = serve::ChatTemplate::from_gguf(engine.file(), engine.tokenizer());
   m.info = describe_model(path, m.name);
   return m;
 }

@@ -11,22 +11,34 @@
 #include "network/job_store.h"
 #include "network/node_info.h"
 #include "serve/chat_template.h"
+#include "serve/executor.h"
 
 namespace orchard::node {
 
 // A model the node serves: loaded, with its chat template and its description for the
-// coordinator.
+// coordinator. On one machine it runs on its own engine; on a cabled group through rank 0's
+// cluster executor (node/group.h), every rank running its shard of each step.
 struct ServedModel {
   std::string name;  // what jobs ask for
   std::string path;
-  std::unique_ptr<Engine> engine;
+  Engine* engine = nullptr;             // tokenizer, context, sampling (a group: rank 0's shard)
+  std::unique_ptr<Engine> owned_engine;  // one machine: what `engine` points to
+  serve::Executor* executor = nullptr;   // a group: the cluster's steps (slot 0); null: the local engine
   serve::ChatTemplate chat;
   network::ModelInfo info;
+
+  // Generates after `tokens`, as Engine::generate_pieces does (the same sampling, stops and
+  // pieces), on this machine or through the group.
+  GenerateResult generate(const std::vector<TokenId>& tokens, const GenerateOptions& options, const OnPiece& on_piece);
 };
 
 // Loads the GGUF at `path` (threads, context as `orchard serve`'s -t and -c; 0: defaults).
 // The name defaults to the file's stem.
 ServedModel load_served_model(const std::string& path, const std::string& name, int threads, int64_t ctx);
+// The model as a group serves it: `engine` is rank 0's shard, `executor` its cluster executor
+// (one slot); both outlive the result.
+ServedModel group_served_model(const std::string& path, const std::string& name, Engine& engine,
+                               serve::Executor& executor);
 
 // The planner's description of a GGUF model (its shape and the format most weight bytes are in).
 network::ModelInfo describe_model(const std::string& path, const std::string& name);

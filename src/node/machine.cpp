@@ -66,6 +66,17 @@ std::string host_name() {
   return host;
 }
 
+network::MachineInfo this_machine(const std::string& chip, uint64_t memory_bytes, double bandwidth_gbs) {
+  network::MachineInfo m;
+  m.name = host_name();
+  m.chip = chip;
+  m.memory_bytes = memory_bytes > 0 ? memory_bytes : total_memory_bytes();
+  if (m.memory_bytes == 0) throw Error("cannot read this machine's memory size from /proc/meminfo (give it with --memory)");
+  m.cores = cpu_cores();
+  m.mem_bw_gbs = bandwidth_gbs > 0 ? bandwidth_gbs : measure_bandwidth_gbs();
+  return m;
+}
+
 namespace {
 
 [[noreturn]] void bad_window(const std::string& text) {
@@ -95,12 +106,34 @@ void LendingPolicy::set_window(const std::string& text) {
   if (*window_begin == *window_end) throw Error("lending window '" + text + "' is empty (begin = end)");
 }
 
-std::string LendingPolicy::refusal(std::optional<double> load, int minute) const {
+void LendingPolicy::set_idle_after(const std::string& text) {
+  double value = 0;
+  char unit = 's', extra = 0;
+  const int n = std::sscanf(text.c_str(), "%lf%c%c", &value, &unit, &extra);
+  const double scale = unit == 's' ? 1e3 : unit == 'm' ? 60e3 : unit == 'h' ? 3600e3 : 0;
+  if ((n != 1 && n != 2) || scale == 0 || !(value >= 0) || value > 1e6)
+    throw Error("idle time '" + text + "': expected a duration such as 90s, 5m or 1h");
+  idle_after_ms = static_cast<int64_t>(value * scale);
+}
+
+bool LendingPolicy::user_is_active(std::optional<int64_t> user_idle_ms) const {
+  return mode == network::Lending::WhenIdle && idle_after_ms && (!user_idle_ms || *user_idle_ms < *idle_after_ms);
+}
+
+std::string LendingPolicy::refusal(std::optional<double> load, int minute, std::optional<int64_t> user_idle_ms) const {
   if (mode == network::Lending::Dedicated) return {};
   if (window_begin && window_end) {
     const int b = *window_begin, e = *window_end;
     const bool inside = b < e ? (minute >= b && minute < e) : (minute >= b || minute < e);
     if (!inside) return "outside the lending window " + clock_text(b) + "-" + clock_text(e);
+  }
+  if (user_is_active(user_idle_ms)) {
+    if (!user_idle_ms)
+      return "cannot tell when the user was last active (no logind, no terminals), so the machine may be in use";
+    char b[128];
+    std::snprintf(b, sizeof b, "the user was active %llds ago (lending after %llds without input)",
+                  static_cast<long long>(*user_idle_ms / 1000), static_cast<long long>(*idle_after_ms / 1000));
+    return b;
   }
   if (!load) return "the CPU load cannot be read (/proc/loadavg), so the machine may not be idle";
   if (*load > max_load) {

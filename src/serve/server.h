@@ -20,6 +20,10 @@ struct ServerOptions {
   std::string api_key;          // when set, requests need "Authorization: Bearer <key>"
 };
 
+// Lowers the calling thread's scheduling priority a step (once per thread): for threads that
+// feed or read the server's streams, so they yield a busy core to the engine's step.
+void lower_this_thread();
+
 class Server {
  public:
   Server(Service& service, ServerOptions options);

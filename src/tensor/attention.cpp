@@ -1,5 +1,6 @@
 #include "tensor/attention.h"
 
+#include <algorithm>
 #include <string>
 
 #include "tensor/error.h"
@@ -13,6 +14,12 @@ kernels::AttendFn attend_kernel() {
   return fn;
 }
 }  // namespace
+
+void store_key(float* panels, int64_t head_dim, int64_t pos, const float* key) {
+  float* panel = panels + (pos / kKeyPanel) * head_dim * kKeyPanel;
+  if (pos % kKeyPanel == 0) std::fill_n(panel, head_dim * kKeyPanel, 0.0f);
+  for (int64_t d = 0; d < head_dim; ++d) panel[d * kKeyPanel + pos % kKeyPanel] = key[d];
+}
 
 bool attend_available(int64_t head_dim) { return head_dim > 0 && head_dim % 16 == 0 && attend_kernel(); }
 

@@ -7,9 +7,26 @@
 
 namespace orchard {
 
+// Keys are kept transposed, in panels of 32 positions: position p's element d of one KV head
+// lies at key_offset(p, d, head_dim) from the head's first panel. The scores Q·Kᵀ want the
+// positions in vector lanes; stored this way a step reads each key once instead of
+// transposing every visible key of every sequence again at every step.
+constexpr int64_t kKeyPanel = 32;
+inline int64_t key_offset(int64_t pos, int64_t d, int64_t head_dim) {
+  return (pos / kKeyPanel) * head_dim * kKeyPanel + d * kKeyPanel + pos % kKeyPanel;
+}
+// Floats one head's panels take for `positions` positions.
+inline int64_t key_panels_size(int64_t positions, int64_t head_dim) {
+  return (positions + kKeyPanel - 1) / kKeyPanel * kKeyPanel * head_dim;
+}
+// Writes `key` (head_dim values) as position `pos` of the panels at `panels`. The first
+// position of a panel zeroes it, so lanes past the last position hold numbers, never garbage.
+void store_key(float* panels, int64_t head_dim, int64_t pos, const float* key);
+
 // Query row (t, g) — token t < ntok, query head g < group of this KV head — lies at
 // q + t·tok_stride + g·head_dim, and its output at the same offset from out. Token t sees
-// positions [0, len[t]) of k and v, whose position p lies at k + p·kv_stride (v alike).
+// positions [0, len[t]) of k and v: k is the head's key panels (above), and position p of v
+// lies at v + p·kv_stride.
 struct AttendArgs {
   const float* q = nullptr;
   float* out = nullptr;
@@ -17,7 +34,7 @@ struct AttendArgs {
   int64_t ntok = 0;
   int64_t group = 1;
   const int64_t* len = nullptr;
-  const float* k = nullptr;
+  const float* k = nullptr;  // key panels
   const float* v = nullptr;
   int64_t kv_stride = 0;
   int64_t head_dim = 0;

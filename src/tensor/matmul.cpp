@@ -3,6 +3,7 @@
 // over rows split between the pool's threads; the scalar vec_dot is the fallback.
 #include "tensor/matmul.h"
 
+#include <algorithm>
 #include <array>
 #include <string>
 
@@ -130,19 +131,46 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
   });
 }
 
-void dot_rows_f32(const float* w, int64_t rows, int64_t cols, int64_t stride, const float* x, float* y) {
-  const auto* wb = reinterpret_cast<const uint8_t*>(w);
-  const auto* xb = reinterpret_cast<const uint8_t*>(x);
-  const size_t wrb = static_cast<size_t>(stride) * sizeof(float);
-  if (const kernels::GemmFn gemm = fast_kernels(DType::F32).gemm) {
-    gemm(wb, wrb, rows, xb, static_cast<size_t>(cols) * sizeof(float), 1, cols, y, rows);
+void matmul_shared(std::span<const MatrixView> ws, const float* x, int64_t n_tokens, std::span<float* const> ys,
+                   std::vector<uint8_t>& scratch, bool batch_invariant) {
+  if (ws.size() != ys.size()) throw Error("matmul_shared: " + std::to_string(ws.size()) + " matrices but " +
+                                          std::to_string(ys.size()) + " outputs");
+  if (n_tokens < 0) throw Error("matmul_shared: negative token count " + std::to_string(n_tokens));
+  if (ws.empty() || n_tokens == 0) return;
+  const kernels::Kernels& k = fast_kernels(ws[0].type);
+  int64_t total = 0;
+  bool shared = k.packed != nullptr;
+  for (const MatrixView& w : ws) {
+    checked_row_bytes(w, "matmul_shared");
+    shared = shared && w.type == ws[0].type && w.cols == ws[0].cols && w.packed &&
+             (n_tokens > 1 || batch_invariant || k.packed->one_token || !w.data);
+    total += w.rows;
+  }
+  if (!shared) {
+    for (size_t i = 0; i < ws.size(); ++i) matmul(ws[i], x, n_tokens, ys[i], scratch, batch_invariant);
     return;
   }
-  for (int64_t r = 0; r < rows; ++r) {
-    float s = 0;
-    for (int64_t c = 0; c < cols; ++c) s += w[r * stride + c] * x[c];
-    y[r] = s;
-  }
+  // The packed path of matmul() over the matrices' rows end to end: one preparation of the
+  // activations and one fork for all of them, each output row computed exactly as alone.
+  const kernels::PackedKernels& pk = *k.packed;
+  const int64_t cols = ws[0].cols, group = pk.row_group;
+  const size_t pb = pk.prep_bytes(cols), group_bytes = pk.pack_bytes(group, cols);
+  scratch.resize(pb * static_cast<size_t>(n_tokens));
+  uint8_t* xp = scratch.data();
+  ThreadPool& pool = total * cols * n_tokens < kMinParallelMacs ? serial_pool() : global_pool();
+  pool.parallel_for(n_tokens, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) pk.prepare(x + t * cols, cols, xp + static_cast<size_t>(t) * pb);
+  });
+  pool.parallel_for(total, group, [&](int64_t r0, int64_t r1) {
+    int64_t first = 0;  // row of the concatenation where matrix i starts
+    for (size_t i = 0; i < ws.size() && r0 < r1; first += ws[i].rows, ++i) {
+      const int64_t lo = std::max(r0, first), hi = std::min(r1, first + ws[i].rows);
+      if (lo >= hi) continue;
+      const int64_t g = (lo - first) / group;
+      pk.gemm(ws[i].packed + static_cast<size_t>(g) * group_bytes, 0, hi - lo, xp, pb, n_tokens, cols,
+              ys[i] + (lo - first), ws[i].rows);
+    }
+  });
 }
 
 std::unique_ptr<HugeBuffer> pack_for_cpu(MatrixView& w) {

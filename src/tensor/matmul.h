@@ -2,6 +2,7 @@
 // The one place where weight matrices multiply activations, so faster kernels swap in here.
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "tensor/huge_buffer.h"
@@ -38,9 +39,11 @@ void matvec(const MatrixView& w, const float* x, float* y, std::vector<uint8_t>&
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
             std::vector<uint8_t>& scratch, bool batch_invariant = false);
 
-// y[r] = Σ_c w[r·stride + c] · x[c] on the calling thread only (for use inside parallel work,
-// e.g. attention scores against the rows of a KV cache).
-void dot_rows_f32(const float* w, int64_t rows, int64_t cols, int64_t stride, const float* x, float* y);
+// matmul(ws[i], x, n_tokens, ys[i]) for every i, the same bits, in one pass where it can: matrices
+// of one type and width, repacked, share one preparation of the activations and one fork
+// (q, k and v of a layer; gate and up). Otherwise one matmul after another.
+void matmul_shared(std::span<const MatrixView> ws, const float* x, int64_t n_tokens, std::span<float* const> ys,
+                   std::vector<uint8_t>& scratch, bool batch_invariant = false);
 
 // One row of W as floats (embedding lookup).
 void get_row(const MatrixView& w, int64_t row, float* out);

@@ -1,49 +1,24 @@
 #!/usr/bin/env bash
 # End-to-end tests of `orchard serve`: starts the server on a free port with the tiny
 # stories260K model, runs the Node tests against it (the official openai client, the web page
-# in headless Chromium), stops the server.
+# in headless Chromium), stops the server. world.test.mjs (the coordinator's world page) starts
+# its own coordinator and node agents; it runs here for the shared setup.
 #
 #   tests/e2e/run.sh [ORCHARD_BINARY [TEST_FILE...]]
 #
 # Environment: ORCHARD_BINARY (default build/orchard), ORCHARD_SHARED_DATA (default
 # ../shared/data beside the repository), ORCHARD_ARTIFACTS (default e2e-artifacts beside the
-# binary: the server log and the page screenshot), ORCHARD_CHROMIUM (default /usr/bin/chromium).
+# binary: the server log and the pages' screenshots), ORCHARD_CHROMIUM (default /usr/bin/chromium).
 # Exit status: 0 passed, 77 skipped (no shared data; CTest's SKIP_RETURN_CODE), else failed.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-binary=${1:-${ORCHARD_BINARY:-$repo/build/orchard}}
+binary=${1:-${ORCHARD_BINARY:-$here/../../build/orchard}}
 shift $(($# > 0 ? 1 : 0))
 tests=("$@")
 ((${#tests[@]})) || tests=(openai.test.mjs page.test.mjs)
 
-data=${ORCHARD_SHARED_DATA:-$repo/../shared/data}
-model=$data/models/stories260K.gguf
-if [[ ! -f $model ]]; then
-  echo "e2e: SKIPPED: $model not found (set ORCHARD_SHARED_DATA to the shared data folder)"
-  exit 77
-fi
-if [[ ! -x $binary ]]; then
-  echo "e2e: $binary is not an executable: build it (ninja -C build orchard) or pass its path" >&2
-  exit 1
-fi
-binary=$(cd "$(dirname "$binary")" && pwd)/$(basename "$binary")
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  echo "e2e: node and npm are needed: run scripts/install-deps.sh" >&2
-  exit 1
-fi
-if ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 18 ? 0 : 1)'; then
-  echo "e2e: node $(node --version) is too old: 18 or newer is needed" >&2
-  exit 1
-fi
-
-# The npm packages (versions pinned by package-lock.json), installed again when the lock changed.
-cd "$here"
-if [[ ! -f node_modules/.package-lock.json || package-lock.json -nt node_modules/.package-lock.json ]]; then
-  echo "e2e: npm ci"
-  npm ci --no-audit --no-fund
-fi
+source "$here/prepare.sh"
 
 artifacts=${ORCHARD_ARTIFACTS:-$(dirname "$binary")/e2e-artifacts}
 mkdir -p "$artifacts"
@@ -113,4 +88,4 @@ if ((failed)); then
   tail -n 30 "$log" >&2
   exit 1
 fi
-echo "e2e: passed (screenshot: $artifacts/page.png)"
+echo "e2e: passed (artifacts, screenshots among them: $artifacts)"

@@ -5,7 +5,8 @@
 // and started again on the same data and port. The client contract under
 // test: a client whose request broke (connection reset, 5xx) sends the same request again with
 // the same Idempotency-Key, and gets the same job's answer. In the end every job the store
-// holds as done is paid exactly once, nothing else is paid, and the ledger verifies.
+// holds as done is paid exactly once, nothing else is paid, and the ledger verifies, its head
+// signed by the one key the replicas share.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -19,6 +20,7 @@
 #include "network/coordinator.h"
 #include "network/job_store.h"
 #include "network/ledger.h"
+#include "network/node_identity.h"
 #include "network/store_backends.h"
 #include "network/test_files.h"
 #include "test_data.h"
@@ -143,6 +145,9 @@ void run_kill_test(const std::string& name, const std::string& db_url) {
     serve.push_back(with({bin, "network", "serve", "--port", std::to_string(ports.back()), "--lease", "3",
                           "--heartbeat-timeout", "5", "--http-threads", "32"},
                          db_args));
+    // On PostgreSQL the ledger-signing key is a file each replica is given (the same one); on
+    // SQLite it is the data folder's.
+    if (!db_url.empty()) serve.back() = with(serve.back(), {"--key", files.signing_key.string()});
     coordinators.push_back(dist::testing::spawn(serve.back(), {}, name + "-coordinator-" + std::to_string(r)));
   }
   std::vector<Proc> nodes;
@@ -215,7 +220,14 @@ void run_kill_test(const std::string& name, const std::string& db_url) {
               answered_at_kill, kJobs, retried, done.size(), static_cast<long long>(report.entries));
   EXPECT_EQ(ledger.balance("alice") + ledger.balance("bob"), 0);
   EXPECT_LT(ledger.balance("alice"), 0);
-  run({bin, "network", "ledger", "--db", files.ledger, "--verify"}, name + "-verify");
+  // The replicas signed the head with the one key (at the latest when they stopped), and the
+  // ledger verifies against it.
+  const std::string key_hex = NodeIdentity::load_or_create(files.signing_key).public_key_hex();
+  const auto signed_head = ledger.latest_signed_head();
+  ASSERT_TRUE(signed_head) << "no replica signed the ledger head";
+  EXPECT_EQ(signed_head->public_key, key_hex);
+  EXPECT_EQ(signed_head->seq, report.entries);
+  run({bin, "network", "ledger", "--db", files.ledger, "--verify", "--trusted-key", key_hex}, name + "-verify");
 }
 
 TEST(CoordinatorKill, SqliteEveryFinishedJobIsPaidOnceAfterASigkill) { run_kill_test("kill-sqlite", ""); }

@@ -498,5 +498,40 @@ TEST_P(JobStoreTest, ANodeThatCannotRunAJobFailsItForEveryoneAndOnlyItsOwn) {
   EXPECT_NE(not_your_job([&] { store.complete("job-x", 1, "n1", {1, 1, "stop"}, kT0 + 5); }), "");
 }
 
+TEST_P(JobStoreTest, ACancelledJobRefusesItsNodeAndIsNeverPaidOrRequeued) {
+  auto store = store_with("cancel", {single("n1", 64, 200)}, "job-c");
+  const auto work = store.next_job_for("n1", kT0);
+  ASSERT_TRUE(work);
+  EXPECT_TRUE(store.append_output("job-c", 1, "n1", 0, "tok0", kT0 + 1));
+  EXPECT_TRUE(store.cancel("job-c", kT0 + 2));
+  EXPECT_FALSE(store.cancel("job-c", kT0 + 3));  // once
+  EXPECT_NE(not_your_job([&] { store.append_output("job-c", 1, "n1", 1, "tok1", kT0 + 4); }), "");
+  EXPECT_NE(not_your_job([&] { store.complete("job-c", 1, "n1", {1, 1, "length"}, kT0 + 5); }), "");
+  const JobStatus st = store.job("job-c");
+  EXPECT_EQ(st.state, JobState::Cancelled);
+  EXPECT_EQ(st.output, std::vector<std::string>{"tok0"});
+  EXPECT_FALSE(st.usage);
+  EXPECT_TRUE(store.completions().empty());
+  EXPECT_EQ(store.node_stats("n1").active_jobs, 0);  // the node is free
+  EXPECT_TRUE(store.expire(kT0 + 60'000).requeued.empty());
+  EXPECT_EQ(store.job("job-c").state, JobState::Cancelled);
+
+  // A queued job is cancelled before any node sees it; a finished one is not.
+  store.submit(request("job-q"), kT0 + 10);
+  EXPECT_TRUE(store.cancel("job-q", kT0 + 11));
+  EXPECT_FALSE(store.next_job_for("n1", kT0 + 13));
+  store.submit(request("job-d"), kT0 + 20);
+  const auto d = store.next_job_for("n1", kT0 + 20);
+  ASSERT_TRUE(d);
+  store.complete("job-d", 1, "n1", {1, 1, "stop"}, kT0 + 21);
+  EXPECT_FALSE(store.cancel("job-d", kT0 + 22));
+  EXPECT_EQ(store.job("job-d").state, JobState::Done);
+  EXPECT_THROW(store.cancel("no-such-job", kT0 + 23), Error);
+
+  // The world page's counts know the cancelled state too.
+  const std::map<JobState, int64_t> want = {{JobState::Done, 1}, {JobState::Cancelled, 2}};
+  EXPECT_EQ(store.job_counts(), want);
+}
+
 }  // namespace
 }  // namespace orchard::network

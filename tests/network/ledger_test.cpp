@@ -24,6 +24,7 @@
 #include "network/credits.h"  // details()
 #include "network/ledger_hash.h"
 #include "network/store_backends.h"
+#include "network/test_files.h"
 #include "tensor/error.h"
 
 namespace orchard::network {
@@ -43,27 +44,8 @@ nlohmann::json details(int prompt, int generated) {
                           HardwareClass::Desktop, false});
 }
 
-// Raw SQL on the ledger's tables, past the Ledger class; returns the database's error message
-// ("" on success).
-std::string raw_exec(const std::string& location, const std::string& sql) {
-  try {
-    sql::open_database(location, {"ledger", "orchard-ledger", "1", ""})->exec(sql);
-    return "";
-  } catch (const Error& e) {
-    return e.what();
-  }
-}
-
-// Runs `sql` with the append-only triggers dropped first: what someone with raw write access
-// could do.
-void tamper(const std::string& location, const std::string& sql) {
-  std::string all;
-  for (const char* table : {"entries", "signed_heads"})
-    for (const char* op : {"update", "delete", "truncate"})
-      all += std::string("DROP TRIGGER IF EXISTS ") + table + "_no_" + op +
-             (sql::is_postgres_url(location) ? std::string(" ON ") + table : "") + "; ";
-  ASSERT_EQ(raw_exec(location, all + sql), "");
-}
+using test::raw_exec;
+using test::tamper;
 
 class LedgerTest : public test::BackendTest {
  protected:
@@ -119,6 +101,22 @@ TEST_P(LedgerTest, PaysAndBalancesSumToZero) {
   const auto r = l.verify();
   EXPECT_TRUE(r.ok()) << all_violations(r);
   EXPECT_EQ(r.entries, 5);
+}
+
+TEST_P(LedgerTest, EntriesRangeIsTheChainSegmentInOrder) {
+  auto l = Ledger::open(fresh_path("range"));
+  EXPECT_TRUE(l.entries_range(1, 10).empty());
+  pay_five(l);
+  const auto mid = l.entries_range(2, 4);
+  ASSERT_EQ(mid.size(), 3u);
+  EXPECT_EQ(mid[0].seq, 2);
+  EXPECT_EQ(mid[2].seq, 4);
+  EXPECT_EQ(mid[1].prev_hash, mid[0].hash);
+  EXPECT_EQ(mid[2].hash, l.entry_for_job("job-4")->hash);
+  EXPECT_EQ(mid[1].details, l.entry_for_job("job-3")->details);
+  EXPECT_EQ(l.entries_range(4, 99).size(), 2u);  // up to the head
+  EXPECT_TRUE(l.entries_range(6, 9).empty());
+  EXPECT_TRUE(l.entries_range(4, 3).empty());
 }
 
 TEST_P(LedgerTest, RefusesBadPayments) {

@@ -1,6 +1,6 @@
 #pragma once
-// Files for the network's store tests: a fresh directory per test, and the check that a store
-// refuses a file that is not its database.
+// Files for the network's store tests: a fresh directory per test, the check that a store
+// refuses a file that is not its database, and tampering with a ledger (either backend).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 
+#include "network/database.h"
 #include "tensor/error.h"
 
 namespace orchard::network::test {
@@ -33,6 +34,28 @@ void expect_refuses_text_file(const std::string& name, Open open) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
   }
+}
+
+// Raw SQL on a ledger (an SQLite file or a PostgreSQL URL), past the Ledger class; returns the
+// database's error message ("" on success).
+inline std::string raw_exec(const std::string& location, const std::string& sql) {
+  try {
+    sql::open_database(location, {"ledger", "orchard-ledger", "1", ""})->exec(sql);
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+// Runs `sql` on a ledger with the append-only triggers dropped first: what someone with raw
+// write access could do.
+inline void tamper(const std::string& location, const std::string& sql) {
+  std::string all;
+  for (const char* table : {"entries", "signed_heads"})
+    for (const char* op : {"update", "delete", "truncate"})
+      all += std::string("DROP TRIGGER IF EXISTS ") + table + "_no_" + op +
+             (sql::is_postgres_url(location) ? std::string(" ON ") + table : "") + "; ";
+  ASSERT_EQ(raw_exec(location, all + sql), "");
 }
 
 }  // namespace orchard::network::test

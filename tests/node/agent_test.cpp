@@ -2,12 +2,14 @@
 // in threads running stories260K. Greedy answers through the network equal the local engine's,
 // whole and streamed; every job is paid once and the ledger verifies; a node that dies (or
 // drains) mid-stream has its job resumed on another node and the client's stream is still the
-// complete, correct text.
+// complete, correct text; a node whose user comes back hands its job back and finishes it once
+// the user is away again.
 #include "node/agent.h"
 
 #include <gtest/gtest.h>
 
 #include <future>
+#include <mutex>
 #include <set>
 
 #include "network/coordinator_fixture.h"
@@ -32,7 +34,8 @@ struct RunningNode {
   std::thread thread;
 
   RunningNode(const RunningCoordinator& c, const std::string& owner,
-              std::function<void(const std::string&, int64_t)> on_chunk = {}) {
+              std::function<void(const std::string&, int64_t)> on_chunk = {},
+              const std::function<void(AgentOptions&)>& tweak = {}) {
     AgentOptions o;
     o.coordinator = c.url();
     o.owner = owner;
@@ -41,6 +44,7 @@ struct RunningNode {
     o.poll_wait_s = 1;
     o.log = false;
     o.on_chunk = std::move(on_chunk);
+    if (tweak) tweak(o);
     std::vector<ServedModel> models;
     models.push_back(load_served_model(model_path(), "stories260K", 1, 0));
     agent = std::make_unique<Agent>(o, network::NodeIdentity::from_key(network::generate_ed25519_key()),
@@ -236,6 +240,140 @@ TEST(Network, ADrainedNodeHandsItsJobBackAndTheNextNodeFinishesIt) {
   REQUIRE_MODEL();
   const std::string prompt = "The little dog";
   expect_finished_elsewhere(interrupt_mid_stream("net-drain", false, prompt, 50), reference(prompt, 50));
+}
+
+// The user's input as a test sets it; counts how often the agent looked.
+struct FakeActivity : ActivitySource {
+  std::atomic<int64_t> idle{3'600'000};
+  std::atomic<int64_t> reads{0};
+  std::optional<int64_t> idle_ms() override {
+    ++reads;
+    return idle.load();
+  }
+  // Waits until the agent has looked twice since now, so it has acted on the current value.
+  void wait_seen() const {
+    const int64_t from = reads.load();
+    while (reads.load() < from + 2) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+};
+
+TEST(Network, AUserReturningMidJobGetsTheMachineBackAndTheJobFinishesOnceTheyLeaveAgain) {
+  REQUIRE_MODEL();
+  const std::string prompt = "Once upon a time";
+  const GenerateResult ref = reference(prompt, 60);
+  RunningCoordinator c("net-user");
+  auto user = std::make_shared<FakeActivity>();
+  std::atomic<bool> returned{false};
+  std::promise<void> reached;
+  RunningNode node(
+      c, "alice",
+      [&](const std::string&, int64_t index) {
+        if (index != 3 || returned.exchange(true)) return;
+        user->idle = 2'000;  // someone touched the keyboard two seconds ago
+        user->wait_seen();
+        reached.set_value();
+      },
+      [&](AgentOptions& o) {
+        o.lending.mode = network::Lending::WhenIdle;
+        o.lending.max_load = 1e9;  // the load of a shared test machine must not decide
+        o.lending.idle_after_ms = 60'000;
+        o.activity = user;
+        o.activity_check_ms = 10;
+      });
+  wait_for_nodes(c, 1);
+  const std::string key = c.api_key("carol");
+  auto answer = std::async(std::launch::async, [&] {
+    return streamed_text(c, "/v1/completions", completion(prompt, 60, true), key);
+  });
+  ASSERT_EQ(reached.get_future().wait_for(std::chrono::seconds(120)), std::future_status::ready);
+
+  // The job comes back without penalty, and the node takes no work while the user is there.
+  auto stats = [&] { return network::JobStore::open(c.files().jobs).node_stats(node.agent->id()); };
+  for (int i = 0; i < 6000 && stats().handed_back == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(stats().handed_back, 1);
+  EXPECT_EQ(stats().abandoned, 0);
+  EXPECT_EQ(c.get("/v1/world").second["nodes"][0]["status"], "draining");
+  EXPECT_EQ(stats().active_jobs, 0);
+
+  // The user leaves: the node lends again and finishes the job after what it streamed.
+  user->idle = 3'600'000;
+  EXPECT_EQ(answer.get(), ref.text);
+  node.stop();
+  EXPECT_EQ(stats().jobs_served, 1);
+  EXPECT_EQ(stats().handed_back, 1);
+  EXPECT_EQ(stats().reliability, 1.0);
+  auto ledger = network::Ledger::open(c.files().ledger);
+  const auto entries = ledger.entries_for("alice");
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].attempt, 2);
+}
+
+// A client that hangs up mid-stream cancels its job: the coordinator records it cancelled, the
+// node's next chunk is refused so it stops long before max_tokens and frees itself (it runs the
+// next job), and nobody pays for the cancelled one.
+TEST(Network, AClientThatHangsUpCancelsItsJobAndTheNodeStopsAndFreesItself) {
+  REQUIRE_MODEL();
+  RunningCoordinator c("net-cancel");
+  const int max_tokens = 300;
+  std::promise<void> reached;
+  std::atomic<bool> release{false};
+  std::atomic<int64_t> last_index{-1};
+  std::string cancelled_job;
+  std::mutex job_mu;
+  RunningNode node(c, "alice", [&](const std::string& job, int64_t index) {
+    {
+      std::lock_guard lock(job_mu);
+      if (!cancelled_job.empty() && job != cancelled_job) return;
+      cancelled_job = job;
+    }
+    last_index = index;
+    if (index == 2) {
+      reached.set_value();
+      while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    // After the cancel: slow enough that the refused chunk is heard long before max_tokens.
+    if (index > 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  });
+  wait_for_nodes(c, 1);
+  const std::string key = c.api_key("carol");
+
+  // The client reads the first bytes of the stream, then hangs up.
+  std::string job;
+  auto client = std::async(std::launch::async, [&] {
+    job = c.stream_and_hang_up("/v1/completions", completion("Once upon a time", max_tokens, true),
+                               {{"Authorization", "Bearer " + key}});
+  });
+  ASSERT_EQ(reached.get_future().wait_for(std::chrono::seconds(120)), std::future_status::ready);
+  client.get();
+  ASSERT_FALSE(job.empty()) << "no X-Orchard-Job header";
+  // The coordinator notices the hang-up at its next write to the client (a chunk or a ping).
+  std::string state;
+  for (int i = 0; i < 3000 && state != "cancelled"; ++i) {
+    state = c.get("/v1/jobs/" + job, key).second.value("state", "");
+    if (state != "cancelled") std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(state, "cancelled");
+  // Another client cannot see the job.
+  EXPECT_EQ(c.get("/v1/jobs/" + job, c.api_key("mallory")).first, 404);
+  release = true;
+
+  // The node stopped and is free: the next job runs on it to the end.
+  const auto [status, next] = c.post("/v1/completions", completion("The little dog", 8, false), key);
+  ASSERT_EQ(status, 200) << next;
+  EXPECT_EQ(next["choices"][0]["text"], reference("The little dog", 8).text);
+  EXPECT_LT(last_index.load(), max_tokens - 1) << "the node generated the cancelled job to the end";
+  node.stop();
+  EXPECT_EQ(node.agent->jobs_completed(), 1);
+  auto store = network::JobStore::open(c.files().jobs);
+  const network::JobStatus st = store.job(job);
+  EXPECT_EQ(st.state, network::JobState::Cancelled);
+  EXPECT_FALSE(st.usage);
+  EXPECT_LT(st.output.size(), static_cast<size_t>(max_tokens));
+  auto ledger = network::Ledger::open(c.files().ledger);
+  const auto entries = ledger.entries_for("carol");
+  ASSERT_EQ(entries.size(), 1u) << "the cancelled job was paid";
+  EXPECT_NE(entries[0].job_id, job);
+  EXPECT_TRUE(ledger.verify().ok());
 }
 
 TEST(PrepareJob, ResumesAfterTheStreamedTokensWithWhatIsLeftOfMaxTokens) {

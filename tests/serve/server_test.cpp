@@ -1,6 +1,8 @@
 // The HTTP server end to end, in process: every API's shape, streaming, errors with the right
 // status codes, a full queue, and a client that hangs up mid-stream freeing its slot.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #include <httplib.h>
 
 #include <filesystem>
@@ -331,6 +333,28 @@ TEST(Server, OllamaAndAnthropicAdaptersShapeTheSameAnswer) {
   auto page = s.client().Get("/");
   ASSERT_TRUE(page);
   EXPECT_NE(page->body.find("<html"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace orchard::serve
+
+namespace orchard::serve {
+namespace {
+
+// Connection threads step below the engine's priority, once, and only the thread that asks.
+TEST(Server, IoThreadsYieldToTheEngine) {
+  const int before = getpriority(PRIO_PROCESS, static_cast<id_t>(gettid()));
+  int in_thread = 0, again = 0;
+  std::thread t([&] {
+    lower_this_thread();
+    in_thread = getpriority(PRIO_PROCESS, static_cast<id_t>(gettid()));
+    lower_this_thread();
+    again = getpriority(PRIO_PROCESS, static_cast<id_t>(gettid()));
+  });
+  t.join();
+  EXPECT_EQ(in_thread, std::min(19, before + 5));
+  EXPECT_EQ(again, in_thread);
+  EXPECT_EQ(getpriority(PRIO_PROCESS, static_cast<id_t>(gettid())), before);
 }
 
 }  // namespace

@@ -17,7 +17,8 @@ struct Case {
 };
 
 struct Data {
-  std::vector<float> q, k, v;
+  std::vector<float> q, k, v;          // k: rows, for the reference
+  std::vector<std::vector<float>> kp;  // k as the kernel reads it: panels per KV head
   std::vector<int64_t> len;
   int64_t qd, kvd, ctx;
 };
@@ -34,6 +35,10 @@ Data make(const Case& c, uint32_t seed) {
   d.v.resize(d.k.size());
   for (auto* vec : {&d.q, &d.k, &d.v})
     for (auto& x : *vec) x = nd(rng);
+  for (int64_t h = 0; h < c.kv_heads; ++h) {
+    d.kp.emplace_back(static_cast<size_t>(key_panels_size(d.ctx, c.head_dim)));
+    for (int64_t p = 0; p < d.ctx; ++p) store_key(d.kp.back().data(), c.head_dim, p, &d.k[p * d.kvd + h * c.head_dim]);
+  }
   for (int64_t t = 0; t < c.ntok; ++t) d.len.push_back(c.first_len + t);  // causal: token t at position first_len-1+t
   return d;
 }
@@ -46,7 +51,7 @@ AttendArgs args(const Case& c, Data& d, int64_t kvh, float* out) {
   a.ntok = c.ntok;
   a.group = c.group;
   a.len = d.len.data();
-  a.k = d.k.data() + kvh * c.head_dim;
+  a.k = d.kp[static_cast<size_t>(kvh)].data();
   a.v = d.v.data() + kvh * c.head_dim;
   a.kv_stride = d.kvd;
   a.head_dim = c.head_dim;
@@ -103,6 +108,22 @@ TEST(Attention, ARowIsTheSameBitsAloneOrAmongOthers) {
     attend(a);
   }
   for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i], alone[i]) << "element " << i;
+}
+
+TEST(Attention, KeyPanelsHoldEachPositionOnce) {
+  const int64_t hd = 48, n = 70;
+  std::vector<float> panels(static_cast<size_t>(key_panels_size(n, hd)), NAN);
+  std::vector<float> key(static_cast<size_t>(hd));
+  for (int64_t p = 0; p < n; ++p) {
+    for (int64_t d = 0; d < hd; ++d) key[static_cast<size_t>(d)] = static_cast<float>(p * 1000 + d);
+    store_key(panels.data(), hd, p, key.data());
+  }
+  for (int64_t p = 0; p < n; ++p)
+    for (int64_t d = 0; d < hd; ++d)
+      ASSERT_EQ(panels[static_cast<size_t>(key_offset(p, d, hd))], static_cast<float>(p * 1000 + d)) << p << "," << d;
+  // Lanes past the last position are zeros (a started panel is cleared), never left over.
+  for (int64_t p = n; p < key_panels_size(n, hd) / hd; ++p)
+    for (int64_t d = 0; d < hd; ++d) ASSERT_EQ(panels[static_cast<size_t>(key_offset(p, d, hd))], 0.0f);
 }
 
 TEST(Attention, NarrowHeadsHaveNoKernel) {

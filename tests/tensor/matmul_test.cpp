@@ -158,28 +158,33 @@ TEST_P(Matmul, GetRowIsDequantizeRow) {
 // count still works, and a token's bits alone equal its bits among others.
 TEST_P(Matmul, RepackedWeightsServeEveryTokenCount) {
   const DType t = GetParam();
-  const int64_t rows = 48, cols = 512, n_tokens = 5;
+  const int64_t rows = 48, cols = 512, most = 15;
   const std::vector<uint8_t> wb = random_matrix(t, rows, cols, 61);
   MatrixView w{t, rows, cols, wb.data()};
-  const std::vector<float> x = normal_floats(cols * n_tokens, 62);
+  const std::vector<float> x = normal_floats(cols * most, 62);
   std::vector<uint8_t> scratch;
-  std::vector<float> want(rows * n_tokens), got(rows * n_tokens), alone(rows);
-  matmul(w, x.data(), n_tokens, want.data(), scratch);
+  std::vector<float> want(rows * most), got(rows * most), alone(rows);
+  matmul(w, x.data(), most, want.data(), scratch);
   const std::unique_ptr<HugeBuffer> packed = pack_for_cpu(w);
   if (!packed) {
     EXPECT_FALSE(pack_replaces_original(t));
     GTEST_SKIP() << type_name(t) << " has no repacked layout on this CPU";
   }
   if (pack_replaces_original(t)) w.data = nullptr;
-  matmul(w, x.data(), n_tokens, got.data(), scratch, /*batch_invariant=*/true);
-  for (int64_t i = 0; i < rows * n_tokens; ++i)
-    ASSERT_NEAR(got[i], want[i], 1e-4f * (1.0f + std::fabs(want[i]))) << "element " << i;
-  for (int64_t tok = 0; tok < n_tokens; ++tok) {
-    matmul(w, x.data() + tok * cols, 1, alone.data(), scratch, /*batch_invariant=*/true);
-    EXPECT_EQ(std::memcmp(alone.data(), got.data() + tok * rows, rows * sizeof(float)), 0) << "token " << tok;
-    if (w.data) continue;
-    matmul(w, x.data() + tok * cols, 1, alone.data(), scratch);  // the generation path
-    EXPECT_EQ(std::memcmp(alone.data(), got.data() + tok * rows, rows * sizeof(float)), 0) << "token " << tok;
+  // Short batches in one tile, full tiles of 8 and 4, and every remainder after them.
+  for (int64_t n_tokens : {2, 3, 5, 7, 9, 12, 15}) {
+    matmul(w, x.data(), n_tokens, got.data(), scratch, /*batch_invariant=*/true);
+    for (int64_t i = 0; i < rows * n_tokens; ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-4f * (1.0f + std::fabs(want[i]))) << n_tokens << " tokens, element " << i;
+    for (int64_t tok = 0; tok < n_tokens; ++tok) {
+      matmul(w, x.data() + tok * cols, 1, alone.data(), scratch, /*batch_invariant=*/true);
+      EXPECT_EQ(std::memcmp(alone.data(), got.data() + tok * rows, rows * sizeof(float)), 0)
+          << n_tokens << " tokens, token " << tok;
+      if (w.data) continue;
+      matmul(w, x.data() + tok * cols, 1, alone.data(), scratch);  // the generation path
+      EXPECT_EQ(std::memcmp(alone.data(), got.data() + tok * rows, rows * sizeof(float)), 0)
+          << n_tokens << " tokens, token " << tok;
+    }
   }
 }
 
@@ -259,6 +264,54 @@ TEST(MatmulZoo, FfnDownOfEveryVariant) {
       EXPECT_EQ(std::memcmp(row.data(), want.data() + 200 * 768, 768 * sizeof(float)), 0);
     }
   }
+}
+
+}  // namespace
+}  // namespace orchard
+
+namespace orchard {
+namespace {
+
+// Several matrices against one input (a layer's q, k and v): the bits of one matmul each,
+// whether they share the packed pass (same type, repacked) or fall back (mixed types, one token).
+TEST(Matmul, SharedInputProductsEqualSeparateOnes) {
+  const int64_t cols = 256;
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::F16}) {
+    for (bool mixed : {false, true}) {
+      const int64_t rows[] = {64, 32, 48};
+      std::vector<std::vector<uint8_t>> bytes;
+      std::vector<MatrixView> ws;
+      std::vector<std::unique_ptr<HugeBuffer>> packs;
+      for (int i = 0; i < 3; ++i) {
+        const DType ti = mixed && i == 1 ? DType::Q4_K : t;
+        bytes.push_back(random_matrix(ti, rows[i], cols, 70 + i));
+        ws.push_back({ti, rows[i], cols, bytes.back().data()});
+        packs.push_back(pack_for_cpu(ws.back()));
+      }
+      for (int64_t n : {1, 3, 9}) {
+        for (bool invariant : {false, true}) {
+          const std::vector<float> x = normal_floats(cols * n, 80);
+          std::vector<uint8_t> scratch;
+          std::vector<std::vector<float>> want(3), got(3);
+          std::vector<float*> ys;
+          for (int i = 0; i < 3; ++i) {
+            want[i].resize(static_cast<size_t>(rows[i] * n));
+            got[i].assign(static_cast<size_t>(rows[i] * n), -1.0f);
+            matmul(ws[i], x.data(), n, want[i].data(), scratch, invariant);
+            ys.push_back(got[i].data());
+          }
+          matmul_shared(ws, x.data(), n, ys, scratch, invariant);
+          for (int i = 0; i < 3; ++i)
+            EXPECT_EQ(std::memcmp(want[i].data(), got[i].data(), want[i].size() * sizeof(float)), 0)
+                << type_name(t) << (mixed ? " mixed" : "") << " matrix " << i << " tokens " << n;
+        }
+      }
+    }
+  }
+  std::vector<uint8_t> scratch;
+  const MatrixView one[] = {{DType::F32, 2, 2, nullptr}};
+  float* outs[] = {nullptr, nullptr};
+  EXPECT_THROW(matmul_shared(one, nullptr, 1, outs, scratch), Error);
 }
 
 }  // namespace

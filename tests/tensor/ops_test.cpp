@@ -33,6 +33,25 @@ TEST(Ops, SwigluMayWriteOverItsGateInput) {
   EXPECT_EQ(g, separate);
 }
 
+TEST(Ops, RmsNormMatchesTheFormulaWithAndWithoutWeights) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (int64_t n : {1, 7, 8, 9, 64, 257}) {
+    std::vector<float> x(n), w(n), out(n), plain(n);
+    for (int64_t i = 0; i < n; ++i) x[i] = nd(rng), w[i] = nd(rng);
+    const float eps = 1e-5f;
+    rms_norm(x.data(), w.data(), out.data(), n, eps);
+    rms_norm(x.data(), nullptr, plain.data(), n, eps);
+    double ss = 0;
+    for (float v : x) ss += static_cast<double>(v) * v;
+    const double scale = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_NEAR(plain[i], x[i] * scale, 1e-6 * std::fabs(x[i] * scale) + 1e-7) << "n " << n << " i " << i;
+      EXPECT_NEAR(out[i], x[i] * scale * w[i], 1e-6 * std::fabs(x[i] * scale * w[i]) + 1e-7) << "n " << n;
+    }
+  }
+}
+
 TEST(Ops, SoftmaxSumsToOneAndKeepsOrder) {
   std::vector<float> x = {1.0f, 3.0f, -2.0f, 3.0f, 0.5f};
   softmax(x.data(), static_cast<int64_t>(x.size()));

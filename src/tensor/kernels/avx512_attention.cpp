@@ -1,7 +1,9 @@
 // Causal attention for one KV head on AVX-512 (see tensor/attention.h), in three steps per
 // tile of up to 12 query rows:
-//   S = Q·Kᵀ      keys packed once per call into panels of 32 positions × head_dim, transposed,
-//                 and the queries broadcast past them (avx512_panels.h's micro-tile);
+//   S = Q·Kᵀ      keys as the cache keeps them, in panels of 32 positions × head_dim,
+//                 transposed, and the queries broadcast past them (avx512_panels.h's micro-tile);
+//                 scores past a row's last position come from a panel's other lanes (zeros or
+//                 older keys) and are overwritten with zeros below;
 //   P = softmax(scale · S) over each row's visible positions, zero beyond;
 //   O = P·V       values read in place (a position's head is whole registers), the
 //                 probabilities broadcast: up to 6 rows × 64 dims of accumulators.
@@ -79,20 +81,14 @@ void softmax_scaled(float* s, int64_t n, float scale) {
 }
 
 void attend_avx512(const AttendArgs& a) {
+  static_assert(kPanelRows == kKeyPanel, "the key cache's panels are the score tile's panels");
   const int64_t hd = a.head_dim, rows = a.ntok * a.group;
   int64_t longest = 0;
   for (int64_t t = 0; t < a.ntok; ++t) longest = std::max(longest, a.len[t]);
   const int64_t n_panels = (longest + kPanelRows - 1) / kPanelRows, ld = n_panels * kPanelRows;
-  thread_local std::vector<float> kt, qt, s;
-  kt.resize(static_cast<size_t>(n_panels * hd * kPanelRows));
+  thread_local std::vector<float> qt, s;
   qt.resize(static_cast<size_t>(kTokenTile * hd));
   s.resize(static_cast<size_t>(kTokenTile * ld));
-  for (int64_t pi = 0; pi < n_panels; ++pi) {
-    const float* k0 = a.k + pi * kPanelRows * a.kv_stride;
-    pack_panel([&](int r, int c0, __mmask16 m) { return _mm512_maskz_loadu_ps(m, k0 + r * a.kv_stride + c0); },
-               static_cast<int>(std::min<int64_t>(kPanelRows, longest - pi * kPanelRows)), static_cast<int>(hd),
-               kt.data() + pi * hd * kPanelRows);
-  }
   const auto offset = [&](int64_t i) { return (i / a.group) * a.tok_stride + (i % a.group) * hd; };
   for (int64_t i0 = 0; i0 < rows; i0 += kTokenTile) {
     const int tb = static_cast<int>(std::min<int64_t>(kTokenTile, rows - i0));
@@ -100,7 +96,7 @@ void attend_avx512(const AttendArgs& a) {
     int64_t np = 0;  // the longest visible run among these rows
     for (int r = 0; r < tb; ++r) np = std::max(np, a.len[(i0 + r) / a.group]);
     for (int64_t pi = 0; pi * kPanelRows < np; ++pi)
-      kTiles[tb - 1](kt.data() + pi * hd * kPanelRows, static_cast<int>(hd), qt.data(), s.data() + pi * kPanelRows,
+      kTiles[tb - 1](a.k + pi * hd * kPanelRows, static_cast<int>(hd), qt.data(), s.data() + pi * kPanelRows,
                      ld, true, 0xFFFF, 0xFFFF);
     for (int r = 0; r < tb; ++r) {
       const int64_t len = a.len[(i0 + r) / a.group];

@@ -168,8 +168,13 @@ void gemm(const uint8_t* w, size_t /*wrb*/, int64_t nrows, const uint8_t* x, siz
       const uint8_t* wg = w + static_cast<size_t>(g * nb) * F::kBlock;
       float* yg = y + g * kGroup;
       int64_t t = t0;
+      // 8 tokens per pass keep 16 dpbusd chains in flight, enough to cover their latency.
+      for (; t + 8 <= t1; t += 8) group_tile<F, 8>(wg, nb, x + t * xrb, xrb, yg + t * ldy, ldy);
       for (; t + 4 <= t1; t += 4) group_tile<F, 4>(wg, nb, x + t * xrb, xrb, yg + t * ldy, ldy);
-      for (; t < t1; ++t) group_tile<F, 1>(wg, nb, x + t * xrb, xrb, yg + t * ldy, ldy);
+      // The last 1–3 tokens in one pass over the weights, not one pass each.
+      if (t1 - t == 3) group_tile<F, 3>(wg, nb, x + t * xrb, xrb, yg + t * ldy, ldy);
+      if (t1 - t == 2) group_tile<F, 2>(wg, nb, x + t * xrb, xrb, yg + t * ldy, ldy);
+      if (t1 - t == 1) group_tile<F, 1>(wg, nb, x + t * xrb, xrb, yg + t * ldy, ldy);
     }
   }
 }
