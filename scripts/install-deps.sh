@@ -9,6 +9,7 @@ packages=(
   libcpp-httplib-dev                   # orchard serve and orchard pull
   libssl-dev                           # HMAC for authenticated rank connections
   libsqlite3-dev                       # the network layer's credit ledger
+  libpq-dev postgresql                 # the network's PostgreSQL backend and its tests
   libopenmpi-dev openmpi-bin           # the mpi backend and its tests
   libibverbs-dev                       # the rdma backend (runs against a fake here)
   iproute2                             # network namespaces for the multi-host test

@@ -12,6 +12,7 @@
 #include "network/api_keys.h"
 #include "network/coordinator.h"
 #include "network/credits.h"
+#include "network/database.h"
 #include "network/ledger.h"
 #include "tensor/error.h"
 
@@ -37,8 +38,9 @@ std::string credits_text(int64_t micro) {
 
 // The exit status: 0, or 1 when --verify found violations.
 int ledger(const LedgerOpts& o) {
-  // Looking at a ledger must not create one (a mistyped path would "verify" as empty).
-  if (!std::filesystem::exists(o.db)) throw Error(o.db + ": no such ledger file");
+  // Looking at a ledger must not create one (a mistyped path would "verify" as empty). A
+  // PostgreSQL database is taken as it is: the ledger's schema is made there if absent.
+  if (!network::sql::is_postgres_url(o.db) && !std::filesystem::exists(o.db)) throw Error(o.db + ": no such ledger file");
   auto l = network::Ledger::open(o.db);
   if (!o.balance.empty()) {
     const int64_t b = l.balance(o.balance);
@@ -51,17 +53,17 @@ int ledger(const LedgerOpts& o) {
     const auto r = l.verify(trusted.get());
     if (!r.ok()) {
       std::fflush(stdout);
-      std::fprintf(stderr, "%s: ledger does not verify (%zu violation%s):\n", o.db.c_str(), r.violations.size(),
+      std::fprintf(stderr, "%s: ledger does not verify (%zu violation%s):\n", l.where().c_str(), r.violations.size(),
                    r.violations.size() == 1 ? "" : "s");
       for (const auto& v : r.violations) std::fprintf(stderr, "  %s\n", v.c_str());
       return 1;
     }
-    std::printf("%s: ledger verifies: %lld entries, %lld signed heads, balances sum to zero\n", o.db.c_str(),
+    std::printf("%s: ledger verifies: %lld entries, %lld signed heads, balances sum to zero\n", l.where().c_str(),
                 static_cast<long long>(r.entries), static_cast<long long>(r.signed_heads));
   }
   if (o.balance.empty() && !o.verify) {
     const auto h = l.head();
-    std::printf("%s: head seq %lld hash %s, %zu accounts\n", o.db.c_str(), static_cast<long long>(h.seq),
+    std::printf("%s: head seq %lld hash %s, %zu accounts\n", l.where().c_str(), static_cast<long long>(h.seq),
                 h.hash.c_str(), l.accounts().size());
   }
   return 0;
@@ -79,6 +81,8 @@ struct ServeOpts {
 };
 
 void serve(ServeOpts& o) {
+  if (o.c.data_dir.empty() && o.c.database.empty())
+    throw Error("give --data DIR (SQLite files there) or --db postgresql://… (a database replicas share)");
   o.c.store.heartbeat_timeout_ms = static_cast<int64_t>(o.heartbeat_timeout_s * 1000);
   o.c.store.lease_ms = static_cast<int64_t>(o.lease_s * 1000);
   o.c.store.queue_timeout_ms = static_cast<int64_t>(o.queue_timeout_s * 1000);
@@ -95,7 +99,10 @@ void serve(ServeOpts& o) {
                "orchard network serve: coordinator on http://%s:%d, data in %s\n"
                "  world page: http://%s:%d/ · clients: /v1/chat/completions /v1/completions /v1/models (Bearer API "
                "key) · nodes: /v1/node/… (signed) · /health /v1/world /v1/ledger/…\n",
-               o.c.host.c_str(), port, o.c.data_dir.string().c_str(), o.c.host.c_str(), port);
+               o.c.host.c_str(), port,
+               o.c.database.empty() ? o.c.data_dir.string().c_str()
+                                    : network::sql::without_password(o.c.database).c_str(),
+               o.c.host.c_str(), port);
   coordinator.run();
   g_coordinator = nullptr;
   std::fprintf(stderr, "orchard network serve: stopped\n");
@@ -110,8 +117,15 @@ void register_network(CLI::App& app) {
   auto so = std::make_shared<ServeOpts>();
   auto* srv = net->add_subcommand("serve", "Run the coordinator: places jobs on nodes, streams their output, pays them");
   srv->add_option("--data", so->c.data_dir, "Folder of the coordinator's SQLite files (created when absent)")
-      ->required()
       ->type_name("DIR");
+  srv->add_option("--db,--database", so->c.database,
+                  "A PostgreSQL database for all the stores instead of the SQLite files, e.g. "
+                  "postgresql://orchard@dbhost/orchard; several coordinators (replicas) may share it")
+      ->type_name("URL");
+  srv->add_option("--key", so->c.signing_key,
+                  "The coordinator's Ed25519 key that signs ledger heads (made when absent; default "
+                  "DIR/coordinator.key; required with --db and no --data)")
+      ->type_name("FILE");
   srv->add_option("--host", so->c.host, "Address to listen on")->capture_default_str();
   srv->add_option("--port", so->c.port, "Port to listen on")->capture_default_str();
   srv->add_option("--heartbeat-timeout", so->heartbeat_timeout_s,
@@ -130,27 +144,32 @@ void register_network(CLI::App& app) {
   srv->add_flag("--log", so->c.log, "Print a line per request");
   srv->footer(
       "Files in DIR: jobs.sqlite, ledger.sqlite, nonces.sqlite, api_keys.sqlite, coordinator.key (signs\n"
-      "ledger heads; GET /v1/ledger/key). Clients need a key:\n"
-      "  orchard network api-key create alice --data DIR\n"
+      "ledger heads; GET /v1/ledger/key). With --db the stores are in that database and the key in\n"
+      "--key FILE (or DIR/coordinator.key): every replica needs a copy of the same key file.\n"
+      "Clients need a key:\n"
+      "  orchard network api-key create alice --data DIR        (or --db URL)\n"
       "docs/network-protocol.md describes every endpoint.");
   srv->callback([so] { serve(*so); });
 
   auto* keys = net->add_subcommand("api-key", "Client API keys");
   keys->require_subcommand(1);
   auto key_dir = std::make_shared<std::string>();
+  auto key_db = std::make_shared<std::string>();
   auto account = std::make_shared<std::string>();
   auto* create = keys->add_subcommand("create", "Make a key for ACCOUNT (printed once; only its hash is kept)");
   create->add_option("account", *account, "The account that pays for the key's jobs")->required();
-  create->add_option("--data", *key_dir, "The coordinator's data folder")->required()->type_name("DIR");
-  create->callback([key_dir, account] {
-    std::filesystem::create_directories(*key_dir);
-    auto k = network::ApiKeys::open(network::coordinator_files(*key_dir).api_keys);
+  create->add_option("--data", *key_dir, "The coordinator's data folder")->type_name("DIR");
+  create->add_option("--db,--database", *key_db, "The coordinator's PostgreSQL database instead")->type_name("URL");
+  create->callback([key_dir, key_db, account] {
+    if (key_dir->empty() == key_db->empty()) throw Error("give the coordinator's --data DIR or its --db URL (one of them)");
+    if (key_db->empty()) std::filesystem::create_directories(*key_dir);
+    auto k = network::ApiKeys::open(network::coordinator_files(*key_dir, *key_db).api_keys);
     std::printf("%s\n", k.create(*account).c_str());
   });
 
   auto o = std::make_shared<LedgerOpts>();
   auto* cmd = net->add_subcommand("ledger", "Check a credit ledger, show balances");
-  cmd->add_option("--db", o->db, "The ledger file (SQLite)")->required();
+  cmd->add_option("--db", o->db, "The ledger: its SQLite file, or the coordinator's postgresql:// URL")->required();
   cmd->add_flag("--verify", o->verify,
                 "Check every invariant: hash chain, hashes, positive amounts, each job paid once, "
                 "balances summing to zero, signed heads; exit 1 naming each violation");

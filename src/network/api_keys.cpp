@@ -4,7 +4,6 @@
 
 #include "network/ledger_hash.h"
 #include "network/secure_random.h"
-#include "network/sqlite_util.h"
 #include "tensor/error.h"
 
 namespace orchard::network {
@@ -38,8 +37,8 @@ std::optional<std::string> api_key_hash(std::string_view key) {
   return sha256_hex(std::string(key));
 }
 
-ApiKeys ApiKeys::open(const std::filesystem::path& path) {
-  return ApiKeys(sql::open_database(path, kKind));
+ApiKeys ApiKeys::open(const std::string& location) {
+  return ApiKeys(sql::open_database(location, kKind));
 }
 
 std::string ApiKeys::create(const std::string& account) {
@@ -47,7 +46,7 @@ std::string ApiKeys::create(const std::string& account) {
   const std::string key = std::string(kApiKeyPrefix) + random_hex(kKeyRandomBytes);
   // A collision of 256 random bits would be a broken generator; the PRIMARY KEY makes it an
   // error rather than two accounts sharing a key.
-  sql::Stmt ins(db_.get(), "INSERT INTO api_keys(key_hash, account, created_at) VALUES(?1, ?2, ?3)");
+  sql::Stmt ins(*db_, "INSERT INTO api_keys(key_hash, account, created_at) VALUES(?1, ?2, ?3)");
   ins.bind(1, *api_key_hash(key)).bind(2, account).bind(3, now_ms()).step();
   return key;
 }
@@ -55,7 +54,7 @@ std::string ApiKeys::create(const std::string& account) {
 std::optional<std::string> ApiKeys::account_for(std::string_view key) {
   const auto hash = api_key_hash(key);
   if (!hash) return std::nullopt;
-  sql::Stmt s(db_.get(), "SELECT account FROM api_keys WHERE key_hash = ?1 AND revoked_at IS NULL");
+  sql::Stmt s(*db_, "SELECT account FROM api_keys WHERE key_hash = ?1 AND revoked_at IS NULL");
   s.bind(1, *hash);
   if (!s.step()) return std::nullopt;
   return s.text(0);
@@ -64,12 +63,8 @@ std::optional<std::string> ApiKeys::account_for(std::string_view key) {
 bool ApiKeys::revoke(std::string_view key) {
   const auto hash = api_key_hash(key);
   if (!hash) return false;
-  // RETURNING rather than sqlite3_changes(): another thread may use the connection in between.
-  sql::Stmt s(db_.get(), "UPDATE api_keys SET revoked_at = ?2 WHERE key_hash = ?1 AND revoked_at IS NULL RETURNING 1");
-  const bool revoked = s.bind(1, *hash).bind(2, now_ms()).step();
-  while (s.step()) {
-  }
-  return revoked;
+  sql::Stmt s(*db_, "UPDATE api_keys SET revoked_at = ?2 WHERE key_hash = ?1 AND revoked_at IS NULL");
+  return s.bind(1, *hash).bind(2, now_ms()).changes() == 1;
 }
 
 }  // namespace orchard::network

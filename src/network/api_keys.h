@@ -7,12 +7,12 @@
 // because the key is 256 random bits: there is no dictionary to try. Lookup goes by the hash;
 // whatever timing the index comparison leaks is about the hash, which tells nothing about the key.
 #include <cstdint>
-#include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 
-#include "network/sqlite_handle.h"
+#include "network/database.h"
 
 namespace orchard::network {
 
@@ -20,10 +20,10 @@ inline constexpr std::string_view kApiKeyPrefix = "ok-";
 
 class ApiKeys {
  public:
-  // Opens (creating when absent or empty) the API key file at `path`, which several
-  // coordinator replicas may share. Throws orchard::Error naming the path when it is not an
-  // SQLite database, or is one of another kind (a ledger, a job store).
-  static ApiKeys open(const std::filesystem::path& path);
+  // Opens (creating when absent or empty) the API key store at `location` (an SQLite file's
+  // path or a PostgreSQL URL), which several coordinator replicas may share. Throws
+  // orchard::Error naming it when it cannot be opened or holds something else (a ledger, …).
+  static ApiKeys open(const std::string& location);
 
   // A fresh key for `account` (throws orchard::Error for an empty account name).
   std::string create(const std::string& account);
@@ -35,8 +35,8 @@ class ApiKeys {
   bool revoke(std::string_view key);
 
  private:
-  explicit ApiKeys(sql::DbPtr db) : db_(std::move(db)) {}
-  sql::DbPtr db_;
+  explicit ApiKeys(std::unique_ptr<sql::Connection> db) : db_(std::move(db)) {}
+  std::unique_ptr<sql::Connection> db_;
 };
 
 // The stored form of a key: SHA-256 hex of its full text; nullopt when `key` is not

@@ -9,7 +9,7 @@
 #include "network/coordinator_state.h"
 #include "network/credits.h"
 #include "network/protocol.h"
-#include "network/sqlite_util.h"
+#include "network/database.h"
 #include "serve/http_util.h"
 
 namespace orchard::network {
@@ -22,18 +22,33 @@ int64_t unix_ms() {
       .count();
 }
 
-CoordinatorFiles coordinator_files(const std::filesystem::path& dir) {
-  return {dir / "jobs.sqlite", dir / "ledger.sqlite", dir / "nonces.sqlite", dir / "api_keys.sqlite",
-          dir / "coordinator.key"};
+CoordinatorFiles coordinator_files(const std::filesystem::path& dir, const std::string& database) {
+  const std::filesystem::path key = dir.empty() ? std::filesystem::path() : dir / "coordinator.key";
+  if (!database.empty()) {
+    if (!sql::is_postgres_url(database))
+      throw Error("the database '" + database + "' is not a postgresql:// URL (SQLite files go in --data DIR)");
+    return {database, database, database, database, key};
+  }
+  return {dir / "jobs.sqlite", dir / "ledger.sqlite", dir / "nonces.sqlite", dir / "api_keys.sqlite", key};
 }
 
 namespace {
 
 const std::filesystem::path& made(const std::filesystem::path& dir) {
+  if (dir.empty()) return dir;  // a PostgreSQL coordinator needs no folder
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Error(dir.string() + ": cannot create the coordinator's data folder: " + ec.message());
   return dir;
+}
+
+CoordinatorFiles files_for(const CoordinatorOptions& o) {
+  CoordinatorFiles f = coordinator_files(made(o.data_dir), o.database);
+  if (!o.signing_key.empty()) f.signing_key = o.signing_key;
+  if (f.signing_key.empty())
+    throw Error("the coordinator's ledger-signing key has no place: give its file (--key FILE, the same on every "
+                "replica) or a data folder (--data DIR keeps DIR/coordinator.key)");
+  return f;
 }
 
 const char* auth_code(AuthStatus s) {
@@ -103,13 +118,13 @@ void sweep(Coordinator::State& s) {
 
 Coordinator::State::State(CoordinatorOptions o)
     : opts(std::move(o)),
-      files(coordinator_files(made(opts.data_dir))),
+      files(files_for(opts)),
       store(JobStore::open(files.jobs, opts.store)),
       ledger(Ledger::open(files.ledger)),
       // The same key file handling as a node's: made once, never silently replaced.
       signer(NodeIdentity::load_or_create(files.signing_key)),
       keys(ApiKeys::open(files.api_keys)),
-      nonces(SqliteNonceStore::open(files.nonces)) {}
+      nonces(DatabaseNonceStore::open(files.nonces)) {}
 
 Payment pay(Coordinator::State& s, const Completion& c) {
   Payment p;

@@ -1,6 +1,7 @@
 #pragma once
 // The network's coordinator (`orchard network serve`): an HTTP server over the job store, the
-// ledger, the client API keys and the replay guard, all SQLite files in one data folder.
+// ledger, the client API keys and the replay guard: SQLite files in one data folder, or one
+// PostgreSQL database that several coordinator replicas share (database.h).
 //
 //   clients ──Bearer key──► /v1/chat/completions, /v1/completions, /v1/models
 //                              │ submit + place (placement.h)          ▲ chunks as stored
@@ -25,6 +26,11 @@ namespace orchard::network {
 
 struct CoordinatorOptions {
   std::filesystem::path data_dir;    // created when absent
+  std::string database;              // a postgresql:// URL; empty: SQLite files in data_dir
+  // The key that signs ledger heads; empty: data_dir/coordinator.key. Required with `database`
+  // and no data_dir; replicas share one (owners pin it), a copy of the same file each. Never in
+  // the database: whoever can write there could then rewrite the ledger and sign it again.
+  std::filesystem::path signing_key;
   std::string host = "127.0.0.1";
   int port = 8090;                   // 0: any free port (see Coordinator::bind)
   int http_threads = 64;             // connections served at once (long-polls and streams hold one)
@@ -37,12 +43,15 @@ struct CoordinatorOptions {
   bool log = false;                  // one line per request on stderr
 };
 
-// The files in a coordinator's data folder.
+// Where a coordinator's stores are: the SQLite files in its data folder, or, given a
+// PostgreSQL URL, that database for all four (each store in its own schema).
 struct CoordinatorFiles {
-  std::filesystem::path jobs, ledger, nonces, api_keys;
-  std::filesystem::path signing_key;  // coordinator.key: Ed25519, PEM, made on first start
+  std::string jobs, ledger, nonces, api_keys;
+  // coordinator.key: its Ed25519 key that signs ledger heads, PEM, made on first start. In the
+  // data folder; with a database and no folder, none (CoordinatorOptions::signing_key then).
+  std::filesystem::path signing_key;
 };
-CoordinatorFiles coordinator_files(const std::filesystem::path& data_dir);
+CoordinatorFiles coordinator_files(const std::filesystem::path& data_dir, const std::string& database = {});
 
 class Coordinator {
  public:

@@ -1,6 +1,7 @@
 // The coordinator's client endpoints (OpenAI's chat/completions and models, with an API key)
 // and /health, and the pump that passes stored output on to the clients' streams.
 #include "network/coordinator_state.h"
+#include "network/ledger_hash.h"
 #include "network/protocol.h"
 #include "serve/http_util.h"
 #include "serve/openai.h"
@@ -37,8 +38,10 @@ int64_t estimated_prompt_tokens(const serve::OpenAIRequest& r) {
   return static_cast<int64_t>(bytes / 4) + 1;
 }
 
-// Registers `stream` to be fed `job`'s output by the pump.
-void feed(Coordinator::State& s, const std::string& job, std::shared_ptr<serve::Stream> stream) {
+// Registers `stream` to be fed `job`'s output by the pump; `cancel_on_hang_up`: the job is
+// cancelled when the stream's client leaves before the end.
+void feed(Coordinator::State& s, const std::string& job, std::shared_ptr<serve::Stream> stream,
+          bool cancel_on_hang_up) {
   std::lock_guard lock(s.feeds_mu);
   if (s.stopping) {
     serve::Completion c;
@@ -47,7 +50,15 @@ void feed(Coordinator::State& s, const std::string& job, std::shared_ptr<serve::
     stream->finish(std::move(c));
     return;
   }
-  s.feeds[job] = {std::move(stream), 0};
+  // A retry with the same Idempotency-Key while the first request is still open: the newer
+  // connection is the one the client reads, the older one ends.
+  if (auto old = s.feeds.find(job); old != s.feeds.end()) {
+    serve::Completion c;
+    c.finish_reason = "error";
+    c.error = "a newer request with the same Idempotency-Key took over this job's answer";
+    old->second.stream->finish(std::move(c));
+  }
+  s.feeds[job] = {std::move(stream), 0, cancel_on_hang_up};
 }
 
 void generate(Coordinator::State& s, bool chat, const httplib::Request& req, httplib::Response& res) {
@@ -66,16 +77,34 @@ void generate(Coordinator::State& s, bool chat, const httplib::Request& req, htt
   job.max_tokens = r.options.max_tokens;
   job.prompt_tokens = estimated_prompt_tokens(r);
   job.n_ctx = job.prompt_tokens + job.max_tokens;
+  // A client that lost the answer (the connection broke, the coordinator restarted) sends the
+  // same request with the same Idempotency-Key and gets the job it submitted before, finished
+  // or still running, never a second one. The id is the key's hash under the account, so two
+  // clients choosing the same key never meet.
+  const std::string idempotency_key = req.get_header_value("Idempotency-Key");
+  if (!idempotency_key.empty()) job.id = "job-" + sha256_hex(account + '\n' + idempotency_key).substr(0, 32);
   const int64_t now = unix_ms();
-  const auto [id, placed, holders] = s.with_store([&](JobStore& st) {
-    const std::string id = st.submit(job, now);
+  const auto [id, placed, holders, created] = s.with_store([&](JobStore& st) {
+    bool created = false;
+    std::string id;
+    try {
+      id = st.submit(job, now, &created);
+    } catch (const Error& e) {
+      if (idempotency_key.empty()) throw;
+      throw ApiError(409, "invalid_request_error",
+                     "the Idempotency-Key was used before with a different request: " + std::string(e.what()), {},
+                     "idempotency_key_reused");
+    }
     const AssignResult a = st.assign(id, now);
     int holders = 0;
     if (a.state == JobState::Failed)
       for (const NodeView& v : st.nodes()) holders += v.info.find_model(r.model) != nullptr;
-    return std::tuple{id, a, holders};
+    return std::tuple{id, a, holders, created};
   });
-  if (placed.state == JobState::Failed) {
+  // The job's id, also on errors: GET /v1/jobs/{id} tells the client where it ran.
+  res.set_header("X-Orchard-Job", id);
+  // A repeated job that failed before ends its stream with that error (the pump), like any job.
+  if (placed.state == JobState::Failed && created) {
     if (holders == 0)
       throw ApiError(404, "invalid_request_error",
                      "the model '" + r.model + "' does not exist on this network: no registered node holds it "
@@ -85,9 +114,9 @@ void generate(Coordinator::State& s, bool chat, const httplib::Request& req, htt
   }
   s.work.notify();
   auto stream = std::make_shared<serve::Stream>();
-  feed(s, id, stream);
-  // GET /v1/jobs/{id} tells the client where its job ran.
-  res.set_header("X-Orchard-Job", id);
+  // A client that sent an Idempotency-Key said it will ask again when the connection breaks:
+  // its hang-up leaves the job running for that retry, instead of cancelling it.
+  feed(s, id, stream, idempotency_key.empty());
   serve::respond_openai(res, r, stream, r.model);
 }
 
@@ -167,7 +196,7 @@ void cancel_job(Coordinator::State& s, const std::string& job) {
 }
 
 // One round: every stream gets the chunks stored since the last round; finished jobs end
-// their streams. A stream whose client left cancels its job.
+// their streams. A stream whose client left cancels its job (unless it carried an Idempotency-Key).
 void pump_once(Coordinator::State& s) {
   std::vector<std::string> jobs;
   {
@@ -188,8 +217,8 @@ void pump_once(Coordinator::State& s) {
     if (it == s.feeds.end()) continue;
     Coordinator::State::Feed& f = it->second;
     if (f.stream->cancelled()) {
+      if (f.cancel_on_hang_up) hung_up.push_back(id);
       s.feeds.erase(it);
-      hung_up.push_back(id);
       continue;
     }
     std::string text;

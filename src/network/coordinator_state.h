@@ -60,7 +60,7 @@ struct Coordinator::State {
   Ledger ledger;
   NodeIdentity signer;  // the coordinator's own Ed25519 key (coordinator.key): signs ledger heads
   ApiKeys keys;  // single statements: safe on the shared connection
-  std::unique_ptr<SqliteNonceStore> nonces;
+  std::unique_ptr<DatabaseNonceStore> nonces;
 
   RateMeter tokens;  // generated tokens as their output arrives: the world page's tokens/s
 
@@ -72,6 +72,7 @@ struct Coordinator::State {
   struct Feed {
     std::shared_ptr<serve::Stream> stream;
     size_t delivered = 0;  // output chunks pushed so far
+    bool cancel_on_hang_up = true;  // false for a request with an Idempotency-Key (it retries)
   };
   std::mutex feeds_mu;
   std::map<std::string, Feed> feeds;  // by job id

@@ -1,13 +1,10 @@
 // Claims, leases and output: the job store's operations on attempts. Each public operation is
-// one IMMEDIATE transaction, so a check ("is this attempt live and yours?") and the write it
-// allows see one state even with several coordinators on the file.
-#include <sqlite3.h>
-
+// one write transaction (database.h), so a check ("is this attempt live and yours?") and the
+// write it allows see one state even with several coordinators on the database.
 #include <algorithm>
 #include <cstdlib>
 
 #include "network/job_store.h"
-#include "network/sqlite_util.h"
 
 namespace orchard::network {
 
@@ -72,7 +69,7 @@ std::vector<std::string> JobStore::output_of(const std::string& job_id, std::vec
 
 JobStore::Attempt JobStore::attempt_of(const std::string& job_id, int64_t attempt, const std::string& node_id,
                                        const char* doing) {
-  const std::string where = path_.string() + ": node '" + node_id + "' " + doing + " " + attempt_name(job_id, attempt);
+  const std::string where = this->where() + ": node '" + node_id + "' " + doing + " " + attempt_name(job_id, attempt);
   sql::Stmt s(db(),
               "SELECT node_id, state, lease_deadline, size_class, hardware, dedicated, prompt_tokens, generated_tokens "
               "FROM attempts WHERE job_id = ?1 AND attempt = ?2");
@@ -91,7 +88,7 @@ void JobStore::fail_job(const std::string& job_id, const std::string& error, int
 AssignResult JobStore::assign_in(const std::string& job_id, int64_t now_ms) {
   sql::Stmt j(db(), "SELECT model, n_ctx, prompt_tokens, max_tokens, state FROM jobs WHERE id = ?1");
   j.bind(1, job_id);
-  if (!j.step()) throw Error(path_.string() + ": no job '" + job_id + "'");
+  if (!j.step()) throw Error(where() + ": no job '" + job_id + "'");
   AssignResult r;
   r.job_id = job_id;
   if (j.text(4) != "queued") {
@@ -143,30 +140,33 @@ AssignResult JobStore::assign_in(const std::string& job_id, int64_t now_ms) {
 }
 
 AssignResult JobStore::assign(const std::string& job_id, int64_t now_ms) {
-  sql::Transaction t(db());
-  AssignResult r = assign_in(job_id, now_ms);
-  t.commit();
-  return r;
+  return db().write([&] { return assign_in(job_id, now_ms); });
+}
+
+// The oldest queued jobs.
+std::vector<std::string> JobStore::queued_jobs() {
+  sql::Stmt s(db(), "SELECT id FROM jobs WHERE state = 'queued' ORDER BY queued_at, id LIMIT ?1");
+  s.bind(1, int64_t{options_.assign_batch});
+  std::vector<std::string> ids;
+  while (s.step()) ids.push_back(s.text(0));
+  return ids;
 }
 
 std::vector<AssignResult> JobStore::assign_queued(int64_t now_ms) {
-  std::vector<std::string> ids;
-  {
-    sql::Stmt s(db(), "SELECT id FROM jobs WHERE state = 'queued' ORDER BY queued_at, id LIMIT ?1");
-    s.bind(1, int64_t{options_.assign_batch});
-    while (s.step()) ids.push_back(s.text(0));
-  }
   // One transaction per job: another coordinator may take some in between; assign_in sees that.
   std::vector<AssignResult> out;
-  for (const std::string& id : ids) out.push_back(assign(id, now_ms));
+  for (const std::string& id : queued_jobs()) out.push_back(assign(id, now_ms));
   return out;
 }
 
 std::optional<Work> JobStore::next_job_for(const std::string& node_id, int64_t now_ms) {
-  sql::Transaction t(db());
+  return db().write([&] { return next_job_in(node_id, now_ms); });
+}
+
+std::optional<Work> JobStore::next_job_in(const std::string& node_id, int64_t now_ms) {
   sql::Stmt alive(db(), "UPDATE nodes SET last_heartbeat = ?2 WHERE id = ?1");
-  alive.bind(1, node_id).bind(2, now_ms).step();
-  if (sqlite3_changes(db()) == 0) throw Error(path_.string() + ": poll from unknown node '" + node_id + "' (register it first)");
+  alive.bind(1, node_id).bind(2, now_ms);
+  if (alive.changes() == 0) throw Error(where() + ": poll from unknown node '" + node_id + "' (register it first)");
   auto pick = [&]() -> std::optional<Work> {
     sql::Stmt s(db(),
                 "SELECT a.job_id, a.attempt, a.plan, j.model, j.request, j.n_ctx, j.max_tokens FROM attempts a "
@@ -186,11 +186,7 @@ std::optional<Work> JobStore::next_job_for(const std::string& node_id, int64_t n
   };
   std::optional<Work> w = pick();
   if (!w) {
-    std::vector<std::string> queued;
-    sql::Stmt s(db(), "SELECT id FROM jobs WHERE state = 'queued' ORDER BY queued_at, id LIMIT ?1");
-    s.bind(1, int64_t{options_.assign_batch});
-    while (s.step()) queued.push_back(s.text(0));
-    for (const std::string& id : queued) assign_in(id, now_ms);
+    for (const std::string& id : queued_jobs()) assign_in(id, now_ms);
     w = pick();
   }
   if (w) {
@@ -201,74 +197,73 @@ std::optional<Work> JobStore::next_job_for(const std::string& node_id, int64_t n
     j.bind(1, w->job_id).step();
     w->output = output_of(w->job_id, &w->output_tokens);
   }
-  t.commit();
   return w;
 }
 
 bool JobStore::append_output(const std::string& job_id, int64_t attempt, const std::string& node_id, int64_t index,
                              const std::string& text, int64_t now_ms, const std::vector<int32_t>& tokens) {
-  const std::string where = path_.string() + ": " + attempt_name(job_id, attempt) + ", token " + std::to_string(index);
-  sql::Transaction t(db());
-  const Attempt a = attempt_of(job_id, attempt, node_id, "streaming into");
-  check_live(where, a.state, a.lease_deadline, now_ms);
-  sql::Stmt job(db(), "SELECT max_tokens FROM jobs WHERE id = ?1");
-  job.bind(1, job_id).step();
-  if (index < 0 || index >= job.i64(0))
-    throw Error(where + ": index out of range (the job asked for " + std::to_string(job.i64(0)) + " tokens)");
-  bool stored = false;
-  const std::string token_text = format_tokens(tokens);
-  sql::Stmt old(db(), "SELECT text, tokens FROM outputs WHERE job_id = ?1 AND idx = ?2");
-  old.bind(1, job_id).bind(2, index);
-  if (old.step()) {
-    // A retried append (the reply was lost) repeats itself exactly; anything else is a bug.
-    if (old.text(0) != text || old.text(1) != token_text) throw Error(where + ": already holds a different chunk");
-  } else {
-    sql::Stmt next(db(), "SELECT coalesce(max(idx) + 1, 0) FROM outputs WHERE job_id = ?1");
-    next.bind(1, job_id).step();
-    if (index != next.i64(0)) throw Error(where + ": out of order (the next token is " + std::to_string(next.i64(0)) + ")");
-    sql::Stmt ins(db(), "INSERT INTO outputs(job_id, idx, text, tokens, attempt) VALUES(?1, ?2, ?3, ?4, ?5)");
-    ins.bind(1, job_id).bind(2, index).bind(3, text).bind(4, token_text).bind(5, attempt).step();
-    stored = true;
-  }
-  // Streaming is a sign of life: it renews the lease like a heartbeat.
-  sql::Stmt up(db(),
-               "UPDATE attempts SET streamed = streamed + ?3, state = 'running', lease_deadline = ?4 "
-               "WHERE job_id = ?1 AND attempt = ?2");
-  up.bind(1, job_id).bind(2, attempt).bind(3, int64_t{stored}).bind(4, now_ms + options_.lease_ms).step();
-  sql::Stmt run(db(), "UPDATE jobs SET state = 'running' WHERE id = ?1");
-  run.bind(1, job_id).step();
-  t.commit();
-  return stored;
+  const std::string where = this->where() + ": " + attempt_name(job_id, attempt) + ", token " + std::to_string(index);
+  return db().write([&] {
+    const Attempt a = attempt_of(job_id, attempt, node_id, "streaming into");
+    check_live(where, a.state, a.lease_deadline, now_ms);
+    sql::Stmt job(db(), "SELECT max_tokens FROM jobs WHERE id = ?1");
+    job.bind(1, job_id).step();
+    if (index < 0 || index >= job.i64(0))
+      throw Error(where + ": index out of range (the job asked for " + std::to_string(job.i64(0)) + " tokens)");
+    bool stored = false;
+    const std::string token_text = format_tokens(tokens);
+    sql::Stmt old(db(), "SELECT text, tokens FROM outputs WHERE job_id = ?1 AND idx = ?2");
+    old.bind(1, job_id).bind(2, index);
+    if (old.step()) {
+      // A retried append (the reply was lost) repeats itself exactly; anything else is a bug.
+      if (old.text(0) != text || old.text(1) != token_text) throw Error(where + ": already holds a different chunk");
+    } else {
+      sql::Stmt next(db(), "SELECT coalesce(max(idx) + 1, 0) FROM outputs WHERE job_id = ?1");
+      next.bind(1, job_id).step();
+      if (index != next.i64(0)) throw Error(where + ": out of order (the next token is " + std::to_string(next.i64(0)) + ")");
+      sql::Stmt ins(db(), "INSERT INTO outputs(job_id, idx, text, tokens, attempt) VALUES(?1, ?2, ?3, ?4, ?5)");
+      ins.bind(1, job_id).bind(2, index).bind(3, text).bind(4, token_text).bind(5, attempt).step();
+      stored = true;
+    }
+    // Streaming is a sign of life: it renews the lease like a heartbeat.
+    sql::Stmt up(db(),
+                 "UPDATE attempts SET streamed = streamed + ?3, state = 'running', lease_deadline = ?4 "
+                 "WHERE job_id = ?1 AND attempt = ?2");
+    up.bind(1, job_id).bind(2, attempt).bind(3, int64_t{stored}).bind(4, now_ms + options_.lease_ms).step();
+    sql::Stmt run(db(), "UPDATE jobs SET state = 'running' WHERE id = ?1");
+    run.bind(1, job_id).step();
+    return stored;
+  });
 }
 
 Completion JobStore::complete(const std::string& job_id, int64_t attempt, const std::string& node_id, const Usage& usage,
                               int64_t now_ms) {
-  const std::string where = path_.string() + ": completing " + attempt_name(job_id, attempt);
+  const std::string where = this->where() + ": completing " + attempt_name(job_id, attempt);
   if (usage.prompt_tokens < 0 || usage.generated_tokens < 0) throw Error(where + ": negative token counts");
-  sql::Transaction t(db());
-  Attempt a = attempt_of(job_id, attempt, node_id, "completing");
-  const bool first = a.state != "done";
-  if (first) {
-    check_live(where, a.state, a.lease_deadline, now_ms);
-    sql::Stmt at(db(),
-                 "UPDATE attempts SET state = 'done', ended_at = ?3, prompt_tokens = ?4, generated_tokens = ?5 "
-                 "WHERE job_id = ?1 AND attempt = ?2");
-    at.bind(1, job_id).bind(2, attempt).bind(3, now_ms).bind(4, usage.prompt_tokens).bind(5, usage.generated_tokens).step();
-    sql::Stmt job(db(),
-                  "UPDATE jobs SET state = 'done', usage_prompt = ?2, usage_generated = ?3, finished_at = ?4, waiting = '', "
-                  "finish_reason = ?5 WHERE id = ?1");
-    job.bind(1, job_id).bind(2, usage.prompt_tokens).bind(3, usage.generated_tokens).bind(4, now_ms);
-    job.bind(5, usage.finish_reason).step();
-    // Reliability recovers slowly with finished work, so one old abandonment is not forever.
-    sql::Stmt rel(db(), "UPDATE nodes SET reliability = reliability + (1.0 - reliability) * ?2 WHERE id = ?1");
-    rel.bind(1, node_id).bind(2, options_.recover_share).step();
-    a.prompt_tokens = usage.prompt_tokens;
-    a.generated_tokens = usage.generated_tokens;
-  }
-  Completion c = completion_of(job_id, attempt, a);
-  c.first = first;
-  t.commit();
-  return c;
+  return db().write([&] {
+    Attempt a = attempt_of(job_id, attempt, node_id, "completing");
+    const bool first = a.state != "done";
+    if (first) {
+      check_live(where, a.state, a.lease_deadline, now_ms);
+      sql::Stmt at(db(),
+                   "UPDATE attempts SET state = 'done', ended_at = ?3, prompt_tokens = ?4, generated_tokens = ?5 "
+                   "WHERE job_id = ?1 AND attempt = ?2");
+      at.bind(1, job_id).bind(2, attempt).bind(3, now_ms).bind(4, usage.prompt_tokens).bind(5, usage.generated_tokens).step();
+      sql::Stmt job(db(),
+                    "UPDATE jobs SET state = 'done', usage_prompt = ?2, usage_generated = ?3, finished_at = ?4, waiting = '', "
+                    "finish_reason = ?5 WHERE id = ?1");
+      job.bind(1, job_id).bind(2, usage.prompt_tokens).bind(3, usage.generated_tokens).bind(4, now_ms);
+      job.bind(5, usage.finish_reason).step();
+      // Reliability recovers slowly with finished work, so one old abandonment is not forever.
+      sql::Stmt rel(db(), "UPDATE nodes SET reliability = reliability + (1.0 - reliability) * ?2 WHERE id = ?1");
+      rel.bind(1, node_id).bind(2, options_.recover_share).step();
+      a.prompt_tokens = usage.prompt_tokens;
+      a.generated_tokens = usage.generated_tokens;
+    }
+    Completion c = completion_of(job_id, attempt, a);
+    c.first = first;
+    return c;
+  });
 }
 
 Completion JobStore::completion_of(const std::string& job_id, int64_t attempt, const Attempt& a) {
@@ -286,127 +281,127 @@ Completion JobStore::completion_of(const std::string& job_id, int64_t attempt, c
 }
 
 std::vector<Completion> JobStore::completions() {
-  sql::Transaction t(db());
-  std::vector<std::pair<std::string, int64_t>> done;
-  {
-    sql::Stmt s(db(),
-                "SELECT a.job_id, a.attempt FROM attempts a JOIN jobs j ON j.id = a.job_id "
-                "WHERE a.state = 'done' AND j.state = 'done' ORDER BY j.finished_at, a.job_id");
-    while (s.step()) done.emplace_back(s.text(0), s.i64(1));
-  }
-  std::vector<Completion> out;
-  for (const auto& [job, attempt] : done) {
-    sql::Stmt s(db(), "SELECT node_id FROM attempts WHERE job_id = ?1 AND attempt = ?2");
-    s.bind(1, job).bind(2, attempt).step();
-    out.push_back(completion_of(job, attempt, attempt_of(job, attempt, s.text(0), "reading")));
-  }
-  t.commit();
-  return out;
+  return db().read([&] {
+    std::vector<std::pair<std::string, int64_t>> done;
+    {
+      sql::Stmt s(db(),
+                  "SELECT a.job_id, a.attempt FROM attempts a JOIN jobs j ON j.id = a.job_id "
+                  "WHERE a.state = 'done' AND j.state = 'done' ORDER BY j.finished_at, a.job_id");
+      while (s.step()) done.emplace_back(s.text(0), s.i64(1));
+    }
+    std::vector<Completion> out;
+    for (const auto& [job, attempt] : done) {
+      sql::Stmt s(db(), "SELECT node_id FROM attempts WHERE job_id = ?1 AND attempt = ?2");
+      s.bind(1, job).bind(2, attempt).step();
+      out.push_back(completion_of(job, attempt, attempt_of(job, attempt, s.text(0), "reading")));
+    }
+    return out;
+  });
 }
 
 void JobStore::fail(const std::string& job_id, int64_t attempt, const std::string& node_id, const std::string& error,
                     int64_t now_ms) {
-  const std::string where = path_.string() + ": failing " + attempt_name(job_id, attempt);
-  sql::Transaction t(db());
-  const Attempt a = attempt_of(job_id, attempt, node_id, "failing");
-  if (a.state == "failed") return t.commit();
-  check_live(where, a.state, a.lease_deadline, now_ms);
-  sql::Stmt at(db(), "UPDATE attempts SET state = 'failed', ended_at = ?3 WHERE job_id = ?1 AND attempt = ?2");
-  at.bind(1, job_id).bind(2, attempt).bind(3, now_ms).step();
-  fail_job(job_id, "node '" + node_id + "' cannot run this job: " + error, now_ms);
-  t.commit();
+  const std::string where = this->where() + ": failing " + attempt_name(job_id, attempt);
+  db().write([&] {
+    const Attempt a = attempt_of(job_id, attempt, node_id, "failing");
+    if (a.state == "failed") return;
+    check_live(where, a.state, a.lease_deadline, now_ms);
+    sql::Stmt at(db(), "UPDATE attempts SET state = 'failed', ended_at = ?3 WHERE job_id = ?1 AND attempt = ?2");
+    at.bind(1, job_id).bind(2, attempt).bind(3, now_ms).step();
+    fail_job(job_id, "node '" + node_id + "' cannot run this job: " + error, now_ms);
+  });
 }
 
 void JobStore::hand_back(const std::string& job_id, int64_t attempt, const std::string& node_id, int64_t now_ms) {
-  sql::Transaction t(db());
-  const Attempt a = attempt_of(job_id, attempt, node_id, "handing back");
-  if (a.state == "handed_back") return t.commit();
-  // Giving work up is allowed until expire() has abandoned the attempt, even just past the
-  // lease: the node says so itself, which is what an owner's drain should look like.
-  if (!a.live())
-    throw NotYourJob(path_.string() + ": node '" + node_id + "' handing back " + attempt_name(job_id, attempt) +
-                     ": the attempt is " + a.state);
-  sql::Stmt at(db(), "UPDATE attempts SET state = 'handed_back', ended_at = ?3 WHERE job_id = ?1 AND attempt = ?2");
-  at.bind(1, job_id).bind(2, attempt).bind(3, now_ms).step();
-  sql::Stmt job(db(), "UPDATE jobs SET state = 'queued', queued_at = ?2 WHERE id = ?1");
-  job.bind(1, job_id).bind(2, now_ms).step();
-  t.commit();
+  db().write([&] {
+    const Attempt a = attempt_of(job_id, attempt, node_id, "handing back");
+    if (a.state == "handed_back") return;
+    // Giving work up is allowed until expire() has abandoned the attempt, even just past the
+    // lease: the node says so itself, which is what an owner's drain should look like.
+    if (!a.live())
+      throw NotYourJob(where() + ": node '" + node_id + "' handing back " + attempt_name(job_id, attempt) +
+                       ": the attempt is " + a.state);
+    sql::Stmt at(db(), "UPDATE attempts SET state = 'handed_back', ended_at = ?3 WHERE job_id = ?1 AND attempt = ?2");
+    at.bind(1, job_id).bind(2, attempt).bind(3, now_ms).step();
+    sql::Stmt job(db(), "UPDATE jobs SET state = 'queued', queued_at = ?2 WHERE id = ?1");
+    job.bind(1, job_id).bind(2, now_ms).step();
+  });
 }
 
 bool JobStore::cancel(const std::string& job_id, int64_t now_ms) {
-  sql::Transaction t(db());
-  sql::Stmt j(db(), "SELECT state FROM jobs WHERE id = ?1");
-  j.bind(1, job_id);
-  if (!j.step()) throw Error(path_.string() + ": cancelling job '" + job_id + "': no such job");
-  const std::string state = j.text(0);
-  if (state == "done" || state == "failed" || state == "cancelled") return false;
-  sql::Stmt at(db(),
-               "UPDATE attempts SET state = 'cancelled', ended_at = ?2 WHERE job_id = ?1 AND state IN ('assigned', 'running')");
-  at.bind(1, job_id).bind(2, now_ms).step();
-  sql::Stmt up(db(), "UPDATE jobs SET state = 'cancelled', waiting = '', finished_at = ?2 WHERE id = ?1");
-  up.bind(1, job_id).bind(2, now_ms).step();
-  t.commit();
-  return true;
+  return db().write([&] {
+    sql::Stmt j(db(), "SELECT state FROM jobs WHERE id = ?1");
+    j.bind(1, job_id);
+    if (!j.step()) throw Error(where() + ": cancelling job '" + job_id + "': no such job");
+    const std::string state = j.text(0);
+    if (state == "done" || state == "failed" || state == "cancelled") return false;
+    sql::Stmt at(db(),
+                 "UPDATE attempts SET state = 'cancelled', ended_at = ?2 WHERE job_id = ?1 AND state IN ('assigned', 'running')");
+    at.bind(1, job_id).bind(2, now_ms).step();
+    sql::Stmt up(db(), "UPDATE jobs SET state = 'cancelled', waiting = '', finished_at = ?2 WHERE id = ?1");
+    up.bind(1, job_id).bind(2, now_ms).step();
+    return true;
+  });
 }
 
 ExpireReport JobStore::expire(int64_t now_ms) {
-  ExpireReport report;
-  sql::Transaction t(db());
-  struct Lost {
-    std::string job_id, node_id, why;
-    int64_t attempt;
-  };
-  std::vector<Lost> lost;
-  {
-    sql::Stmt s(db(),
-                "SELECT a.job_id, a.attempt, a.node_id, a.lease_deadline, n.last_heartbeat FROM attempts a "
-                "JOIN nodes n ON n.id = a.node_id WHERE a.state IN ('assigned', 'running') "
-                "AND (a.lease_deadline < ?1 OR n.last_heartbeat < ?2) ORDER BY a.job_id");
-    s.bind(1, now_ms).bind(2, now_ms - options_.heartbeat_timeout_ms);
-    while (s.step()) {
-      const int64_t silent = now_ms - s.i64(4);
-      const std::string why = silent > options_.heartbeat_timeout_ms
-                                  ? "silent for " + std::to_string(silent) + " ms"
-                                  : "lease ran out " + std::to_string(now_ms - s.i64(3)) + " ms ago";
-      lost.push_back({s.text(0), s.text(2), why, s.i64(1)});
+  return db().write([&] {
+    ExpireReport report;
+    struct Lost {
+      std::string job_id, node_id, why;
+      int64_t attempt;
+    };
+    std::vector<Lost> lost;
+    {
+      sql::Stmt s(db(),
+                  "SELECT a.job_id, a.attempt, a.node_id, a.lease_deadline, n.last_heartbeat FROM attempts a "
+                  "JOIN nodes n ON n.id = a.node_id WHERE a.state IN ('assigned', 'running') "
+                  "AND (a.lease_deadline < ?1 OR n.last_heartbeat < ?2) ORDER BY a.job_id");
+      s.bind(1, now_ms).bind(2, now_ms - options_.heartbeat_timeout_ms);
+      while (s.step()) {
+        const int64_t silent = now_ms - s.i64(4);
+        const std::string why = silent > options_.heartbeat_timeout_ms
+                                    ? "silent for " + std::to_string(silent) + " ms"
+                                    : "lease ran out " + std::to_string(now_ms - s.i64(3)) + " ms ago";
+        lost.push_back({s.text(0), s.text(2), why, s.i64(1)});
+      }
     }
-  }
-  for (const Lost& l : lost) {
-    sql::Stmt at(db(), "UPDATE attempts SET state = 'abandoned', ended_at = ?3 WHERE job_id = ?1 AND attempt = ?2");
-    at.bind(1, l.job_id).bind(2, l.attempt).bind(3, now_ms).step();
-    sql::Stmt rel(db(), "UPDATE nodes SET reliability = reliability * ?2 WHERE id = ?1");
-    rel.bind(1, l.node_id).bind(2, options_.abandon_factor).step();
-    report.abandoned.emplace_back(l.job_id, l.attempt);
-    sql::Stmt count(db(), "SELECT count(*) FROM attempts WHERE job_id = ?1 AND state = 'abandoned'");
-    count.bind(1, l.job_id).step();
-    if (count.i64(0) >= options_.max_attempts) {
-      fail_job(l.job_id,
-               "abandoned " + std::to_string(count.i64(0)) + " times (the limit is " +
-                   std::to_string(options_.max_attempts) + "); last by node '" + l.node_id + "', " + l.why,
+    for (const Lost& l : lost) {
+      sql::Stmt at(db(), "UPDATE attempts SET state = 'abandoned', ended_at = ?3 WHERE job_id = ?1 AND attempt = ?2");
+      at.bind(1, l.job_id).bind(2, l.attempt).bind(3, now_ms).step();
+      sql::Stmt rel(db(), "UPDATE nodes SET reliability = reliability * ?2 WHERE id = ?1");
+      rel.bind(1, l.node_id).bind(2, options_.abandon_factor).step();
+      report.abandoned.emplace_back(l.job_id, l.attempt);
+      sql::Stmt count(db(), "SELECT count(*) FROM attempts WHERE job_id = ?1 AND state = 'abandoned'");
+      count.bind(1, l.job_id).step();
+      if (count.i64(0) >= options_.max_attempts) {
+        fail_job(l.job_id,
+                 "abandoned " + std::to_string(count.i64(0)) + " times (the limit is " +
+                     std::to_string(options_.max_attempts) + "); last by node '" + l.node_id + "', " + l.why,
+                 now_ms);
+        report.failed.push_back(l.job_id);
+      } else {
+        // Requeued with its output: the next attempt resumes after the tokens already streamed.
+        sql::Stmt job(db(), "UPDATE jobs SET state = 'queued', queued_at = ?2 WHERE id = ?1");
+        job.bind(1, l.job_id).bind(2, now_ms).step();
+        report.requeued.push_back(l.job_id);
+      }
+    }
+    std::vector<std::pair<std::string, std::string>> stuck;
+    {
+      sql::Stmt s(db(), "SELECT id, waiting FROM jobs WHERE state = 'queued' AND queued_at < ?1 ORDER BY id");
+      s.bind(1, now_ms - options_.queue_timeout_ms);
+      while (s.step()) stuck.emplace_back(s.text(0), s.text(1));
+    }
+    for (const auto& [id, waiting] : stuck) {
+      fail_job(id,
+               "no node took this job within " + std::to_string(options_.queue_timeout_ms / 1000) + " s" +
+                   (waiting.empty() ? std::string() : "; at the last try: " + waiting),
                now_ms);
-      report.failed.push_back(l.job_id);
-    } else {
-      // Requeued with its output: the next attempt resumes after the tokens already streamed.
-      sql::Stmt job(db(), "UPDATE jobs SET state = 'queued', queued_at = ?2 WHERE id = ?1");
-      job.bind(1, l.job_id).bind(2, now_ms).step();
-      report.requeued.push_back(l.job_id);
+      report.failed.push_back(id);
     }
-  }
-  std::vector<std::pair<std::string, std::string>> stuck;
-  {
-    sql::Stmt s(db(), "SELECT id, waiting FROM jobs WHERE state = 'queued' AND queued_at < ?1 ORDER BY id");
-    s.bind(1, now_ms - options_.queue_timeout_ms);
-    while (s.step()) stuck.emplace_back(s.text(0), s.text(1));
-  }
-  for (const auto& [id, waiting] : stuck) {
-    fail_job(id,
-             "no node took this job within " + std::to_string(options_.queue_timeout_ms / 1000) + " s" +
-                 (waiting.empty() ? std::string() : "; at the last try: " + waiting),
-             now_ms);
-    report.failed.push_back(id);
-  }
-  t.commit();
-  return report;
+    return report;
+  });
 }
 
 }  // namespace orchard::network

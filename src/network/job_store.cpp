@@ -3,12 +3,10 @@
 #include "network/job_store.h"
 
 #include <openssl/rand.h>
-#include <sqlite3.h>
 
 #include <algorithm>
 
 #include "network/ledger_hash.h"
-#include "network/sqlite_util.h"
 
 namespace orchard::network {
 namespace {
@@ -83,11 +81,11 @@ JobState parse_job_state(const std::string& s) {
 }
 
 // A node description the store wrote itself (register_node validated it).
-NodeInfo stored_node(const std::string& text, const std::filesystem::path& path) {
+NodeInfo stored_node(const std::string& text, const std::string& where) {
   try {
     return node_info_from_json(nlohmann::json::parse(text));
   } catch (const nlohmann::json::exception& e) {
-    throw Error(path.string() + ": a stored node description is not JSON: " + e.what());
+    throw Error(where + ": a stored node description is not JSON: " + e.what());
   }
 }
 
@@ -124,27 +122,27 @@ const char* to_string(AttemptState s) {
   return "?";
 }
 
-JobStore JobStore::open(const std::filesystem::path& path, const StoreOptions& options) {
+JobStore JobStore::open(const std::string& location, const StoreOptions& options) {
   if (options.lease_ms <= 0 || options.heartbeat_timeout_ms <= 0 || options.max_attempts < 1 ||
       options.queue_timeout_ms <= 0 || options.assign_batch < 1 || !(options.abandon_factor >= 0 && options.abandon_factor < 1))
-    throw Error(path.string() + ": job store options out of range (positive times and counts, abandon_factor in [0, 1))");
-  return JobStore(sql::open_database(path, {"job store", kFormat, kVersion, kSchema}), path, options);
+    throw Error(location + ": job store options out of range (positive times and counts, abandon_factor in [0, 1))");
+  return JobStore(sql::open_database(location, {"job store", kFormat, kVersion, kSchema}), options);
 }
 
 void JobStore::register_node(const NodeInfo& info, int64_t now_ms, const std::string& public_key_hex) {
   // Validate by round trip: what is stored is what placement will read back.
   const NodeInfo checked = node_info_from_json(to_json(info));
-  sql::Transaction t(db());
-  sql::Stmt s(db(),
-              "INSERT INTO nodes(id, owner, info, registered_at, last_heartbeat, draining, public_key) "
-              "VALUES(?1, ?2, ?3, ?4, ?4, ?5, ?6) "
-              "ON CONFLICT(id) DO UPDATE SET owner = excluded.owner, info = excluded.info, "
-              "last_heartbeat = excluded.last_heartbeat, draining = excluded.draining, "
-              "public_key = CASE WHEN excluded.public_key = '' THEN nodes.public_key ELSE excluded.public_key END");
-  s.bind(1, checked.id).bind(2, checked.owner).bind(3, to_json(checked).dump()).bind(4, now_ms);
-  s.bind(5, int64_t{checked.state.status == NodeStatus::Draining}).bind(6, public_key_hex);
-  s.step();
-  t.commit();
+  db().write([&] {
+      sql::Stmt s(db(),
+                  "INSERT INTO nodes(id, owner, info, registered_at, last_heartbeat, draining, public_key) "
+                  "VALUES(?1, ?2, ?3, ?4, ?4, ?5, ?6) "
+                  "ON CONFLICT(id) DO UPDATE SET owner = excluded.owner, info = excluded.info, "
+                  "last_heartbeat = excluded.last_heartbeat, draining = excluded.draining, "
+                  "public_key = CASE WHEN excluded.public_key = '' THEN nodes.public_key ELSE excluded.public_key END");
+      s.bind(1, checked.id).bind(2, checked.owner).bind(3, to_json(checked).dump()).bind(4, now_ms);
+      s.bind(5, int64_t{checked.state.status == NodeStatus::Draining}).bind(6, public_key_hex);
+      s.step();
+  });
 }
 
 std::optional<std::string> JobStore::node_key(const std::string& node_id) {
@@ -155,11 +153,14 @@ std::optional<std::string> JobStore::node_key(const std::string& node_id) {
 }
 
 void JobStore::heartbeat(const std::string& node_id, const HeartbeatState& state, int64_t now_ms) {
-  sql::Transaction t(db());
+  db().write([&] { heartbeat_in(node_id, state, now_ms); });
+}
+
+void JobStore::heartbeat_in(const std::string& node_id, const HeartbeatState& state, int64_t now_ms) {
   sql::Stmt get(db(), "SELECT info FROM nodes WHERE id = ?1");
   get.bind(1, node_id);
-  if (!get.step()) throw Error(path_.string() + ": heartbeat from unknown node '" + node_id + "' (register it first)");
-  NodeInfo info = stored_node(get.text(0), path_);
+  if (!get.step()) throw Error(where() + ": heartbeat from unknown node '" + node_id + "' (register it first)");
+  NodeInfo info = stored_node(get.text(0), where());
   info.state = state;
   info.state.running.reset();  // the lease renewal below uses it; the description keeps load and status
   sql::Stmt up(db(), "UPDATE nodes SET info = ?2, last_heartbeat = ?3, draining = ?4 WHERE id = ?1");
@@ -178,11 +179,10 @@ void JobStore::heartbeat(const std::string& node_id, const HeartbeatState& state
       one.bind(1, node_id).bind(2, job).bind(3, deadline).step();
     }
   }
-  t.commit();
 }
 
-std::string JobStore::submit(const JobRequest& job, int64_t now_ms) {
-  const std::string where = path_.string() + ": submitting job '" + job.id + "': ";
+std::string JobStore::submit(const JobRequest& job, int64_t now_ms, bool* created) {
+  const std::string where = this->where() + ": submitting job '" + job.id + "': ";
   if (job.client.empty()) throw Error(where + "no client account");
   if (job.model.empty()) throw Error(where + "no model");
   if (job.max_tokens < 1 || job.n_ctx < 1 || job.max_tokens > job.n_ctx || job.prompt_tokens < 0)
@@ -191,37 +191,37 @@ std::string JobStore::submit(const JobRequest& job, int64_t now_ms) {
   const std::string id = job.id.empty() ? new_job_id() : job.id;
   const std::string request = job.request.dump();
   const int64_t prompt = job.prompt_tokens > 0 ? job.prompt_tokens : std::max<int64_t>(1, job.n_ctx - job.max_tokens);
-  sql::Transaction t(db());
-  sql::Stmt old(db(), "SELECT client, model, request FROM jobs WHERE id = ?1");
-  old.bind(1, id);
-  if (old.step()) {
-    if (old.text(0) != job.client || old.text(1) != job.model || old.text(2) != request)
-      throw Error(where + "the id is taken by a different job");
-    t.commit();
-    return id;
-  }
-  sql::Stmt ins(db(),
-                "INSERT INTO jobs(id, client, model, request, n_ctx, prompt_tokens, max_tokens, state, created_at, queued_at) "
-                "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8, ?8)");
-  ins.bind(1, id).bind(2, job.client).bind(3, job.model).bind(4, request).bind(5, job.n_ctx).bind(6, prompt);
-  ins.bind(7, job.max_tokens).bind(8, now_ms).step();
-  t.commit();
+  const bool stored = db().write([&] {
+    sql::Stmt old(db(), "SELECT client, model, request FROM jobs WHERE id = ?1");
+    old.bind(1, id);
+    if (old.step()) {
+      if (old.text(0) != job.client || old.text(1) != job.model || old.text(2) != request)
+        throw Error(where + "the id is taken by a different job");
+      return false;
+    }
+    sql::Stmt ins(db(),
+                  "INSERT INTO jobs(id, client, model, request, n_ctx, prompt_tokens, max_tokens, state, created_at, "
+                  "queued_at) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8, ?8)");
+    ins.bind(1, id).bind(2, job.client).bind(3, job.model).bind(4, request).bind(5, job.n_ctx).bind(6, prompt);
+    ins.bind(7, job.max_tokens).bind(8, now_ms).step();
+    return true;
+  });
+  if (created) *created = stored;
   return id;
 }
 
 JobStatus JobStore::job(const std::string& job_id) {
   // One read transaction: the status and the output are one moment's.
-  sql::exec(db(), "BEGIN");
-  struct End {
-    sqlite3* db;
-    ~End() { sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr); }
-  } end{db()};
+  return db().read([&] { return job_in(job_id); });
+}
+
+JobStatus JobStore::job_in(const std::string& job_id) {
   sql::Stmt s(db(),
               "SELECT client, model, state, error, waiting, created_at, usage_prompt, usage_generated, finish_reason, "
               "(SELECT count(*) FROM attempts WHERE job_id = ?1), "
               "(SELECT node_id FROM attempts WHERE job_id = ?1 ORDER BY attempt DESC LIMIT 1) FROM jobs WHERE id = ?1");
   s.bind(1, job_id);
-  if (!s.step()) throw Error(path_.string() + ": no job '" + job_id + "'");
+  if (!s.step()) throw Error(where() + ": no job '" + job_id + "'");
   JobStatus st;
   st.id = job_id;
   st.client = s.text(0);
@@ -230,7 +230,7 @@ JobStatus JobStore::job(const std::string& job_id) {
   st.error = s.text(3);
   st.waiting = s.text(4);
   st.created_ms = s.i64(5);
-  if (s.type(6) != SQLITE_NULL) st.usage = Usage{s.i64(6), s.i64(7), s.text(8)};
+  if (!s.null(6)) st.usage = Usage{s.i64(6), s.i64(7), s.text(8)};
   st.attempts = s.i64(9);
   st.node_id = s.text(10);
   st.output = output_of(job_id);
@@ -248,7 +248,7 @@ NodeStats JobStore::node_stats(const std::string& node_id) {
               "(SELECT count(*) FROM attempts WHERE node_id = ?1 AND state IN ('assigned', 'running')) "
               "FROM nodes WHERE id = ?1");
   s.bind(1, node_id);
-  if (!s.step()) throw Error(path_.string() + ": no node '" + node_id + "'");
+  if (!s.step()) throw Error(where() + ": no node '" + node_id + "'");
   NodeStats n;
   n.node_id = node_id;
   n.owner = s.text(0);
@@ -272,7 +272,7 @@ std::vector<NodeView> JobStore::nodes() {
   std::vector<NodeView> out;
   while (s.step()) {
     NodeView v;
-    v.info = stored_node(s.text(0), path_);
+    v.info = stored_node(s.text(0), where());
     v.last_heartbeat_ms = s.i64(1);
     v.reliability = s.f64(2);
     v.draining = s.i64(3) != 0;
@@ -285,9 +285,7 @@ std::vector<NodeView> JobStore::nodes() {
 std::map<JobState, int64_t> JobStore::job_counts() {
   sql::Stmt s(db(), "SELECT state, count(*) FROM jobs GROUP BY state");
   std::map<JobState, int64_t> out;
-  while (s.step())
-    for (JobState st : {JobState::Queued, JobState::Assigned, JobState::Running, JobState::Done, JobState::Failed})
-      if (s.text(0) == to_string(st)) out[st] = s.i64(1);
+  while (s.step()) out[parse_job_state(s.text(0))] = s.i64(1);
   return out;
 }
 

@@ -1,8 +1,8 @@
 #pragma once
-// The coordinator's durable state: nodes, jobs, attempts and streamed output in one SQLite file
-// (WAL, synchronous=FULL, writers serialize on BEGIN IMMEDIATE; sqlite_util.h). Every operation
-// is one transaction and takes the time as `now_ms`, so tests drive the clock and a restarted
-// coordinator continues from the file.
+// The coordinator's durable state: nodes, jobs, attempts and streamed output, in an SQLite file
+// or a PostgreSQL database (database.h). Every operation is one transaction that behaves as if
+// it ran alone, and takes the time as `now_ms`, so tests drive the clock and a restarted
+// coordinator continues from the database.
 //
 // A job's life:
 //   queued ──assign (placement.h picks the node)──► assigned ──node fetches / streams──► running
@@ -19,14 +19,13 @@
 // it (NotYourJob otherwise). Streamed tokens belong to the job, not the attempt: a requeued job
 // keeps them, and the next attempt resumes from the prompt plus those tokens.
 //
-// At most one attempt per job is live: the claim reads and writes in one IMMEDIATE transaction,
-// and a partial UNIQUE index on live attempts makes the file itself refuse a second one.
-// The SQL stays plain (no upserts beyond INSERT … ON CONFLICT, no JSON functions) for PostgreSQL.
+// At most one attempt per job is live: the claim reads and writes in one transaction, and a
+// partial UNIQUE index on live attempts makes the database itself refuse a second one.
 // One JobStore per thread (a connection runs one transaction at a time); any number of
-// connections and processes may share the file.
+// connections and processes (coordinator replicas) may share the database.
 #include <cstdint>
-#include <filesystem>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -35,7 +34,7 @@
 #include "network/credits.h"
 #include "network/node_info.h"
 #include "network/placement.h"
-#include "network/sqlite_handle.h"
+#include "network/database.h"
 #include "tensor/error.h"
 
 namespace orchard::network {
@@ -132,9 +131,10 @@ struct ExpireReport {
 
 class JobStore {
  public:
-  // Opens (creating when absent or empty) the store at `path`; throws orchard::Error naming the
-  // path when it is not an SQLite file or not a job store.
-  static JobStore open(const std::filesystem::path& path, const StoreOptions& options = {});
+  // Opens (creating when absent or empty) the store at `location`: an SQLite file's path or a
+  // PostgreSQL URL (database.h). Throws orchard::Error naming it when it cannot be opened or
+  // holds something other than a job store.
+  static JobStore open(const std::string& location, const StoreOptions& options = {});
 
   JobStore(JobStore&&) noexcept = default;
   JobStore& operator=(JobStore&&) noexcept = default;
@@ -151,8 +151,9 @@ class JobStore {
   void heartbeat(const std::string& node_id, const HeartbeatState& state, int64_t now_ms);
 
   // Jobs. Submitting an id again with the same client, model and request returns it unchanged
-  // (a client's retry); with different ones it is an error.
-  std::string submit(const JobRequest& job, int64_t now_ms);
+  // (a client's retry); with different ones it is an error. `created`, if given, says whether
+  // this call stored the job.
+  std::string submit(const JobRequest& job, int64_t now_ms, bool* created = nullptr);
   // Places one queued job: records an attempt on the chosen node, leaves it queued with the
   // reason when no node is free now, fails it when no node could ever take it.
   AssignResult assign(const std::string& job_id, int64_t now_ms);
@@ -199,24 +200,27 @@ class JobStore {
   // How many jobs are in each state (states with none are absent), for the world page.
   std::map<JobState, int64_t> job_counts();
 
-  const std::filesystem::path& path() const { return path_; }
+  // The file's path or the URL (without a password), for messages.
+  const std::string& where() const { return db_->name(); }
   const StoreOptions& options() const { return options_; }
 
  private:
-  JobStore(sql::DbPtr db, std::filesystem::path path, const StoreOptions& o)
-      : db_(std::move(db)), path_(std::move(path)), options_(o) {}
+  JobStore(std::unique_ptr<sql::Connection> db, const StoreOptions& o) : db_(std::move(db)), options_(o) {}
   struct Attempt;
   // Inside an open transaction.
   AssignResult assign_in(const std::string& job_id, int64_t now_ms);
+  void heartbeat_in(const std::string& node_id, const HeartbeatState& state, int64_t now_ms);
+  JobStatus job_in(const std::string& job_id);
+  std::optional<Work> next_job_in(const std::string& node_id, int64_t now_ms);
+  std::vector<std::string> queued_jobs();
   // The attempt, when it is `node_id`'s (NotYourJob otherwise); `doing` is for the message.
   Attempt attempt_of(const std::string& job_id, int64_t attempt, const std::string& node_id, const char* doing);
   Completion completion_of(const std::string& job_id, int64_t attempt, const Attempt& a);
   std::vector<std::string> output_of(const std::string& job_id, std::vector<std::vector<int32_t>>* tokens = nullptr);
   void fail_job(const std::string& job_id, const std::string& error, int64_t now_ms);
 
-  sqlite3* db() const { return db_.get(); }
-  sql::DbPtr db_;
-  std::filesystem::path path_;
+  sql::Connection& db() const { return *db_; }
+  std::unique_ptr<sql::Connection> db_;
   StoreOptions options_;
 };
 

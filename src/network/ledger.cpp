@@ -1,11 +1,8 @@
 #include "network/ledger.h"
 
-#include <sqlite3.h>
-
 #include <chrono>
 
 #include "network/ledger_hash.h"
-#include "network/sqlite_util.h"
 #include "tensor/error.h"
 
 namespace orchard::network {
@@ -15,7 +12,7 @@ constexpr const char* kFormat = "orchard-ledger";
 constexpr const char* kVersion = "1";
 
 // The schema. Entries and signed heads are append-only: the triggers make an UPDATE or DELETE
-// fail inside SQLite, whoever issues it; verify() checks they are still there.
+// fail inside the database, whoever issues it; verify() checks they are still there.
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS accounts(name TEXT PRIMARY KEY, created_at INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS entries(
@@ -48,6 +45,46 @@ CREATE TRIGGER IF NOT EXISTS signed_heads_no_delete BEFORE DELETE ON signed_head
   BEGIN SELECT RAISE(ABORT, 'signed heads are append-only'); END;
 )sql";
 
+// PostgreSQL's: the same tables, its own trigger syntax, and TRUNCATE refused too (it skips
+// row triggers).
+constexpr const char* kPostgresSchema = R"sql(
+CREATE TABLE accounts(name TEXT PRIMARY KEY, created_at BIGINT NOT NULL);
+CREATE TABLE entries(
+  seq BIGINT PRIMARY KEY,
+  job_id TEXT NOT NULL UNIQUE,
+  attempt BIGINT NOT NULL,
+  payer TEXT NOT NULL,
+  payee TEXT NOT NULL,
+  amount BIGINT NOT NULL,
+  details TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  prev_hash TEXT NOT NULL,
+  hash TEXT NOT NULL);
+CREATE INDEX entries_payer ON entries(payer);
+CREATE INDEX entries_payee ON entries(payee);
+CREATE TABLE signed_heads(
+  id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  seq BIGINT NOT NULL,
+  hash TEXT NOT NULL,
+  public_key TEXT NOT NULL,
+  signature TEXT NOT NULL,
+  signed_at BIGINT NOT NULL);
+CREATE FUNCTION append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN RAISE EXCEPTION '% are append-only', TG_ARGV[0]; END $$;
+CREATE TRIGGER entries_no_update BEFORE UPDATE ON entries
+  FOR EACH ROW EXECUTE FUNCTION append_only('ledger entries');
+CREATE TRIGGER entries_no_delete BEFORE DELETE ON entries
+  FOR EACH ROW EXECUTE FUNCTION append_only('ledger entries');
+CREATE TRIGGER entries_no_truncate BEFORE TRUNCATE ON entries
+  FOR EACH STATEMENT EXECUTE FUNCTION append_only('ledger entries');
+CREATE TRIGGER signed_heads_no_update BEFORE UPDATE ON signed_heads
+  FOR EACH ROW EXECUTE FUNCTION append_only('signed heads');
+CREATE TRIGGER signed_heads_no_delete BEFORE DELETE ON signed_heads
+  FOR EACH ROW EXECUTE FUNCTION append_only('signed heads');
+CREATE TRIGGER signed_heads_no_truncate BEFORE TRUNCATE ON signed_heads
+  FOR EACH STATEMENT EXECUTE FUNCTION append_only('signed heads');
+)sql";
+
 constexpr const char* kEntryColumns =
     "seq, job_id, attempt, payer, payee, amount, details, created_at, prev_hash, hash";
 
@@ -58,6 +95,12 @@ int64_t now_ms() {
 
 std::string select_entries(const char* where) {
   return std::string("SELECT ") + kEntryColumns + " FROM entries " + where;
+}
+
+std::vector<Entry> read_entries(sql::Stmt& s) {
+  std::vector<Entry> out;
+  while (s.step()) out.push_back(read_entry(s));
+  return out;
 }
 
 }  // namespace
@@ -77,26 +120,12 @@ Entry read_entry(const sql::Stmt& s) {
   return e;
 }
 
-Ledger Ledger::open(const std::filesystem::path& path) {
-  return Ledger(sql::open_database(path, {"ledger", kFormat, kVersion, kSchema}).release(), path);
+Ledger Ledger::open(const std::string& location) {
+  return Ledger(sql::open_database(location, {"ledger", kFormat, kVersion, kSchema, kPostgresSchema}));
 }
-
-Ledger::Ledger(Ledger&& other) noexcept : db_(other.db_), path_(std::move(other.path_)) { other.db_ = nullptr; }
-
-Ledger& Ledger::operator=(Ledger&& other) noexcept {
-  if (this != &other) {
-    sqlite3_close_v2(db_);
-    db_ = other.db_;
-    path_ = std::move(other.path_);
-    other.db_ = nullptr;
-  }
-  return *this;
-}
-
-Ledger::~Ledger() { sqlite3_close_v2(db_); }
 
 std::optional<Entry> Ledger::entry_for_job(const std::string& job_id) {
-  sql::Stmt s(db_, select_entries("WHERE job_id = ?1").c_str());
+  sql::Stmt s(db(), select_entries("WHERE job_id = ?1"));
   s.bind(1, job_id);
   if (!s.step()) return std::nullopt;
   return read_entry(s);
@@ -104,19 +133,23 @@ std::optional<Entry> Ledger::entry_for_job(const std::string& job_id) {
 
 PayResult Ledger::pay(const std::string& job_id, int64_t attempt, const std::string& payer, const std::string& payee,
                       int64_t amount, const nlohmann::json& details) {
-  const std::string where = path_.string() + ": paying job '" + job_id + "': ";
+  const std::string where = this->where() + ": paying job '" + job_id + "': ";
   if (job_id.empty()) throw Error(where + "the job id is empty");
   if (payer.empty() || payee.empty()) throw Error(where + "an account name is empty");
   if (payer == payee) throw Error(where + "payer and payee are the same account '" + payer + "'");
   if (amount <= 0) throw Error(where + "amount " + std::to_string(amount) + " is not positive");
 
-  // IMMEDIATE takes the write lock up front, so the check for an earlier payment, the head we
-  // chain to and the insert all see one state: no other writer can slip in between.
-  sql::Transaction t(db_);
-  if (auto existing = entry_for_job(job_id)) {
-    t.commit();
-    return {*existing, false};
-  }
+  // The check for an earlier payment, the head we chain to and the insert all see one state: the
+  // write transaction holds the ledger's write lock (database.h), so no other appender can slip
+  // in between, and the head read is the newest.
+  return db().write([&]() -> PayResult {
+    if (auto existing = entry_for_job(job_id)) return {*existing, false};
+    return {append(job_id, attempt, payer, payee, amount, details), true};
+  });
+}
+
+Entry Ledger::append(const std::string& job_id, int64_t attempt, const std::string& payer, const std::string& payee,
+                     int64_t amount, const nlohmann::json& details) {
   Entry e;
   e.job_id = job_id;
   e.attempt = attempt;
@@ -130,20 +163,19 @@ PayResult Ledger::pay(const std::string& job_id, int64_t attempt, const std::str
   e.prev_hash = h.hash;
   e.hash = entry_hash(e);
   for (const std::string* account : {&payer, &payee}) {
-    sql::Stmt a(db_, "INSERT OR IGNORE INTO accounts(name, created_at) VALUES(?1, ?2)");
+    sql::Stmt a(db(), "INSERT INTO accounts(name, created_at) VALUES(?1, ?2) ON CONFLICT DO NOTHING");
     a.bind(1, *account).bind(2, e.created_at).step();
   }
-  sql::Stmt ins(db_, "INSERT INTO entries(seq, job_id, attempt, payer, payee, amount, details, created_at, prev_hash, hash) "
+  sql::Stmt ins(db(), "INSERT INTO entries(seq, job_id, attempt, payer, payee, amount, details, created_at, prev_hash, hash) "
                      "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
   ins.bind(1, e.seq).bind(2, e.job_id).bind(3, e.attempt).bind(4, e.payer).bind(5, e.payee).bind(6, e.amount);
   ins.bind(7, e.details).bind(8, e.created_at).bind(9, e.prev_hash).bind(10, e.hash);
   ins.step();
-  t.commit();
-  return {e, true};
+  return e;
 }
 
 int64_t Ledger::balance(const std::string& account) {
-  sql::Stmt s(db_,
+  sql::Stmt s(db(),
               "SELECT (SELECT coalesce(sum(amount), 0) FROM entries WHERE payee = ?1) - "
               "(SELECT coalesce(sum(amount), 0) FROM entries WHERE payer = ?1)");
   s.bind(1, account).step();
@@ -151,37 +183,36 @@ int64_t Ledger::balance(const std::string& account) {
 }
 
 std::vector<Entry> Ledger::entries_for(const std::string& account) {
-  sql::Stmt s(db_, select_entries("WHERE payer = ?1 OR payee = ?1 ORDER BY seq").c_str());
+  sql::Stmt s(db(), select_entries("WHERE payer = ?1 OR payee = ?1 ORDER BY seq"));
   s.bind(1, account);
-  std::vector<Entry> out;
-  while (s.step()) out.push_back(read_entry(s));
-  return out;
+  return read_entries(s);
 }
 
 std::vector<Entry> Ledger::entries_range(int64_t from, int64_t to) {
-  sql::Stmt s(db_, select_entries("WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq").c_str());
+  sql::Stmt s(db(), select_entries("WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq"));
   s.bind(1, from).bind(2, to);
-  std::vector<Entry> out;
-  while (s.step()) out.push_back(read_entry(s));
-  return out;
+  return read_entries(s);
 }
 
 std::vector<std::string> Ledger::accounts() {
-  sql::Stmt s(db_, "SELECT name FROM accounts ORDER BY name");
+  sql::Stmt s(db(), "SELECT name FROM accounts ORDER BY name");
   std::vector<std::string> out;
   while (s.step()) out.push_back(s.text(0));
   return out;
 }
 
 Head Ledger::head() {
-  sql::Stmt s(db_, "SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1");
+  sql::Stmt s(db(), "SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1");
   if (!s.step()) return {0, kZeroHash};
   return {s.i64(0), s.text(1)};
 }
 
 SignedHead Ledger::sign_head(EVP_PKEY* key) {
-  if (!key || EVP_PKEY_get_id(key) != EVP_PKEY_ED25519) throw Error(path_.string() + ": signing the head needs an Ed25519 key");
-  sql::Transaction t(db_);  // the head cannot move between reading and recording it
+  if (!key || EVP_PKEY_get_id(key) != EVP_PKEY_ED25519) throw Error(where() + ": signing the head needs an Ed25519 key");
+  return db().write([&] { return sign_head_in(key); });  // the head cannot move between reading and recording it
+}
+
+SignedHead Ledger::sign_head_in(EVP_PKEY* key) {
   SignedHead sh;
   const Head h = head();
   sh.seq = h.seq;
@@ -194,17 +225,16 @@ SignedHead Ledger::sign_head(EVP_PKEY* key) {
   const bool ok = ctx && EVP_DigestSignInit(ctx, nullptr, nullptr, nullptr, key) == 1 &&
                   EVP_DigestSign(ctx, sig, &sig_len, reinterpret_cast<const unsigned char*>(msg.data()), msg.size()) == 1;
   EVP_MD_CTX_free(ctx);
-  if (!ok) throw Error(path_.string() + ": signing the head failed (OpenSSL)");
+  if (!ok) throw Error(where() + ": signing the head failed (OpenSSL)");
   sh.signature = to_hex(sig, sig_len);
   sh.signed_at = now_ms();
-  sql::Stmt ins(db_, "INSERT INTO signed_heads(seq, hash, public_key, signature, signed_at) VALUES(?1, ?2, ?3, ?4, ?5)");
+  sql::Stmt ins(db(), "INSERT INTO signed_heads(seq, hash, public_key, signature, signed_at) VALUES(?1, ?2, ?3, ?4, ?5)");
   ins.bind(1, sh.seq).bind(2, sh.hash).bind(3, sh.public_key).bind(4, sh.signature).bind(5, sh.signed_at).step();
-  t.commit();
   return sh;
 }
 
 std::optional<SignedHead> Ledger::latest_signed_head() {
-  sql::Stmt s(db_, "SELECT seq, hash, public_key, signature, signed_at FROM signed_heads ORDER BY id DESC LIMIT 1");
+  sql::Stmt s(db(), "SELECT seq, hash, public_key, signature, signed_at FROM signed_heads ORDER BY id DESC LIMIT 1");
   if (!s.step()) return std::nullopt;
   return SignedHead{s.i64(0), s.text(1), s.text(2), s.text(3), s.i64(4)};
 }

@@ -1,5 +1,6 @@
 #pragma once
-// The credit ledger: one SQLite file, append-only, hash-chained, double-entry.
+// The credit ledger: append-only, hash-chained, double-entry, in an SQLite file or a
+// PostgreSQL database (database.h).
 //
 // Every entry is one job's payment: the client (payer) is debited and the node owner (payee)
 // credited the same amount, so balances — derived from the entries, never stored — sum to zero.
@@ -13,19 +14,19 @@
 // of entries and signed heads; verify() re-checks everything a writer with raw access could
 // still break (drop the triggers, edit, recompute).
 //
-// Several processes may open one file: WAL, synchronous=FULL (a committed payment survives
-// SIGKILL and power loss), writers serialize on BEGIN IMMEDIATE with a busy timeout.
+// Several processes may share one ledger; appending serializes on the ledger's write lock
+// (SQLite: BEGIN IMMEDIATE on a WAL file with synchronous=FULL, so a committed payment survives
+// SIGKILL and power loss; PostgreSQL: the store's advisory lock, database.h).
 #include <openssl/evp.h>
 
 #include <cstdint>
-#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-struct sqlite3;
+#include "network/database.h"
 
 namespace orchard::network {
 
@@ -69,17 +70,12 @@ struct VerifyReport {
 
 class Ledger {
  public:
-  // Opens (creating when absent or empty) the ledger at `path`. Throws orchard::Error naming
-  // the path when the file is not an SQLite database or is a database that is not a ledger.
-  static Ledger open(const std::filesystem::path& path);
+  // Opens (creating when absent or empty) the ledger at `location`: an SQLite file's path or a
+  // PostgreSQL URL. Throws orchard::Error naming it when it cannot be opened or holds something
+  // other than a ledger.
+  static Ledger open(const std::string& location);
 
-  Ledger(Ledger&& other) noexcept;
-  Ledger& operator=(Ledger&& other) noexcept;
-  Ledger(const Ledger&) = delete;
-  Ledger& operator=(const Ledger&) = delete;
-  ~Ledger();
-
-  // Pays job `job_id` once: one IMMEDIATE transaction appends the entry after the current head.
+  // Pays job `job_id` once: one transaction appends the entry after the current head.
   // When the job is already paid (by this or another process), returns that entry with
   // inserted = false and changes nothing. Throws orchard::Error for an empty id or account,
   // payer == payee, or amount ≤ 0.
@@ -114,12 +110,18 @@ class Ledger {
   // are violations too. Never throws for a tampered or corrupt file: that is a violation.
   VerifyReport verify(EVP_PKEY* trusted_key = nullptr);
 
-  const std::filesystem::path& path() const { return path_; }
+  // The file's path or the URL (without a password), for messages.
+  const std::string& where() const { return db_->name(); }
 
  private:
-  Ledger(sqlite3* db, std::filesystem::path path) : db_(db), path_(std::move(path)) {}
-  sqlite3* db_ = nullptr;
-  std::filesystem::path path_;
+  explicit Ledger(std::unique_ptr<sql::Connection> db) : db_(std::move(db)) {}
+  // Inside pay()'s / sign_head()'s transaction.
+  Entry append(const std::string& job_id, int64_t attempt, const std::string& payer, const std::string& payee,
+               int64_t amount, const nlohmann::json& details);
+  SignedHead sign_head_in(EVP_PKEY* key);
+  void verify_in(VerifyReport& r, EVP_PKEY* trusted_key);
+  sql::Connection& db() { return *db_; }
+  std::unique_ptr<sql::Connection> db_;
 };
 
 // Ed25519 helpers (OpenSSL): a fresh key pair, and a key's raw public half as hex / back.

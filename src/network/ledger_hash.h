@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "network/database.h"
 #include "network/ledger.h"
 
 namespace orchard::network {
@@ -16,6 +17,10 @@ std::string sha256_hex(const std::string& bytes);
 std::string entry_hash(const Entry& e);
 // "orchard-ledger-head-v1" seq hash, encoded as above.
 std::string head_message(int64_t seq, const std::string& hash);
+
+// An entry from a row of `SELECT seq, job_id, attempt, payer, payee, amount, details,
+// created_at, prev_hash, hash` (ledger.cpp), for the ledger and its verifier.
+Entry read_entry(const sql::Stmt& s);
 
 std::string to_hex(const unsigned char* p, size_t n);
 // False when `hex` is not an even-length hex string.

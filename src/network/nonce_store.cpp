@@ -1,6 +1,5 @@
 #include "network/nonce_store.h"
 
-#include "network/sqlite_util.h"
 #include "tensor/error.h"
 
 namespace orchard::network {
@@ -30,7 +29,7 @@ void MemoryNonceStore::prune(int64_t now_ms) {
   }
 }
 
-// ---- SQLite ----
+// ---- in a database ----
 
 namespace {
 
@@ -47,29 +46,28 @@ constexpr sql::FileKind kKind{"replay guard", "orchard-nonces", "1", kSchema};
 
 }  // namespace
 
-std::unique_ptr<SqliteNonceStore> SqliteNonceStore::open(const std::filesystem::path& path) {
-  return std::unique_ptr<SqliteNonceStore>(new SqliteNonceStore(sql::open_database(path, kKind)));
+std::unique_ptr<DatabaseNonceStore> DatabaseNonceStore::open(const std::string& location) {
+  return std::unique_ptr<DatabaseNonceStore>(new DatabaseNonceStore(sql::open_database(location, kKind)));
 }
 
-bool SqliteNonceStore::remember(const std::string& node_id, const std::string& nonce, int64_t expires_at_ms,
-                                int64_t now_ms) {
+bool DatabaseNonceStore::remember(const std::string& node_id, const std::string& nonce, int64_t expires_at_ms,
+                                  int64_t now_ms) {
   std::lock_guard lock(mu_);
-  sqlite3* db = db_.get();
-  // IMMEDIATE: the prune and the insert are one write, so an expired row of this pair cannot be
+  sql::Connection& db = *db_;
+  // One write: the prune and the insert see one state, so an expired row of this pair cannot be
   // dropped by one replica while another is deciding whether the pair is new.
-  sql::Transaction t(db);
-  sql::Stmt prune(db, "DELETE FROM node_nonces WHERE expires_at < ?1");
-  prune.bind(1, now_ms).step();
-  sql::Stmt ins(db, "INSERT OR IGNORE INTO node_nonces(node, nonce, expires_at) VALUES(?1, ?2, ?3)");
-  ins.bind(1, node_id).bind(2, nonce).bind(3, expires_at_ms).step();
-  const bool fresh = sqlite3_changes(db) == 1;
-  t.commit();
-  return fresh;
+  return db.write([&] {
+    sql::Stmt prune(db, "DELETE FROM node_nonces WHERE expires_at < ?1");
+    prune.bind(1, now_ms).step();
+    sql::Stmt ins(db, "INSERT INTO node_nonces(node, nonce, expires_at) VALUES(?1, ?2, ?3) ON CONFLICT DO NOTHING");
+    ins.bind(1, node_id).bind(2, nonce).bind(3, expires_at_ms);
+    return ins.changes() == 1;
+  });
 }
 
-int64_t SqliteNonceStore::size() {
+int64_t DatabaseNonceStore::size() {
   std::lock_guard lock(mu_);
-  sql::Stmt s(db_.get(), "SELECT count(*) FROM node_nonces");
+  sql::Stmt s(*db_, "SELECT count(*) FROM node_nonces");
   s.step();
   return s.i64(0);
 }

@@ -3,14 +3,13 @@
 // timestamp has left the skew window, after which the timestamp check refuses it anyway. Only
 // that window needs remembering, so the store stays as small as the traffic of one window.
 #include <cstdint>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 
-#include "network/sqlite_handle.h"
+#include "network/database.h"
 
 namespace orchard::network {
 
@@ -38,20 +37,22 @@ class MemoryNonceStore : public NonceStore {
   std::multimap<int64_t, std::string> by_expiry_;    // to drop expired entries oldest first
 };
 
-// A guard shared by every coordinator replica that opens the same file (its own SQLite file,
-// of kind `orchard-nonces`): the insert is one statement, and the primary key makes exactly one of two concurrent inserts of a pair succeed, across connections and processes.
-class SqliteNonceStore : public NonceStore {
+// A guard shared by every coordinator replica that opens the same database (an SQLite file of
+// kind `orchard-nonces`, or PostgreSQL): the primary key makes exactly one of two concurrent
+// inserts of a pair succeed, across connections and processes.
+class DatabaseNonceStore : public NonceStore {
  public:
-  // Opens (creating when absent or empty) the replay guard file at `path`. Throws
-  // orchard::Error naming the path when it is not an SQLite database, or is one of another kind.
-  static std::unique_ptr<SqliteNonceStore> open(const std::filesystem::path& path);
+  // Opens (creating when absent or empty) the replay guard at `location`: an SQLite file's path
+  // or a PostgreSQL URL. Throws orchard::Error naming it when it cannot be opened or holds
+  // something else.
+  static std::unique_ptr<DatabaseNonceStore> open(const std::string& location);
   bool remember(const std::string& node_id, const std::string& nonce, int64_t expires_at_ms, int64_t now_ms) override;
   // Unexpired and not yet pruned entries (tests).
   int64_t size();
 
  private:
-  explicit SqliteNonceStore(sql::DbPtr db) : db_(std::move(db)) {}
-  sql::DbPtr db_;
+  explicit DatabaseNonceStore(std::unique_ptr<sql::Connection> db) : db_(std::move(db)) {}
+  std::unique_ptr<sql::Connection> db_;
   std::mutex mu_;  // one connection: keeps a remember's statements together
 };
 

@@ -108,7 +108,7 @@ TEST(ApiKeys, RefusesAFileThatIsNotADatabase) {
 // silently given a second set of tables).
 TEST(ApiKeys, RefusesAFileOfAnotherKind) {
   const auto path = test::fresh_dir("keys-kind") / "nonces.sqlite";
-  SqliteNonceStore::open(path);
+  DatabaseNonceStore::open(path);
   try {
     ApiKeys::open(path);
     ADD_FAILURE() << "opened a replay guard as an API key store";

@@ -1,7 +1,7 @@
 #pragma once
-// A coordinator on a free localhost port over a fresh data folder, with short leases and
-// heartbeat timeouts so a dead node's job moves on within a couple of seconds, and the
-// HTTP calls the coordinator tests make (client calls with an API key, signed node calls).
+// A coordinator on a free localhost port over a fresh data folder (or a PostgreSQL database),
+// with short leases and heartbeat timeouts so a dead node's job moves on within a couple of
+// seconds, and the HTTP calls the coordinator tests make (client calls with an API key, signed node calls).
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -29,8 +29,15 @@ struct ExistingDir {
   std::filesystem::path path;
 };
 
+// A coordinator replica on a shared PostgreSQL database, signing with the key file given.
+struct OnDatabase {
+  std::string url;
+  std::filesystem::path signing_key;
+};
+
 struct RunningCoordinator {
   std::filesystem::path dir;
+  CoordinatorOptions options;
   std::unique_ptr<Coordinator> coordinator;
   std::thread thread;
   int port = 0;
@@ -38,8 +45,21 @@ struct RunningCoordinator {
   explicit RunningCoordinator(const std::string& name) : RunningCoordinator(ExistingDir{fresh_dir(name)}) {}
   // `sign_every_ms`: how often the ledger head is signed (an hour: only at shutdown, or by the test).
   explicit RunningCoordinator(ExistingDir existing, int64_t sign_every_ms = 200) : dir(std::move(existing.path)) {
-    CoordinatorOptions o;
-    o.data_dir = dir;
+    options.data_dir = dir;
+    start(sign_every_ms);
+  }
+  explicit RunningCoordinator(const OnDatabase& db) {
+    options.database = db.url;
+    options.signing_key = db.signing_key;
+    start(200);
+  }
+  ~RunningCoordinator() {
+    coordinator->stop();
+    thread.join();
+  }
+
+  void start(int64_t sign_every_ms) {
+    CoordinatorOptions& o = options;
     o.port = 0;
     o.http_threads = 16;
     o.store.lease_ms = 1500;
@@ -58,13 +78,13 @@ struct RunningCoordinator {
     }
     ADD_FAILURE() << "the coordinator did not start answering";
   }
-  ~RunningCoordinator() {
-    coordinator->stop();
-    thread.join();
-  }
 
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port); }
-  CoordinatorFiles files() const { return coordinator_files(dir); }
+  CoordinatorFiles files() const {
+    CoordinatorFiles f = coordinator_files(dir, options.database);
+    if (!options.signing_key.empty()) f.signing_key = options.signing_key;
+    return f;
+  }
   std::string api_key(const std::string& account) const { return ApiKeys::open(files().api_keys).create(account); }
 
   httplib::Client client() const {
@@ -87,6 +107,27 @@ struct RunningCoordinator {
     auto r = client().Get(path, h);
     if (!r) return {0, nullptr};
     return {r->status, nlohmann::json::parse(r->body, nullptr, false)};
+  }
+  // A streamed client call that reads the first bytes and hangs up (`headers`: the API key and
+  // any other); returns the X-Orchard-Job of the answer.
+  std::string stream_and_hang_up(const std::string& path, const nlohmann::json& body, const httplib::Headers& headers) const {
+    httplib::Request req;
+    req.method = "POST";
+    req.path = path;
+    req.headers = headers;
+    req.set_header("Content-Type", "application/json");
+    req.body = body.dump();
+    std::string job;
+    req.response_handler = [&](const httplib::Response& r) {
+      job = r.get_header_value("X-Orchard-Job");
+      return true;
+    };
+    req.content_receiver = [](const char*, size_t, uint64_t, uint64_t) { return false; };
+    httplib::Response res;
+    httplib::Error err = httplib::Error::Success;
+    auto http = client();
+    http.send(req, res, err);
+    return job;
   }
   // A signed node call, with `headers` as sent (sign them with sign_request).
   std::pair<int, nlohmann::json> node_call(const std::string& method, const std::string& path, const std::string& body,

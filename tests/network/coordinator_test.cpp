@@ -1,7 +1,9 @@
 // The coordinator over HTTP with nodes played by the test (signed calls by hand, no model):
 // who may call what (unsigned, forged, altered, stale, replayed node requests are 401; a node
 // reporting on another node's job is 403), clients' keys and models, a job no node can take
-// failing at once, and a completed job paid exactly once.
+// failing at once, a completed job paid exactly once, a client's Idempotency-Key, a hung-up
+// stream cancelling its job (not with an Idempotency-Key), and replicas on PostgreSQL signing
+// the ledger with the one key file they are given.
 #include <gtest/gtest.h>
 
 #include <future>
@@ -9,9 +11,11 @@
 #include "network/coordinator_fixture.h"
 #include "network/job_store.h"
 #include "network/ledger.h"
+#include "network/ledger_proof.h"
 #include "network/node_identity.h"
 #include "network/nodes_fixture.h"
 #include "network/protocol.h"
+#include "network/store_backends.h"
 
 namespace orchard::network {
 namespace {
@@ -206,6 +210,58 @@ TEST(Coordinator, ClientsNeedAKeyAndAJobNoNodeCanTakeFailsAtOnce) {
   EXPECT_TRUE(world["nodes"][0]["online"].get<bool>());
 }
 
+// A client re-sending a request with the same Idempotency-Key gets the job it submitted, not a
+// second one; the key with another body is a 409; another account's same key is its own job.
+TEST(Coordinator, AnIdempotencyKeyNamesOneJobPerAccount) {
+  RunningCoordinator c("coord-idempotent");
+  const NodeIdentity x = fresh_identity();
+  register_node(c, x, "xavier");
+  const std::string carol = c.api_key("carol"), dave = c.api_key("dave");
+  const json body = {{"model", "small-8b"}, {"prompt", "Hello"}, {"max_tokens", 4}};
+  auto ask = [&](const std::string& key, const json& b) {
+    const httplib::Headers h = {{"Authorization", "Bearer " + key}, {"Idempotency-Key", "order-17"}};
+    auto r = c.client().Post("/v1/completions", h, b.dump(), "application/json");
+    return r ? std::tuple{r->status, r->get_header_value("X-Orchard-Job"), json::parse(r->body, nullptr, false)}
+             : std::tuple{0, std::string(), json()};
+  };
+  // x runs whatever it is given: "Hi" as one chunk, then completes.
+  auto serve_one = [&] {
+    const auto [polled, w] = c.node_post(x, kWorkPath, {{"wait", 10}});
+    if (polled != 200) return std::string();
+    const Work work = work_from_json(w);
+    c.node_post(x, job_path(work.job_id, "output"),
+                {{"attempt", work.attempt}, {"chunks", {{{"index", 0}, {"text", "Hi"}, {"tokens", {5}}}}}});
+    c.node_post(x, job_path(work.job_id, "complete"),
+                {{"attempt", work.attempt}, {"prompt_tokens", 2}, {"completion_tokens", 1}});
+    return work.job_id;
+  };
+  auto first = std::async(std::launch::async, [&] { return ask(carol, body); });
+  const std::string ran = serve_one();
+  const auto [status, job, reply] = first.get();
+  ASSERT_EQ(status, 200) << reply;
+  EXPECT_EQ(job, ran);
+  // Again: the same job's answer at once, and nothing new for the node.
+  const auto [again, same_job, same_reply] = ask(carol, body);
+  EXPECT_EQ(again, 200);
+  EXPECT_EQ(same_job, job);
+  EXPECT_EQ(same_reply["choices"][0]["text"], "Hi");
+  EXPECT_EQ(c.node_post(x, kWorkPath, {{"wait", 0}}).first, 204);
+  // The key with another request is refused, naming why.
+  json other = body;
+  other["prompt"] = "Goodbye";
+  const auto [conflict, no_job, refused] = ask(carol, other);
+  EXPECT_EQ(conflict, 409);
+  EXPECT_EQ(error_code(refused), "idempotency_key_reused") << refused;
+  // Dave's "order-17" is Dave's own job.
+  auto daves = std::async(std::launch::async, [&] { return ask(dave, body); });
+  const std::string dave_ran = serve_one();
+  EXPECT_EQ(std::get<0>(daves.get()), 200);
+  EXPECT_NE(dave_ran, job);
+  auto ledger = Ledger::open(c.files().ledger);
+  EXPECT_EQ(ledger.entries_for("carol").size(), 1u);
+  EXPECT_EQ(ledger.entries_for("dave").size(), 1u);
+}
+
 // A coordinator that stopped between recording a completion and paying it pays at its next
 // start, and a start after that pays nothing more.
 TEST(Coordinator, AStartingCoordinatorPaysJobsCompletedButNotPaidOnce) {
@@ -237,6 +293,114 @@ TEST(Coordinator, AStartingCoordinatorPaysJobsCompletedButNotPaidOnce) {
     EXPECT_EQ(entries[0].payee, "olga");
     EXPECT_TRUE(ledger.verify().ok());
   }
+}
+
+// A streamed completion whose client reads the first bytes and hangs up; returns the job's id.
+std::string hang_up_stream(const RunningCoordinator& c, const std::string& key, const std::string& idempotency_key) {
+  httplib::Headers h = {{"Authorization", "Bearer " + key}};
+  if (!idempotency_key.empty()) h.emplace("Idempotency-Key", idempotency_key);
+  return c.stream_and_hang_up("/v1/completions",
+                              {{"model", "small-8b"}, {"prompt", "Hello"}, {"max_tokens", 64}, {"stream", true}}, h);
+}
+
+TEST(Coordinator, AHungUpStreamCancelsItsJobUnlessItCarriedAnIdempotencyKey) {
+  RunningCoordinator c("coord-hang-up");
+  const NodeIdentity x = fresh_identity();
+  register_node(c, x, "xavier");
+  const std::string key = c.api_key("carol");
+  // Kept: the client said it would ask again. x runs it.
+  const std::string kept = hang_up_stream(c, key, "retry-me");
+  ASSERT_FALSE(kept.empty()) << "no X-Orchard-Job header";
+  const auto [polled, w] = c.node_post(x, kWorkPath, {{"wait", 10}});
+  ASSERT_EQ(polled, 200) << w;
+  const Work work = work_from_json(w);
+  ASSERT_EQ(work.job_id, kept);
+  // Cancelled: a plain stream whose client left.
+  const std::string dropped = hang_up_stream(c, key, "");
+  ASSERT_FALSE(dropped.empty());
+  // x streams into the kept job (each chunk a write to its gone client) until the coordinator
+  // has noticed the other hang-up; every chunk is taken.
+  int index = 0;
+  std::string state;
+  for (; index < 1000 && state != "cancelled"; ++index) {
+    const json chunk = {{"attempt", work.attempt}, {"chunks", {{{"index", index}, {"text", "a"}, {"tokens", {index}}}}}};
+    const auto [stored, reply] = c.node_post(x, job_path(kept, "output"), chunk);
+    ASSERT_EQ(stored, 200) << "chunk " << index << ": " << reply;
+    state = c.get("/v1/jobs/" + dropped, key).second.value("state", "");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(state, "cancelled");
+  EXPECT_EQ(c.get("/v1/jobs/" + kept, key).second.value("state", ""), "running");
+  const auto [completed, paid] = c.node_post(
+      x, job_path(kept, "complete"), {{"attempt", work.attempt}, {"prompt_tokens", 2}, {"completion_tokens", index}});
+  ASSERT_EQ(completed, 200) << paid;
+  // The retry gets the whole answer of the same job.
+  const httplib::Headers h = {{"Authorization", "Bearer " + key}, {"Idempotency-Key", "retry-me"}};
+  const json body = {{"model", "small-8b"}, {"prompt", "Hello"}, {"max_tokens", 64}, {"stream", true}};
+  auto again = c.client().Post("/v1/completions", h, body.dump(), "application/json");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->get_header_value("X-Orchard-Job"), kept);
+  EXPECT_NE(again->body.find("[DONE]"), std::string::npos) << again->body;
+  auto ledger = Ledger::open(c.files().ledger);
+  const auto entries = ledger.entries_for("carol");
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].job_id, kept);
+}
+
+// Two replicas on one PostgreSQL database: neither starts without a place for its signing key;
+// given the same key file, both serve that key, a job submitted to one and run through the
+// other is paid once, and the head they sign verifies under the key.
+TEST(Coordinator, ReplicasOnPostgresSignTheLedgerWithTheOneKeyFileTheyAreGiven) {
+  test::PostgresServer* pg = test::PostgresServer::require();
+  if (!pg) return;
+  const std::string url = pg->fresh_database("coord-replicas");
+  const auto key_file = test::fresh_dir("coord-replicas") / "coordinator.key";
+  CoordinatorOptions keyless;
+  keyless.database = url;
+  try {
+    Coordinator refused(keyless);
+    ADD_FAILURE() << "a coordinator on PostgreSQL started without a signing key";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--key"), std::string::npos) << e.what();
+  }
+
+  RunningCoordinator a(test::OnDatabase{url, key_file}), b(test::OnDatabase{url, key_file});
+  const std::string key_hex = NodeIdentity::load_or_create(key_file).public_key_hex();
+  EXPECT_EQ(a.get(kLedgerKeyPath).second["public_key"], key_hex);
+  EXPECT_EQ(b.get(kLedgerKeyPath).second["public_key"], key_hex);
+
+  const NodeIdentity x = fresh_identity();
+  register_node(b, x, "xavier");
+  const std::string key = a.api_key("carol");
+  auto answer = std::async(std::launch::async, [&] {
+    return a.post("/v1/completions", {{"model", "small-8b"}, {"prompt", "Hello"}, {"max_tokens", 4}}, key);
+  });
+  const auto [polled, w] = b.node_post(x, kWorkPath, {{"wait", 10}});
+  ASSERT_EQ(polled, 200) << w;
+  const Work work = work_from_json(w);
+  b.node_post(x, job_path(work.job_id, "output"),
+              {{"attempt", work.attempt}, {"chunks", {{{"index", 0}, {"text", "Hi"}, {"tokens", {5}}}}}});
+  const auto [completed, paid] =
+      b.node_post(x, job_path(work.job_id, "complete"), {{"attempt", work.attempt}, {"prompt_tokens", 2}, {"completion_tokens", 1}});
+  ASSERT_EQ(completed, 200) << paid;
+  const auto [status, reply] = answer.get();
+  ASSERT_EQ(status, 200) << reply;
+  EXPECT_EQ(reply["choices"][0]["text"], "Hi");
+
+  // Signed every 200 ms once the head moved: wait for the head at seq 1 on either replica.
+  json head = json::object();
+  for (int i = 0; i < 500 && head.value("seq", 0) != 1; ++i) {
+    head = (i % 2 ? b : a).get(kLedgerHeadPath).second;
+    if (!head.is_object()) head = json::object();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(head.value("seq", 0), 1) << head;
+  EXPECT_EQ(head["public_key"], key_hex);
+  auto ledger = Ledger::open(url);
+  EXPECT_EQ(ledger.entries_for("carol").size(), 1u);
+  const VerifyReport r = ledger.verify(public_key_from_hex(key_hex).get());
+  EXPECT_TRUE(r.ok()) << (r.violations.empty() ? "" : r.violations.front());
+  EXPECT_GE(r.signed_heads, 1);
 }
 
 }  // namespace

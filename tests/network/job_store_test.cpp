@@ -1,19 +1,23 @@
 // The job store: a job's whole life, leases and who may report on them, resuming after an
 // abandoned attempt, drain versus abandonment, exactly-once completion, surviving a reopen, and
-// two connections claiming from one file at once.
+// two connections claiming from one database at once. Every test runs on SQLite and PostgreSQL.
 #include "network/job_store.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <map>
 #include <mutex>
 #include <set>
 #include <thread>
 
+#include "network/credits.h"
+#include "network/database.h"
+#include "network/ledger.h"
 #include "network/nodes_fixture.h"
-#include "network/sqlite_util.h"
+#include "network/store_backends.h"
 
 namespace orchard::network {
 namespace {
@@ -22,12 +26,6 @@ namespace fs = std::filesystem;
 using namespace orchard::network::testing;
 
 constexpr int64_t kT0 = 1'700'000'000'000;  // the tests' clock starts here
-
-std::string fresh_path(const std::string& name) {
-  const std::string p = ::testing::TempDir() + "orchard-jobs-" + name + "-" + std::to_string(::getpid()) + ".sqlite";
-  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(p + suffix);
-  return p;
-}
 
 StoreOptions options() {
   StoreOptions o;
@@ -50,18 +48,25 @@ JobRequest request(const std::string& id, const ModelInfo& m = kSmall, int64_t m
   return r;
 }
 
-// A fresh store with `nodes` registered at kT0 and one job queued (when `job` is not empty).
-JobStore store_with(const std::string& name, const std::vector<NodeInfo>& nodes, const std::string& job = "") {
-  auto store = JobStore::open(fresh_path(name), options());
-  for (const NodeInfo& n : nodes) store.register_node(n, kT0);
-  if (!job.empty()) store.submit(request(job), kT0);
-  return store;
-}
+class JobStoreTest : public test::BackendTest {
+ protected:
+  std::string fresh_path(const std::string& name) { return fresh("jobs-" + name); }
+  // A fresh store with `nodes` registered at kT0 and one job queued (when `job` is not empty).
+  JobStore store_with(const std::string& name, const std::vector<NodeInfo>& nodes, const std::string& job = "") {
+    auto store = JobStore::open(fresh_path(name), options());
+    for (const NodeInfo& n : nodes) store.register_node(n, kT0);
+    if (!job.empty()) store.submit(request(job), kT0);
+    return store;
+  }
+};
 
-// The number of live attempts of `job`, read straight from the file.
+INSTANTIATE_TEST_SUITE_P(Backends, JobStoreTest, ::testing::Values(test::Backend::SQLite, test::Backend::PostgreSQL),
+                         test::backend_name);
+
+// The number of live attempts of `job`, read straight from the database.
 int64_t live_attempts(const std::string& path, const std::string& job) {
   auto db = sql::open_database(path, {"job store", "orchard-jobs", "2", ""});
-  sql::Stmt s(db.get(), "SELECT count(*) FROM attempts WHERE job_id = ?1 AND state IN ('assigned', 'running')");
+  sql::Stmt s(*db, "SELECT count(*) FROM attempts WHERE job_id = ?1 AND state IN ('assigned', 'running')");
   s.bind(1, job).step();
   return s.i64(0);
 }
@@ -76,7 +81,7 @@ std::string not_your_job(F f) {
   return "";
 }
 
-TEST(JobStore, SubmitAssignStreamComplete) {
+TEST_P(JobStoreTest, SubmitAssignStreamComplete) {
   auto store = JobStore::open(fresh_path("life"), options());
   NodeInfo node = single("n1", 64, 200);
   node.lending = Lending::Dedicated;
@@ -130,7 +135,7 @@ TEST(JobStore, SubmitAssignStreamComplete) {
   EXPECT_THROW(store.append_output(id, 1, "n1", 3, "after the end", kT0 + 600), NotYourJob);
 }
 
-TEST(JobStore, ANodeCannotReportWorkOnAnotherNodesJob) {
+TEST_P(JobStoreTest, ANodeCannotReportWorkOnAnotherNodesJob) {
   auto store = store_with("not-yours", {single("fast", 64, 400), single("slow", 64, 100)}, "job-b");
   const AssignResult a = store.assign("job-b", kT0);
   ASSERT_EQ(a.state, JobState::Assigned) << a.reason;
@@ -150,7 +155,7 @@ TEST(JobStore, ANodeCannotReportWorkOnAnotherNodesJob) {
   EXPECT_TRUE(store.append_output("job-b", 1, "fast", 0, "real", kT0 + 3));
 }
 
-TEST(JobStore, LeaseExpiryRequeuesKeepingOutputAndTheNextAttemptResumes) {
+TEST_P(JobStoreTest, LeaseExpiryRequeuesKeepingOutputAndTheNextAttemptResumes) {
   auto store = store_with("resume", {single("fast", 64, 400), single("slow", 64, 100)}, "job-c");
   const auto first = store.next_job_for("fast", kT0);
   ASSERT_TRUE(first);
@@ -191,7 +196,7 @@ TEST(JobStore, LeaseExpiryRequeuesKeepingOutputAndTheNextAttemptResumes) {
   EXPECT_EQ(store.node_stats("fast").tokens_streamed, 2);
 }
 
-TEST(JobStore, HandBackCostsNothingAbandonmentLowersReliability) {
+TEST_P(JobStoreTest, HandBackCostsNothingAbandonmentLowersReliability) {
   auto store = store_with("drain", {single("owner-wants-it", 64, 400), single("other", 64, 100)}, "job-d");
   ASSERT_TRUE(store.next_job_for("owner-wants-it", kT0));
   store.append_output("job-d", 1, "owner-wants-it", 0, "Hi", kT0 + 100);
@@ -223,7 +228,7 @@ TEST(JobStore, HandBackCostsNothingAbandonmentLowersReliability) {
   EXPECT_EQ(store.job("job-d").state, JobState::Queued);
 }
 
-TEST(JobStore, CompletingTwiceIsIdempotent) {
+TEST_P(JobStoreTest, CompletingTwiceIsIdempotent) {
   auto store = store_with("twice", {single("n1", 64, 200)}, "job-e");
   ASSERT_TRUE(store.next_job_for("n1", kT0));
   store.append_output("job-e", 1, "n1", 0, "x", kT0 + 1);
@@ -243,7 +248,7 @@ TEST(JobStore, CompletingTwiceIsIdempotent) {
   EXPECT_EQ(store.submit(request(""), kT0 + 5).rfind("job-", 0), 0u);
 }
 
-TEST(JobStore, ReopeningMidJobKeepsEverything) {
+TEST_P(JobStoreTest, ReopeningMidJobKeepsEverything) {
   const std::string path = fresh_path("reopen");
   {
     auto store = JobStore::open(path, options());
@@ -268,7 +273,8 @@ TEST(JobStore, ReopeningMidJobKeepsEverything) {
   const auto g = store.next_job_for("n1", kT0 + 8'000);
   ASSERT_TRUE(g);
   EXPECT_EQ(g->job_id, "job-g");
-  // Someone else's database is refused.
+  // Someone else's database is refused (PostgreSQL keeps each kind in a schema of its own).
+  if (!sqlite()) return;
   const std::string ledger_like = fresh_path("not-jobs");
   sql::open_database(ledger_like, {"ledger", "orchard-ledger", "1", "CREATE TABLE entries(seq INTEGER PRIMARY KEY);"});
   try {
@@ -279,7 +285,7 @@ TEST(JobStore, ReopeningMidJobKeepsEverything) {
   }
 }
 
-TEST(JobStore, HeartbeatRenewsOnlyTheJobsTheNodeStillRuns) {
+TEST_P(JobStoreTest, HeartbeatRenewsOnlyTheJobsTheNodeStillRuns) {
   auto store = JobStore::open(fresh_path("dropped"), options());
   NodeInfo two = single("n1", 64, 200);
   two.max_jobs = 2;
@@ -298,7 +304,7 @@ TEST(JobStore, HeartbeatRenewsOnlyTheJobsTheNodeStillRuns) {
   EXPECT_EQ(store.job("dropped").state, JobState::Queued);
 }
 
-TEST(JobStore, JobsNoNodeCanTakeFailWithAClearError) {
+TEST_P(JobStoreTest, JobsNoNodeCanTakeFailWithAClearError) {
   auto store = store_with("hopeless", {single("tiny", 16, 200, {kSmall, kBig}), single("no-big", 512, 200, {kSmall})});
   store.submit(request("too-big", kBig), kT0);
   const AssignResult a = store.assign("too-big", kT0);
@@ -328,7 +334,7 @@ TEST(JobStore, JobsNoNodeCanTakeFailWithAClearError) {
   EXPECT_EQ(store.job("first").state, JobState::Running);
 }
 
-TEST(JobStore, AJobAbandonedMaxAttemptsTimesFails) {
+TEST_P(JobStoreTest, AJobAbandonedMaxAttemptsTimesFails) {
   auto store = JobStore::open(fresh_path("max-attempts"), options());
   int64_t t = kT0;
   store.register_node(single("n1", 64, 200), t);
@@ -347,7 +353,7 @@ TEST(JobStore, AJobAbandonedMaxAttemptsTimesFails) {
   EXPECT_NEAR(store.node_stats("n1").reliability, 0.7 * 0.7 * 0.7, 1e-12);
 }
 
-TEST(JobStore, TwoConnectionsClaimingAtOnceNeverGiveAJobToTwoNodes) {
+TEST_P(JobStoreTest, TwoConnectionsClaimingAtOnceNeverGiveAJobToTwoNodes) {
   const std::string path = fresh_path("race");
   constexpr int kJobs = 60;
   {
@@ -392,7 +398,59 @@ TEST(JobStore, TwoConnectionsClaimingAtOnceNeverGiveAJobToTwoNodes) {
   for (int i = 0; i < kJobs; ++i) EXPECT_EQ(store.job("race-" + std::to_string(i)).attempts, 1);
 }
 
-TEST(JobStore, TheFileRefusesASecondLiveAttempt) {
+// Three replicas — each its own connections to the store and the ledger — claim, complete
+// and pay at once, then each pays every completion it finds (what a restarted coordinator
+// does): every job runs on one node and is paid once, and the ledger verifies.
+TEST_P(JobStoreTest, ReplicasClaimingCompletingAndPayingAtOnceAssignAndPayEachJobOnce) {
+  const std::string jobs_at = fresh_path("replicas");
+  const std::string ledger_at = sqlite() ? fresh_path("replicas-ledger") : jobs_at;
+  constexpr int kJobs = 45, kReplicas = 3;
+  {
+    auto store = JobStore::open(jobs_at, options());
+    for (int n = 0; n < 6; ++n) {
+      NodeInfo info = single("n" + std::to_string(n), 64, 200);
+      info.owner = "owner-" + std::to_string(n);
+      info.max_jobs = 2;
+      store.register_node(info, kT0);
+    }
+    for (int i = 0; i < kJobs; ++i) store.submit(request("pay-" + std::to_string(i)), kT0 + i);
+    Ledger::open(ledger_at);
+  }
+  std::mutex mu;
+  std::map<std::string, int> claimed;  // job → times a node was handed it
+  std::atomic<int> completed{0};
+  auto replica = [&](int r) {
+    auto store = JobStore::open(jobs_at, options());
+    auto ledger = Ledger::open(ledger_at);
+    auto pay = [&](const Completion& c) {
+      ledger.pay(c.job_id, c.attempt, c.client, c.owner, job_credits(c.usage), to_json(c.usage));
+    };
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (completed < kJobs && std::chrono::steady_clock::now() < deadline)
+      for (int n = r; n < 6; n += kReplicas)  // each replica serves its own nodes
+        while (auto w = store.next_job_for("n" + std::to_string(n), kT0 + 1'000)) {
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            ++claimed[w->job_id];
+          }
+          pay(store.complete(w->job_id, w->attempt, "n" + std::to_string(n), {12, 4, "stop"}, kT0 + 2'000));
+          ++completed;
+        }
+    for (const Completion& c : store.completions()) pay(c);
+  };
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kReplicas; ++r) threads.emplace_back(replica, r);
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(claimed.size(), static_cast<size_t>(kJobs));
+  for (const auto& [job, times] : claimed) EXPECT_EQ(times, 1) << job;
+  auto ledger = Ledger::open(ledger_at);
+  const VerifyReport r = ledger.verify();
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.violations.front());
+  EXPECT_EQ(r.entries, kJobs);
+  for (int i = 0; i < kJobs; ++i) EXPECT_TRUE(ledger.entry_for_job("pay-" + std::to_string(i))) << i;
+}
+
+TEST_P(JobStoreTest, TheFileRefusesASecondLiveAttempt) {
   const std::string path = fresh_path("unique");
   auto store = JobStore::open(path, options());
   store.register_node(single("n1", 64, 200), kT0);
@@ -400,14 +458,13 @@ TEST(JobStore, TheFileRefusesASecondLiveAttempt) {
   ASSERT_EQ(store.assign("job-u", kT0).state, JobState::Assigned);
   EXPECT_EQ(store.assign("job-u", kT0).reason, "not queued: already assigned");
   auto db = sql::open_database(path, {"job store", "orchard-jobs", "2", ""});
-  EXPECT_THROW(sql::exec(db.get(),
-                         "INSERT INTO attempts(job_id, attempt, node_id, state, plan, size_class, hardware, dedicated, "
+  EXPECT_THROW(db->exec("INSERT INTO attempts(job_id, attempt, node_id, state, plan, size_class, hardware, dedicated, "
                          "started_at, lease_deadline) VALUES('job-u', 2, 'n1', 'running', 'single', 'small', 'desktop', 0, 0, 0)"),
                sql::SqlError);
 }
 
 // A chunk retried with other tokens is as wrong as one with other text.
-TEST(JobStore, AChunkIsStoredWithItsTokensAndARetryMustRepeatThem) {
+TEST_P(JobStoreTest, AChunkIsStoredWithItsTokensAndARetryMustRepeatThem) {
   auto store = store_with("chunk-tokens", {single("n1", 64, 200)}, "job-t");
   ASSERT_TRUE(store.next_job_for("n1", kT0));
   EXPECT_TRUE(store.append_output("job-t", 1, "n1", 0, "Hi", kT0 + 1, {5, 6}));
@@ -415,7 +472,7 @@ TEST(JobStore, AChunkIsStoredWithItsTokensAndARetryMustRepeatThem) {
   EXPECT_THROW(store.append_output("job-t", 1, "n1", 0, "Hi", kT0 + 3, {5}), Error);
 }
 
-TEST(JobStore, RegistrationRecordsTheNodesKeyAndKeepsItWhenNoneIsGiven) {
+TEST_P(JobStoreTest, RegistrationRecordsTheNodesKeyAndKeepsItWhenNoneIsGiven) {
   auto store = JobStore::open(fresh_path("keys"), options());
   EXPECT_EQ(store.node_key("n1"), std::nullopt);
   store.register_node(single("n1", 64, 200), kT0);
@@ -426,7 +483,7 @@ TEST(JobStore, RegistrationRecordsTheNodesKeyAndKeepsItWhenNoneIsGiven) {
   EXPECT_EQ(store.node_key("n1"), std::string(64, 'a'));
 }
 
-TEST(JobStore, ANodeThatCannotRunAJobFailsItForEveryoneAndOnlyItsOwn) {
+TEST_P(JobStoreTest, ANodeThatCannotRunAJobFailsItForEveryoneAndOnlyItsOwn) {
   auto store = store_with("node-fails", {single("n1", 64, 200), single("n2", 64, 100)}, "job-x");
   const auto work = store.next_job_for("n1", kT0);
   ASSERT_TRUE(work);
@@ -441,7 +498,7 @@ TEST(JobStore, ANodeThatCannotRunAJobFailsItForEveryoneAndOnlyItsOwn) {
   EXPECT_NE(not_your_job([&] { store.complete("job-x", 1, "n1", {1, 1, "stop"}, kT0 + 5); }), "");
 }
 
-TEST(JobStore, ACancelledJobRefusesItsNodeAndIsNeverPaidOrRequeued) {
+TEST_P(JobStoreTest, ACancelledJobRefusesItsNodeAndIsNeverPaidOrRequeued) {
   auto store = store_with("cancel", {single("n1", 64, 200)}, "job-c");
   const auto work = store.next_job_for("n1", kT0);
   ASSERT_TRUE(work);
@@ -469,6 +526,11 @@ TEST(JobStore, ACancelledJobRefusesItsNodeAndIsNeverPaidOrRequeued) {
   store.complete("job-d", 1, "n1", {1, 1, "stop"}, kT0 + 21);
   EXPECT_FALSE(store.cancel("job-d", kT0 + 22));
   EXPECT_EQ(store.job("job-d").state, JobState::Done);
+  EXPECT_THROW(store.cancel("no-such-job", kT0 + 23), Error);
+
+  // The world page's counts know the cancelled state too.
+  const std::map<JobState, int64_t> want = {{JobState::Done, 1}, {JobState::Cancelled, 2}};
+  EXPECT_EQ(store.job_counts(), want);
 }
 
 }  // namespace

@@ -1,13 +1,14 @@
 // An owner's check of the ledger (ledger_proof.h): entries under a head signed by the trusted
 // key verify; an altered entry, a forged or altered head, an entry left out of the owner's
-// list and a rewritten history behind a verified anchor are each caught and named.
+// list and a rewritten history behind a verified anchor are each caught and named. On SQLite and
+// PostgreSQL.
 #include "network/ledger_proof.h"
 
 #include <gtest/gtest.h>
 
 #include "network/ledger_hash.h"
 #include "network/node_identity.h"
-#include "network/test_files.h"
+#include "network/store_backends.h"
 #include "tensor/error.h"
 
 namespace orchard::network {
@@ -32,8 +33,8 @@ struct Fixture {
   KeyPtr key = generate_ed25519_key();
   SignedHead head;
 
-  explicit Fixture(const std::string& name)
-      : path((test::fresh_dir(name) / "ledger.sqlite").string()), ledger(Ledger::open(path)) {
+  // `location`: a fresh ledger, an SQLite file or a PostgreSQL database.
+  explicit Fixture(const std::string& location) : path(location), ledger(Ledger::open(path)) {
     for (int i = 1; i <= 6; ++i)
       ledger.pay("job-" + std::to_string(i), 1, "carol", i % 2 ? "bob" : "alice", 100 * i, {{"n", i}});
     head = ledger.sign_head(key.get());
@@ -50,8 +51,14 @@ struct Fixture {
   }
 };
 
-TEST(OwnerProof, TheOwnersEntriesUnderTheSignedHeadVerify) {
-  Fixture f("proof-ok");
+// Every proof test runs on both backends: the chain segment comes from Ledger::entries_range.
+class OwnerProofTest : public test::BackendTest {};
+
+INSTANTIATE_TEST_SUITE_P(Backends, OwnerProofTest, ::testing::Values(test::Backend::SQLite, test::Backend::PostgreSQL),
+                         test::backend_name);
+
+TEST_P(OwnerProofTest, TheOwnersEntriesUnderTheSignedHeadVerify) {
+  Fixture f(fresh("proof-ok"));
   OwnerProof p = f.proof();
   EXPECT_EQ(p.chain.front().seq, 2);  // from alice's first entry, not the ledger's
   OwnerCheck c = check_owner_proof(p, f.key_hex(), "alice");
@@ -77,8 +84,8 @@ TEST(OwnerProof, TheOwnersEntriesUnderTheSignedHeadVerify) {
   EXPECT_EQ(c.earlier, 3);
 }
 
-TEST(OwnerProof, AnAlteredEntryIsDetected) {
-  Fixture f("proof-altered");
+TEST_P(OwnerProofTest, AnAlteredEntryIsDetected) {
+  Fixture f(fresh("proof-altered"));
   // The amount changed in what is served, hash left as it was.
   OwnerProof p = f.proof();
   p.chain[2].amount = 1'000'000;  // seq 4, alice's
@@ -108,8 +115,8 @@ TEST(OwnerProof, AnAlteredEntryIsDetected) {
   EXPECT_TRUE(mentions(c, "entry seq 2 (job job-2) differs from the chain's entry")) << all(c);
 }
 
-TEST(OwnerProof, AForgedOrAlteredHeadIsDetected) {
-  Fixture f("proof-forged");
+TEST_P(OwnerProofTest, AForgedOrAlteredHeadIsDetected) {
+  Fixture f(fresh("proof-forged"));
   // Signed by another key, which says so.
   const NodeIdentity other = NodeIdentity::from_key(generate_ed25519_key());
   OwnerProof p = f.proof();
@@ -133,8 +140,8 @@ TEST(OwnerProof, AForgedOrAlteredHeadIsDetected) {
   EXPECT_TRUE(mentions(check_owner_proof(p, f.key_hex(), "alice"), "the signature does not verify"));
 }
 
-TEST(OwnerProof, AnEntryLeftOutOrAHistoryRewrittenBehindTheAnchorIsDetected) {
-  Fixture f("proof-omitted");
+TEST_P(OwnerProofTest, AnEntryLeftOutOrAHistoryRewrittenBehindTheAnchorIsDetected) {
+  Fixture f(fresh("proof-omitted"));
   OwnerProof p = f.proof();
   p.listed.erase(p.listed.begin() + 1);
   OwnerCheck c = check_owner_proof(p, f.key_hex(), "alice");
@@ -169,8 +176,8 @@ TEST(OwnerProof, AnEntryLeftOutOrAHistoryRewrittenBehindTheAnchorIsDetected) {
   EXPECT_TRUE(mentions(check_owner_proof(p, f.key_hex(), "alice"), "no chain was served from seq 2"));
 }
 
-TEST(OwnerProof, EntriesAndHeadsRoundTripThroughJsonAndMalformedOnesAreNamed) {
-  Fixture f("proof-json");
+TEST_P(OwnerProofTest, EntriesAndHeadsRoundTripThroughJsonAndMalformedOnesAreNamed) {
+  Fixture f(fresh("proof-json"));
   const Entry e = f.ledger.entries_for("alice")[0];
   const Entry back = entry_from_json(to_json(e));
   EXPECT_EQ(back.hash, e.hash);

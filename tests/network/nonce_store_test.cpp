@@ -1,5 +1,5 @@
-// The replay guard: a pair is accepted once until it expires, in memory and in SQLite, where
-// connections and processes sharing the file see one another's nonces.
+// The replay guard: a pair is accepted once until it expires, in memory and in a database
+// (SQLite and PostgreSQL), where connections and processes sharing it see one another's nonces.
 #include "network/nonce_store.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "network/store_backends.h"
 #include "network/test_files.h"
 #include "tensor/error.h"
 
@@ -37,29 +38,34 @@ TEST(NonceStore, MemoryStoreRemembersUntilExpiry) {
   EXPECT_EQ(s.size(), 1u);  // only the last one is unexpired at kNow + 101
 }
 
-TEST(NonceStore, SqliteStoreRemembersUntilExpiry) {
-  auto s = SqliteNonceStore::open(test::fresh_dir("nonces-expiry") / "guard.sqlite");
+class NonceStoreTest : public test::BackendTest {};
+
+INSTANTIATE_TEST_SUITE_P(Backends, NonceStoreTest, ::testing::Values(test::Backend::SQLite, test::Backend::PostgreSQL),
+                         test::backend_name);
+
+TEST_P(NonceStoreTest, RemembersUntilExpiry) {
+  auto s = DatabaseNonceStore::open(fresh("nonces-expiry"));
   expect_remembers_until_expiry(*s);
   EXPECT_EQ(s->size(), 1);
 }
 
-TEST(NonceStore, SqliteStoreIsSharedBetweenConnectionsAndSurvivesReopening) {
-  const auto path = test::fresh_dir("nonces-shared") / "guard.sqlite";
-  auto one = SqliteNonceStore::open(path);
-  auto two = SqliteNonceStore::open(path);
+TEST_P(NonceStoreTest, IsSharedBetweenConnectionsAndSurvivesReopening) {
+  const auto path = fresh("nonces-shared");
+  auto one = DatabaseNonceStore::open(path);
+  auto two = DatabaseNonceStore::open(path);
   EXPECT_TRUE(one->remember("node-a", "n1", kNow + 1000, kNow));
   EXPECT_FALSE(two->remember("node-a", "n1", kNow + 1000, kNow));
   EXPECT_TRUE(two->remember("node-a", "n2", kNow + 1000, kNow));
   EXPECT_FALSE(one->remember("node-a", "n2", kNow + 1000, kNow));
   one.reset();
   two.reset();
-  auto reopened = SqliteNonceStore::open(path);  // a restarted coordinator still refuses them
+  auto reopened = DatabaseNonceStore::open(path);  // a restarted coordinator still refuses them
   EXPECT_FALSE(reopened->remember("node-a", "n1", kNow + 1000, kNow + 10));
 }
 
-TEST(NonceStore, SqliteStoreAcceptsEachNonceOnceAcrossProcesses) {
-  const auto path = test::fresh_dir("nonces-processes") / "guard.sqlite";
-  SqliteNonceStore::open(path);  // create the table once; the children race on inserts only
+TEST_P(NonceStoreTest, AcceptsEachNonceOnceAcrossProcesses) {
+  const auto path = fresh("nonces-processes");
+  DatabaseNonceStore::open(path);  // create the table once; the children race on inserts only
   constexpr int kProcesses = 4, kNonces = 150;
   int fds[2];
   ASSERT_EQ(pipe(fds), 0);
@@ -70,7 +76,7 @@ TEST(NonceStore, SqliteStoreAcceptsEachNonceOnceAcrossProcesses) {
     if (pid == 0) {
       close(fds[0]);
       try {
-        auto s = SqliteNonceStore::open(path);
+        auto s = DatabaseNonceStore::open(path);
         std::vector<int> order(kNonces);
         for (int i = 0; i < kNonces; ++i) order[static_cast<size_t>(i)] = i;
         std::shuffle(order.begin(), order.end(), std::mt19937(static_cast<unsigned>(p)));
@@ -97,14 +103,14 @@ TEST(NonceStore, SqliteStoreAcceptsEachNonceOnceAcrossProcesses) {
   for (int n = 0; n < kNonces; ++n) EXPECT_EQ(accepted[static_cast<size_t>(n)], 1) << "nonce " << n;
 }
 
-TEST(NonceStore, SqliteStoreAcceptsEachNonceOnceAcrossThreads) {
-  const auto path = test::fresh_dir("nonces-threads") / "guard.sqlite";
-  auto shared = SqliteNonceStore::open(path);  // one connection used by several threads too
+TEST_P(NonceStoreTest, AcceptsEachNonceOnceAcrossThreads) {
+  const auto path = fresh("nonces-threads");
+  auto shared = DatabaseNonceStore::open(path);  // one connection used by several threads too
   std::atomic<int> accepted{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 6; ++t)
     threads.emplace_back([&, t] {
-      auto own = SqliteNonceStore::open(path);
+      auto own = DatabaseNonceStore::open(path);
       NonceStore& s = t % 2 ? *own : static_cast<NonceStore&>(*shared);
       for (int i = 0; i < 100; ++i)
         if (s.remember("node-a", "nonce-" + std::to_string(i), kNow + 60'000, kNow)) ++accepted;
@@ -114,7 +120,7 @@ TEST(NonceStore, SqliteStoreAcceptsEachNonceOnceAcrossThreads) {
 }
 
 TEST(NonceStore, SqliteStoreRefusesAFileThatIsNotADatabase) {
-  test::expect_refuses_text_file("nonces-text", [](const std::filesystem::path& p) { SqliteNonceStore::open(p); });
+  test::expect_refuses_text_file("nonces-text", [](const std::filesystem::path& p) { DatabaseNonceStore::open(p); });
 }
 
 }  // namespace

@@ -214,8 +214,8 @@ TEST_F(RequestSigning, ReplayedRequestIsRefused) {
 
 TEST_F(RequestSigning, ReplayIsRefusedAcrossSqliteConnections) {
   const auto db = test::fresh_dir("replay-sqlite") / "coordinator.sqlite";
-  auto replica1 = SqliteNonceStore::open(db);
-  auto replica2 = SqliteNonceStore::open(db);
+  auto replica1 = DatabaseNonceStore::open(db);
+  auto replica2 = DatabaseNonceStore::open(db);
   const Headers h = signed_by(a);
   const AuthResult first = verify_request(h, "POST", kTarget, kBody, kNow, lookup, *replica1);
   ASSERT_TRUE(first.ok()) << first.reason;

@@ -1,14 +1,14 @@
 #pragma once
 // Files for the network's store tests: a fresh directory per test, the check that a store
-// refuses a file that is not its database, and tampering with a ledger file.
+// refuses a file that is not its database, and tampering with a ledger (either backend).
 #include <gtest/gtest.h>
-#include <sqlite3.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "network/database.h"
 #include "tensor/error.h"
 
 namespace orchard::network::test {
@@ -36,21 +36,26 @@ void expect_refuses_text_file(const std::string& name, Open open) {
   }
 }
 
-// Runs `sql` on the ledger file with the append-only triggers dropped first: what someone with
-// raw write access could do.
-inline void tamper(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  const std::string all =
-      "DROP TRIGGER IF EXISTS entries_no_update; DROP TRIGGER IF EXISTS entries_no_delete; "
-      "DROP TRIGGER IF EXISTS signed_heads_no_update; DROP TRIGGER IF EXISTS signed_heads_no_delete; " +
-      sql;
-  char* msg = nullptr;
-  const int rc = sqlite3_exec(db, all.c_str(), nullptr, nullptr, &msg);
-  const std::string err = msg ? msg : "";
-  sqlite3_free(msg);
-  sqlite3_close(db);
-  ASSERT_EQ(rc, SQLITE_OK) << err;
+// Raw SQL on a ledger (an SQLite file or a PostgreSQL URL), past the Ledger class; returns the
+// database's error message ("" on success).
+inline std::string raw_exec(const std::string& location, const std::string& sql) {
+  try {
+    sql::open_database(location, {"ledger", "orchard-ledger", "1", ""})->exec(sql);
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+// Runs `sql` on a ledger with the append-only triggers dropped first: what someone with raw
+// write access could do.
+inline void tamper(const std::string& location, const std::string& sql) {
+  std::string all;
+  for (const char* table : {"entries", "signed_heads"})
+    for (const char* op : {"update", "delete", "truncate"})
+      all += std::string("DROP TRIGGER IF EXISTS ") + table + "_no_" + op +
+             (sql::is_postgres_url(location) ? std::string(" ON ") + table : "") + "; ";
+  ASSERT_EQ(raw_exec(location, all + sql), "");
 }
 
 }  // namespace orchard::network::test

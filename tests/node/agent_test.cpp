@@ -340,21 +340,8 @@ TEST(Network, AClientThatHangsUpCancelsItsJobAndTheNodeStopsAndFreesItself) {
   // The client reads the first bytes of the stream, then hangs up.
   std::string job;
   auto client = std::async(std::launch::async, [&] {
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v1/completions";
-    req.headers = {{"Authorization", "Bearer " + key}};
-    req.set_header("Content-Type", "application/json");
-    req.body = completion("Once upon a time", max_tokens, true).dump();
-    req.response_handler = [&](const httplib::Response& r) {
-      job = r.get_header_value("X-Orchard-Job");
-      return true;
-    };
-    req.content_receiver = [](const char*, size_t, uint64_t, uint64_t) { return false; };
-    httplib::Response res;
-    httplib::Error err = httplib::Error::Success;
-    auto http = c.client();
-    http.send(req, res, err);
+    job = c.stream_and_hang_up("/v1/completions", completion("Once upon a time", max_tokens, true),
+                               {{"Authorization", "Bearer " + key}});
   });
   ASSERT_EQ(reached.get_future().wait_for(std::chrono::seconds(120)), std::future_status::ready);
   client.get();

@@ -63,7 +63,7 @@ void rewrite_history(const RunningCoordinator& c, int64_t seq, int64_t amount) {
     sql += "UPDATE entries SET amount = " + std::to_string(e.amount) + ", prev_hash = '" + e.prev_hash + "', hash = '" +
            e.hash + "' WHERE seq = " + std::to_string(e.seq) + ";";
   }
-  network::test::tamper(c.files().ledger.string(), sql);
+  network::test::tamper(c.files().ledger, sql);
 }
 
 TEST(LedgerCheck, TheCoordinatorSignsOnAScheduleAndAnOwnersEntriesVerifyFromThePinnedKeyOn) {
@@ -123,7 +123,7 @@ TEST(LedgerCheck, ATamperedEntryOrARewrittenHistoryFailsTheCheck) {
   ASSERT_TRUE(check_owner_ledger(options(c, "alice")).check.ok());
 
   // An entry edited in place: a fresh owner (no anchor) finds its hash no longer matches.
-  network::test::tamper(c.files().ledger.string(), "UPDATE entries SET amount = 1 WHERE seq = 4");
+  network::test::tamper(c.files().ledger, "UPDATE entries SET amount = 1 WHERE seq = 4");
   auto fresh = options(c, "alice");
   fresh.pin_file = c.dir / "pin-fresh.json";
   fresh.trusted_key = network::NodeIdentity::load_or_create(c.files().signing_key).public_key_hex();
