@@ -35,7 +35,6 @@ constexpr int kJobs = 240;
 constexpr int kClients = 8;
 constexpr int kKillAfter = 60;  // answers received before the SIGKILL
 constexpr int kNodes = 3;
-constexpr int kReplicas = 2;  // coordinators sharing the stores
 
 // A port the kernel just handed out, released again for the coordinator to take.
 int free_port() {
@@ -115,10 +114,10 @@ void kill_and_wait(Proc& p, int sig) {
   dist::testing::wait_all({&p}, std::chrono::steady_clock::now() + std::chrono::seconds(20));
 }
 
-// `db_url`: empty for the SQLite files under the data folder, else a PostgreSQL URL. Two
-// coordinator replicas share the stores; nodes and clients are split between them, and the
-// first is the one killed.
-void run_kill_test(const std::string& name, const std::string& db_url) {
+// `db_url`: empty for the SQLite files under the data folder, else a PostgreSQL URL.
+// `replicas` coordinators share the stores; nodes and clients are split between them, and the
+// first is the one killed (with one, the whole network loses its coordinator for a moment).
+void run_kill_test(const std::string& name, const std::string& db_url, int replicas = 2) {
   ORCHARD_REQUIRE_DATA();
   const std::string bin = ::orchard::test::orchard_binary();
   const std::string model = ::orchard::test::data_file("models/stories260K.gguf").string();
@@ -140,7 +139,7 @@ void run_kill_test(const std::string& name, const std::string& db_url) {
   std::vector<int> ports;
   std::vector<std::vector<std::string>> serve;
   std::vector<Proc> coordinators;
-  for (int r = 0; r < kReplicas; ++r) {
+  for (int r = 0; r < replicas; ++r) {
     ports.push_back(free_port());
     serve.push_back(with({bin, "network", "serve", "--port", std::to_string(ports.back()), "--lease", "3",
                           "--heartbeat-timeout", "5", "--http-threads", "32"},
@@ -153,7 +152,7 @@ void run_kill_test(const std::string& name, const std::string& db_url) {
   std::vector<Proc> nodes;
   for (int n = 0; n < kNodes; ++n)
     nodes.push_back(dist::testing::spawn(
-        {bin, "node", "--coordinator", "http://127.0.0.1:" + std::to_string(ports[n % kReplicas]), "-m", model, "--name",
+        {bin, "node", "--coordinator", "http://127.0.0.1:" + std::to_string(ports[static_cast<size_t>(n % replicas)]), "-m", model, "--name",
          "stories260K", "--key", (dir / ("node" + std::to_string(n) + ".key")).string(), "--owner", "bob", "--dedicated",
          "--bandwidth", "20", "-t", "1", "--poll-wait", "2"},
         {}, name + "-node-" + std::to_string(n)));
@@ -161,7 +160,7 @@ void run_kill_test(const std::string& name, const std::string& db_url) {
     for (Proc& n : nodes) kill_and_wait(n, SIGKILL);
     for (Proc& c : coordinators) kill_and_wait(c, SIGKILL);
   };
-  for (int r = 0; r < kReplicas && !::testing::Test::HasFatalFailure(); ++r)
+  for (int r = 0; r < replicas && !::testing::Test::HasFatalFailure(); ++r)
     wait_healthy(ports[static_cast<size_t>(r)], kNodes, coordinators[static_cast<size_t>(r)]);
   if (::testing::Test::HasFatalFailure()) return stop_all();
 
@@ -171,7 +170,7 @@ void run_kill_test(const std::string& name, const std::string& db_url) {
   // Three quarters of the clients ask the replica that will be killed: at that moment nearly
   // all of them are waiting on an answer from it.
   for (int c = 0; c < kClients; ++c)
-    clients.emplace_back([&, port = ports[c < kClients * 3 / 4 ? 0 : 1]] {
+    clients.emplace_back([&, port = ports[c < kClients * 3 / 4 || replicas == 1 ? 0 : 1]] {
       for (int i = next++; i < kJobs; i = next++) {
         answers[static_cast<size_t>(i)] = ask(port, key, i);
         ++answered;
@@ -232,10 +231,21 @@ void run_kill_test(const std::string& name, const std::string& db_url) {
 
 TEST(CoordinatorKill, SqliteEveryFinishedJobIsPaidOnceAfterASigkill) { run_kill_test("kill-sqlite", ""); }
 
+// The one coordinator of the network killed and restarted: nodes and clients all lose it.
+TEST(CoordinatorKill, SqliteLoneCoordinatorKilledEveryFinishedJobIsPaidOnce) {
+  run_kill_test("kill-sqlite-lone", "", 1);
+}
+
 TEST(CoordinatorKill, PostgresEveryFinishedJobIsPaidOnceAfterASigkill) {
   test::PostgresServer* pg = test::PostgresServer::require();
   if (!pg) return;
   run_kill_test("kill-postgresql", pg->fresh_database("kill"));
+}
+
+TEST(CoordinatorKill, PostgresLoneCoordinatorKilledEveryFinishedJobIsPaidOnce) {
+  test::PostgresServer* pg = test::PostgresServer::require();
+  if (!pg) return;
+  run_kill_test("kill-postgresql-lone", pg->fresh_database("killlone"), 1);
 }
 
 }  // namespace
