@@ -2,10 +2,12 @@
 // tables. The backends are sqlite_database.cpp and postgres_database.cpp.
 #include "network/database.h"
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <random>
-#include <regex>
 #include <thread>
 
 namespace orchard::network::sql {
@@ -92,8 +94,24 @@ bool is_postgres_url(const std::string& location) {
 
 std::string without_password(const std::string& location) {
   if (!is_postgres_url(location)) return location;
-  std::string s = std::regex_replace(location, std::regex(R"(://([^:/@]*):[^@/]*@)"), "://$1:***@");
-  return std::regex_replace(s, std::regex(R"(([?&]password=)[^&]*)"), "$1***");
+  std::string s = location;
+  // postgresql://user:secret@host/db → postgresql://user:***@host/db
+  const size_t auth = s.find("://") + 3;
+  const size_t auth_end = std::min(s.find('/', auth), s.size());
+  const size_t at = s.rfind('@', auth_end);
+  if (at != std::string::npos && at >= auth) {
+    const size_t colon = s.find(':', auth);
+    if (colon < at) s.replace(colon + 1, at - colon - 1, "***");
+  }
+  // …?password=secret&… → …?password=***&…
+  for (const char* key : {"?password=", "&password="}) {
+    for (size_t p = s.find(key); p != std::string::npos; p = s.find(key, p + 1)) {
+      const size_t value = p + std::strlen(key);
+      const size_t end = std::min(s.find('&', value), s.size());
+      s.replace(value, end - value, "***");
+    }
+  }
+  return s;
 }
 
 std::unique_ptr<Connection> open_database(const std::string& location, const FileKind& kind) {
@@ -101,9 +119,30 @@ std::unique_ptr<Connection> open_database(const std::string& location, const Fil
 }
 
 std::string to_postgres_ddl(const std::string& sqlite_ddl) {
-  std::string s = std::regex_replace(sqlite_ddl, std::regex(R"(\bINTEGER\b)"), "BIGINT");
-  s = std::regex_replace(s, std::regex(R"(\bREAL\b)"), "DOUBLE PRECISION");
-  return std::regex_replace(s, std::regex(R"(\s*WITHOUT ROWID)"), "");
+  // Whole words only (std::regex here tripped GCC 12's -Wmaybe-uninitialized under -O1).
+  const auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  const auto replace_word = [&](std::string& s, const std::string& word, const std::string& with) {
+    for (size_t p = s.find(word); p != std::string::npos; p = s.find(word, p)) {
+      const bool starts = p == 0 || !word_char(s[p - 1]);
+      const bool ends = p + word.size() == s.size() || !word_char(s[p + word.size()]);
+      if (starts && ends) {
+        s.replace(p, word.size(), with);
+        p += with.size();
+      } else {
+        p += word.size();
+      }
+    }
+  };
+  std::string s = sqlite_ddl;
+  replace_word(s, "INTEGER", "BIGINT");
+  replace_word(s, "REAL", "DOUBLE PRECISION");
+  for (size_t p = s.find("WITHOUT ROWID"); p != std::string::npos; p = s.find("WITHOUT ROWID", p)) {
+    size_t from = p;
+    while (from > 0 && std::isspace(static_cast<unsigned char>(s[from - 1]))) --from;
+    s.erase(from, p + std::strlen("WITHOUT ROWID") - from);
+    p = from;
+  }
+  return s;
 }
 
 namespace {

@@ -88,11 +88,17 @@ TEST(Database, MessagesShowALocationWithoutItsPassword) {
   EXPECT_EQ(sql::without_password("postgres:///orchard?host=/run/postgresql&password=s3cret&user=o"),
             "postgres:///orchard?host=/run/postgresql&password=***&user=o");
   EXPECT_EQ(sql::without_password("/var/lib/orchard/jobs.sqlite"), "/var/lib/orchard/jobs.sqlite");
+  EXPECT_EQ(sql::without_password("postgresql://orchard@db:5432/orchard"), "postgresql://orchard@db:5432/orchard");
+  EXPECT_EQ(sql::without_password("postgresql://o:a@b@db/x?password=p&password=q"),
+            "postgresql://o:***@db/x?password=***&password=***");
 }
 
 TEST(Database, SqliteDdlSpelledForPostgres) {
   EXPECT_EQ(sql::to_postgres_ddl("CREATE TABLE t(a INTEGER NOT NULL, b REAL, c TEXT, PRIMARY KEY(a)) WITHOUT ROWID;"),
             "CREATE TABLE t(a BIGINT NOT NULL, b DOUBLE PRECISION, c TEXT, PRIMARY KEY(a));");
+  // Whole words only.
+  EXPECT_EQ(sql::to_postgres_ddl("CREATE TABLE realm(integers TEXT, x_REAL INTEGER)\n  WITHOUT ROWID"),
+            "CREATE TABLE realm(integers TEXT, x_REAL BIGINT)");
 }
 
 }  // namespace
