@@ -52,6 +52,31 @@ const kernels::Kernels& fast_kernels(DType t) {
   return id < table.size() ? table[id] : none;
 }
 
+// The packed kernels over the rows of `ws` end to end (one matrix, or several of one type and
+// width against the same input): one preparation of the activations and one fork; each output
+// row is computed exactly as for its matrix alone.
+void run_packed(const kernels::PackedKernels& pk, std::span<const MatrixView> ws, const float* x, int64_t n_tokens,
+                std::span<float* const> ys, std::vector<uint8_t>& scratch, ThreadPool& pool) {
+  const int64_t cols = ws[0].cols, group = pk.row_group;
+  int64_t total = 0;
+  for (const MatrixView& w : ws) total += w.rows;
+  const size_t pb = pk.prep_bytes(cols), group_bytes = pk.pack_bytes(group, cols);
+  scratch.resize(pb * static_cast<size_t>(n_tokens));
+  uint8_t* xp = scratch.data();
+  pool.parallel_for(n_tokens, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) pk.prepare(x + t * cols, cols, xp + static_cast<size_t>(t) * pb);
+  });
+  pool.parallel_for(total, group, [&](int64_t r0, int64_t r1) {
+    int64_t first = 0;  // row of the concatenation where matrix i starts
+    for (size_t i = 0; i < ws.size() && r0 < r1; first += ws[i].rows, ++i) {
+      const int64_t lo = std::max(r0, first), hi = std::min(r1, first + ws[i].rows);
+      if (lo >= hi) continue;
+      pk.gemm(ws[i].packed + static_cast<size_t>((lo - first) / group) * group_bytes, 0, hi - lo, xp, pb, n_tokens,
+              cols, ys[i] + (lo - first), ws[i].rows);
+    }
+  });
+}
+
 }  // namespace
 
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
@@ -67,18 +92,8 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
   // Weights repacked at load: always for many tokens; for one token where that layout is the
   // faster one too (then it is the only copy kept), or where bits must not depend on the batch.
   if (w.packed && k.packed && (n_tokens > 1 || batch_invariant || k.packed->one_token || !w.data)) {
-    const kernels::PackedKernels& pk = *k.packed;
-    const size_t pb = pk.prep_bytes(w.cols);
-    scratch.resize(pb * static_cast<size_t>(n_tokens));
-    uint8_t* xp = scratch.data();
-    pool.parallel_for(n_tokens, 1, [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) pk.prepare(x + t * w.cols, w.cols, xp + static_cast<size_t>(t) * pb);
-    });
-    const size_t group_bytes = pk.pack_bytes(pk.row_group, w.cols);
-    pool.parallel_for(w.rows, pk.row_group, [&](int64_t r0, int64_t r1) {
-      pk.gemm(w.packed + static_cast<size_t>(r0 / pk.row_group) * group_bytes, 0, r1 - r0, xp, pb, n_tokens,
-              w.cols, y + r0, w.rows);
-    });
+    float* const ys[] = {y};
+    run_packed(*k.packed, {&w, 1}, x, n_tokens, ys, scratch, pool);
     return;
   }
   if (k.prepare) {  // kernels with their own activation layout
@@ -150,27 +165,8 @@ void matmul_shared(std::span<const MatrixView> ws, const float* x, int64_t n_tok
     for (size_t i = 0; i < ws.size(); ++i) matmul(ws[i], x, n_tokens, ys[i], scratch, batch_invariant);
     return;
   }
-  // The packed path of matmul() over the matrices' rows end to end: one preparation of the
-  // activations and one fork for all of them, each output row computed exactly as alone.
-  const kernels::PackedKernels& pk = *k.packed;
-  const int64_t cols = ws[0].cols, group = pk.row_group;
-  const size_t pb = pk.prep_bytes(cols), group_bytes = pk.pack_bytes(group, cols);
-  scratch.resize(pb * static_cast<size_t>(n_tokens));
-  uint8_t* xp = scratch.data();
-  ThreadPool& pool = total * cols * n_tokens < kMinParallelMacs ? serial_pool() : global_pool();
-  pool.parallel_for(n_tokens, 1, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) pk.prepare(x + t * cols, cols, xp + static_cast<size_t>(t) * pb);
-  });
-  pool.parallel_for(total, group, [&](int64_t r0, int64_t r1) {
-    int64_t first = 0;  // row of the concatenation where matrix i starts
-    for (size_t i = 0; i < ws.size() && r0 < r1; first += ws[i].rows, ++i) {
-      const int64_t lo = std::max(r0, first), hi = std::min(r1, first + ws[i].rows);
-      if (lo >= hi) continue;
-      const int64_t g = (lo - first) / group;
-      pk.gemm(ws[i].packed + static_cast<size_t>(g) * group_bytes, 0, hi - lo, xp, pb, n_tokens, cols,
-              ys[i] + (lo - first), ws[i].rows);
-    }
-  });
+  ThreadPool& pool = total * ws[0].cols * n_tokens < kMinParallelMacs ? serial_pool() : global_pool();
+  run_packed(*k.packed, ws, x, n_tokens, ys, scratch, pool);
 }
 
 std::unique_ptr<HugeBuffer> pack_for_cpu(MatrixView& w) {
