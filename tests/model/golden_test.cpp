@@ -2,7 +2,10 @@
 // teacher-forced logits within the tolerances the golden READMEs state, and perplexity.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <span>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -175,24 +178,78 @@ INSTANTIATE_TEST_SUITE_P(
 namespace orchard {
 namespace {
 
-// The repacked prompt kernels and the plain ones must agree: same greedy tokens either way.
-TEST(RepackedWeights, SameGreedyTokensWithAndWithoutRepacking) {
+// The repacked kernels and the plain ones add the same products in another order. The float
+// difference is rounding-sized, but the next matmul quantizes its input to 8 bits, and a value
+// rounded the other way there moves a small model's logits by ~0.1 (it varies with the build:
+// greedy texts diverged at -O1 and not at -O2). So, as with llama.cpp's golden rows (whose
+// README gives max 0.75, mean 0.1): the logits of one token sequence, fed as one prompt batch
+// and then one token a step (the generation path), must agree within quantization noise, and
+// the greedy picks wherever the top two are clearly apart.
+TEST(RepackedWeights, SameLogitsAndGreedyPicksWithAndWithoutRepacking) {
   ORCHARD_REQUIRE_DATA();
   for (const char* model : {"golden/stories260K.Q8_0.gguf", "golden/stories260K.Q4_0.gguf"}) {
-    std::vector<std::vector<int32_t>> outs;
+    SCOPED_TRACE(model);
+    std::vector<std::unique_ptr<Engine>> engines;
     for (bool repack : {true, false}) {
       EngineOptions o;
       o.model_path = test::data_file(model).string();
       o.n_ctx = 256;
       o.repack = repack;
-      auto e = Engine::load(o);
-      GenerateOptions g;
-      g.max_tokens = 48;
-      g.sampling = SamplerOptions::greedy();
-      outs.push_back(e->generate("Once upon a time, in a small village", g).tokens);
+      engines.push_back(Engine::load(o));
     }
-    EXPECT_EQ(outs[0], outs[1]) << model;
-    EXPECT_EQ(outs[0].size(), 48u);
+    GenerateOptions g;
+    g.max_tokens = 48;
+    g.sampling = SamplerOptions::greedy();
+    const GenerateResult r = engines[0]->generate("Once upon a time, in a small village", g);
+    const std::vector<int32_t>& gen = r.tokens;
+    ASSERT_EQ(gen.size(), 48u);
+    std::vector<int32_t> ids(r.prompt_tokens.begin(), r.prompt_tokens.end());
+    const size_t n_prompt = ids.size();
+    ids.insert(ids.end(), gen.begin(), gen.end());
+    const int64_t n_vocab = engines[0]->hparams().n_vocab;
+    // rows[e][0]: every position from one batch; rows[e][1]: the prompt, then one token a step.
+    std::vector<float> rows[2][2];
+    for (int e = 0; e < 2; ++e) {
+      auto kv = engines[e]->new_cache();
+      engines[e]->model().forward(ids, *kv, rows[e][0], /*all_logits=*/true);
+      auto kv1 = engines[e]->new_cache();
+      std::vector<float> step;
+      engines[e]->model().forward(std::span<const int32_t>(ids).first(n_prompt), *kv1, step, false);
+      rows[e][1] = step;
+      for (size_t i = n_prompt; i + 1 < ids.size(); ++i) {
+        engines[e]->model().forward(std::span<const int32_t>(ids).subspan(i, 1), *kv1, step, false);
+        rows[e][1].insert(rows[e][1].end(), step.begin(), step.end());
+      }
+    }
+    const double max_tol = 0.5, mean_tol = 0.06, gap = 2 * max_tol;
+    int checked = 0;
+    for (int path = 0; path < 2; ++path) {
+      const size_t n_rows = path == 0 ? ids.size() : ids.size() - n_prompt;
+      ASSERT_EQ(rows[0][path].size(), n_rows * n_vocab);
+      ASSERT_EQ(rows[1][path].size(), n_rows * n_vocab);
+      double worst = 0, sum = 0;
+      for (size_t r = 0; r < n_rows; ++r) {
+        const float* a = &rows[0][path][r * n_vocab];
+        const float* b = &rows[1][path][r * n_vocab];
+        for (int64_t i = 0; i < n_vocab; ++i) {
+          const double diff = std::fabs(static_cast<double>(a[i]) - b[i]);
+          worst = std::max(worst, diff);
+          sum += diff;
+        }
+        std::vector<float> sorted(b, b + n_vocab);
+        std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
+        if (sorted[0] - sorted[1] > gap) {
+          ++checked;
+          EXPECT_EQ(argmax(a, n_vocab), argmax(b, n_vocab)) << "path " << path << ", row " << r;
+        }
+      }
+      const double mean = sum / static_cast<double>(n_rows * n_vocab);
+      EXPECT_LE(worst, max_tol) << "path " << path;
+      EXPECT_LE(mean, mean_tol) << "path " << path;
+      std::printf("%s, %s: max |dlogit| %.3g, mean %.3g\n", model, path == 0 ? "prompt batch" : "token steps",
+                  worst, mean);
+    }
+    EXPECT_GT(checked, static_cast<int>(ids.size() / 2));  // most rows are clear picks
   }
 }
 
