@@ -2,16 +2,34 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "tensor/error.h"
 
 namespace orchard {
 
+// Sixteen running maxima, each with the first position it was seen at, then the first of the
+// best lanes: the one-pass loop carries one index from step to step and stays scalar, while
+// this vectorizes (greedy serving runs it over the vocabulary once per token of every sequence).
 int32_t argmax(const float* x, int64_t n) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < n; ++i)
-    if (x[i] > x[best]) best = i;
-  return static_cast<int32_t>(best);
+  constexpr int kLanes = 16;
+  float lane[kLanes];
+  int32_t at[kLanes];
+  for (int j = 0; j < kLanes; ++j) lane[j] = -std::numeric_limits<float>::infinity(), at[j] = 0;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) {
+      const bool more = x[i + j] > lane[j];
+      lane[j] = more ? x[i + j] : lane[j];
+      at[j] = more ? static_cast<int32_t>(i + j) : at[j];
+    }
+  float best = -std::numeric_limits<float>::infinity();
+  int32_t best_at = 0;
+  for (int j = 0; j < kLanes; ++j)
+    if (lane[j] > best || (lane[j] == best && at[j] < best_at)) best = lane[j], best_at = at[j];
+  for (; i < n; ++i)
+    if (x[i] > best) best = x[i], best_at = static_cast<int32_t>(i);
+  return best_at;
 }
 
 Sampler::Sampler(const SamplerOptions& opts) : opts_(opts), rng_(opts.seed) {

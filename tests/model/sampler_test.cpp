@@ -16,6 +16,26 @@ TEST(Sampler, GreedyPicksLargestAndLowerIdOnTies) {
   EXPECT_EQ(argmax(l.data(), 4), 1);
 }
 
+// argmax runs sixteen lanes and then a tail: the answer must be the first largest wherever it
+// sits (any lane, the tail, a tie across lanes), for every length around the lane width.
+TEST(Sampler, ArgmaxFindsTheFirstLargestAtEveryPositionAndLength) {
+  for (int64_t n : {1, 2, 15, 16, 17, 31, 32, 33, 100, 32000}) {
+    std::vector<float> l(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) l[i] = -1000.0f + static_cast<float>((i * 37) % 101);
+    for (int64_t at : {int64_t{0}, n / 3, n - 1}) {
+      std::vector<float> m = l;
+      m[at] = 5.0f;
+      EXPECT_EQ(argmax(m.data(), n), at) << n << " values, largest at " << at;
+      if (at + 1 < n) {
+        m[n - 1] = 5.0f;  // a tie later on: the first one wins
+        EXPECT_EQ(argmax(m.data(), n), at) << n << " values, tie from " << at;
+      }
+    }
+  }
+  const std::vector<float> all_negative(40, -3.0f);
+  EXPECT_EQ(argmax(all_negative.data(), 40), 0);
+}
+
 TEST(Sampler, SameSeedSameTokensDifferentSeedDiffers) {
   std::vector<float> l(100);
   for (int i = 0; i < 100; ++i) l[i] = static_cast<float>(i % 7) * 0.1f;
