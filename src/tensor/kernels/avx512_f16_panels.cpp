@@ -55,22 +55,7 @@ void f16_gemm_panels(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t*
           },
           rows, kc, panel);
       const __mmask16 m0 = low_mask(rows), m1 = high_mask(rows);
-      // The next panel's weights are 32 rows × 8 lines, each row its own stream: too many for the
-      // hardware prefetcher, so packing it stalled on memory for a tenth of the prompt's time.
-      // Its lines are requested a few per token tile, while the FMAs run.
-      const bool last_rows = r0 + kPanelRows >= nrows;
-      const int64_t nk0 = last_rows ? k0 + kPanelCols : k0, nr0 = last_rows ? 0 : r0 + kPanelRows;
-      const int next_rows = nk0 < nb ? static_cast<int>(std::min<int64_t>(kPanelRows, nrows - nr0)) : 0;
-      const int line_cols = 64 / 2, row_lines = nk0 < nb ? static_cast<int>((std::min<int64_t>(kPanelCols, nb - nk0) + line_cols - 1) / line_cols) : 0;
-      const int lines = next_rows * row_lines;
-      const int n_tiles = static_cast<int>((ntok + kTokenTile - 1) / kTokenTile);
-      const int per_tile = (lines + n_tiles - 1) / n_tiles;
-      int issued = 0;
       for (int64_t t = 0; t < ntok; t += kTokenTile) {
-        for (int end = std::min(lines, issued + per_tile); issued < end; ++issued) {
-          const int r = issued / row_lines, l = issued % row_lines;
-          _mm_prefetch(reinterpret_cast<const char*>(w + (nr0 + r) * wrb + (nk0 + l * line_cols) * 2), _MM_HINT_T1);
-        }
         const int tb = static_cast<int>(std::min<int64_t>(kTokenTile, ntok - t));
         kTiles[tb - 1](panel, kc, xt.data() + t * kc, y + t * ldy + r0, ldy, k0 == 0, m0, m1);
       }
