@@ -107,14 +107,26 @@ inline constexpr auto kTiles = tile_table(std::make_integer_sequence<int, kToken
 // Operand tiles for panel_tile: for each tile of up to 12 rows, xt[c·tb + t] = row(t0 + t)[c],
 // c < kc, tiles one after another. Read in place, rows a multiple of 4 KB apart would fight
 // over one L1 set.
+// Sixteen columns at a time go through transpose16 (a scalar copy with a stride of tb floats
+// was a twentieth of an F16 prompt's time).
 template <class Row>
 inline void pack_tiles(const Row& row, int64_t nrows, int kc, float* xt) {
   for (int64_t t0 = 0; t0 < nrows; t0 += kTokenTile) {
     const int tb = static_cast<int>(std::min<int64_t>(kTokenTile, nrows - t0));
-    for (int t = 0; t < tb; ++t) {
-      const float* src = row(t0 + t);
-      for (int c = 0; c < kc; ++c) xt[c * tb + t] = src[c];
+    const float* src[kTokenTile];
+    for (int t = 0; t < tb; ++t) src[t] = row(t0 + t);
+    const __mmask16 lanes = static_cast<__mmask16>((1u << tb) - 1);
+    int c0 = 0;
+    for (; c0 + 16 <= kc; c0 += 16) {
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int t = 0; t < 16; ++t) r[t] = t < tb ? _mm512_loadu_ps(src[t] + c0) : _mm512_setzero_ps();
+      transpose16(r);  // r[c] lane t = token t's column c0 + c
+#pragma GCC unroll 16
+      for (int c = 0; c < 16; ++c) _mm512_mask_storeu_ps(xt + (c0 + c) * tb, lanes, r[c]);
     }
+    for (; c0 < kc; ++c0)
+      for (int t = 0; t < tb; ++t) xt[c0 * tb + t] = src[t][c0];
     xt += static_cast<int64_t>(tb) * kc;
   }
 }
