@@ -29,6 +29,7 @@ struct Opts {
   int n = 64, reps = 3, threads = 0;
   int64_t ctx = 512;
   bool no_repack = false;
+  double stream_interval_ms = 0;
 };
 
 struct Reply {
@@ -101,6 +102,9 @@ void register_bench_serve(CLI::App& bench) {
   cmd->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str();
   cmd->add_option("-c,--ctx", o->ctx, "Positions per slot")->capture_default_str();
   cmd->add_flag("--no-repack", o->no_repack, "One weight layout only (less memory, slower batches)");
+  cmd->add_option("--stream-interval", o->stream_interval_ms, "As orchard serve's (ms between writes to a stream)")
+      ->check(CLI::Range(0.0, 1000.0))
+      ->capture_default_str();
   cmd->footer("Example:\n  orchard bench serve --clients 1,4,16 -n 64 -r 3");
   cmd->callback([o] {
     std::vector<int> counts;
@@ -116,6 +120,7 @@ void register_bench_serve(CLI::App& bench) {
     serve::Metrics metrics;
     serve::SchedulerOptions so;
     so.max_queue = most;
+    so.stream_interval = std::chrono::microseconds(static_cast<int64_t>(o->stream_interval_ms * 1000));
     serve::Scheduler sched(exec, engine->tokenizer(), metrics, so);
     serve::ModelInfo mi;
     mi.id = "bench";

@@ -29,6 +29,7 @@ struct ServeOpts {
   std::string model, name, host = "127.0.0.1", api_key, parallel, mem;
   int port = 8080, slots = 4, threads = 0, max_queue = 64, http_threads = 64, tp = 0;
   int64_t ctx = 0, step_tokens = 256, chunk = 64;
+  double stream_interval_ms = 0;
   bool mmap = false, no_repack = false;
   SamplerOptions s;
   int32_t max_tokens = 512;
@@ -75,6 +76,7 @@ void serve_http(serve::Executor& exec, Engine& engine, const ServeOpts& o, const
   serve::SchedulerOptions so;
   so.max_queue = o.max_queue;
   so.max_step_tokens = o.step_tokens;
+  so.stream_interval = std::chrono::microseconds(static_cast<int64_t>(o.stream_interval_ms * 1000));
   serve::Scheduler scheduler(exec, engine.tokenizer(), metrics, so);
   serve::Service service(scheduler, engine.tokenizer(), serve::ChatTemplate::from_gguf(engine.file(), engine.tokenizer()),
                          metrics, model_info(path, o, engine), std::move(cluster), defaults(o));
@@ -166,6 +168,11 @@ void register_serve(CLI::App& app) {
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--step-tokens", o->step_tokens, "Prompt tokens fed per step (shared by new requests)")->capture_default_str();
+  cmd->add_option("--stream-interval", o->stream_interval_ms,
+                  "Least milliseconds between two writes to a stream (0: every token at once; a few "
+                  "ms batch tokens that come faster than anyone reads, for more throughput)")
+      ->check(CLI::Range(0.0, 1000.0))
+      ->capture_default_str();
   cmd->add_option("--api-key", o->api_key, "Require this key (Authorization: Bearer KEY)");
   cmd->add_option("-n,--max-tokens", o->max_tokens, "Default reply length when a request gives none")->capture_default_str();
   cmd->add_option("--temp", o->s.temperature, "Default temperature (requests may set their own)")->capture_default_str();

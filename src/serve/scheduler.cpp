@@ -82,6 +82,7 @@ std::shared_ptr<Stream> Scheduler::submit(Request request) {
     if (t < 0 || t >= executor_.n_vocab())
       throw Refused(Refused::Why::BadRequest, "token id " + std::to_string(t) + " is outside the vocabulary");
   auto stream = std::make_shared<Stream>();
+  stream->set_pace(opts_.stream_interval);
   auto job = std::make_shared<Job>(std::move(request), stream);
   {
     std::lock_guard lock(mu_);

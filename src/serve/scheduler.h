@@ -3,6 +3,7 @@
 // each running request either its next generated token or its next piece of prompt, all in one
 // executor step, so new requests join and finished ones leave between any two tokens. One
 // thread runs the steps, which is also what gives a cluster one global order of work.
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -22,6 +23,10 @@ namespace orchard::serve {
 struct SchedulerOptions {
   int max_queue = 64;               // requests waiting for a slot before new ones are refused
   int64_t max_step_tokens = 256;    // prompt tokens fed per step, shared by the new requests
+  // Least time between two writes to one stream (0: every token at once). A few milliseconds
+  // put several tokens in one write when tokens come faster than readers can see them, which
+  // saves the wakes, system calls and parsing that otherwise cost each token.
+  std::chrono::microseconds stream_interval{0};
 };
 
 // Why a request was refused before it started; the HTTP layer maps it to a status code.

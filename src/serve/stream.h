@@ -33,14 +33,19 @@ class Stream {
 
   // Handler side. Moves all text pushed so far into `text` (Text), or reports the end once all
   // text has been taken (Done), or nothing happened within `timeout`.
+  // With a pace set, text comes out no sooner than the pace after the previous text (the end is
+  // never held back); while it waits out the pace the handler does not count as a waiter, so
+  // the scheduler leaves it asleep and several tokens go out in one write.
   Got wait(std::string& text, std::chrono::milliseconds timeout) {
     std::unique_lock lock(mu_);
+    if (pace_.count() > 0 && !done_) cv_.wait_until(lock, last_text_ + pace_, [&] { return done_; });
     ++waiters_;
     cv_.wait_for(lock, timeout, [&] { return !pending_.empty() || done_; });
     --waiters_;
     if (!pending_.empty()) {
       text.swap(pending_);
       pending_.clear();
+      if (pace_.count() > 0) last_text_ = std::chrono::steady_clock::now();
       return Got::Text;
     }
     return done_ ? Got::Done : Got::Timeout;
@@ -64,6 +69,9 @@ class Stream {
   const Completion& completion() const { return completion_; }
 
   // Scheduler side.
+  // The least time between two texts wait() gives out (0: each as soon as it comes). Set before
+  // the stream is handed out.
+  void set_pace(std::chrono::microseconds pace) { pace_ = pace; }
   void push(const std::string& text) {
     if (append(text)) wake();
   }
@@ -95,6 +103,8 @@ class Stream {
   std::condition_variable cv_;
   std::string pending_;
   int waiters_ = 0;  // handler threads inside wait() / wait_done()
+  std::chrono::microseconds pace_{0};
+  std::chrono::steady_clock::time_point last_text_{};  // when wait() last gave out text
   bool done_ = false;
   Completion completion_;
   std::atomic<bool> cancelled_{false};

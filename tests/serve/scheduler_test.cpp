@@ -201,5 +201,58 @@ TEST(StreamWaker, WakesAHandlerWaitingForText) {
   EXPECT_EQ(text, "x");
 }
 
+// A paced stream gives text out no sooner than the pace after its previous text, all that came
+// meanwhile in one piece; the end is never held back.
+TEST(Stream, PaceJoinsTextsAndNeverHoldsBackTheEnd) {
+  using namespace std::chrono;
+  auto s = std::make_shared<Stream>();
+  const auto pace = milliseconds(60);
+  s->set_pace(pace);
+  std::string got;
+  s->append("a");
+  ASSERT_EQ(s->wait(got, milliseconds(0)), Stream::Got::Text);  // the first text at once
+  const auto first = steady_clock::now();
+  EXPECT_EQ(got, "a");
+  s->append("b");
+  s->append("c");
+  ASSERT_EQ(s->wait(got, seconds(30)), Stream::Got::Text);
+  EXPECT_GE(steady_clock::now() - first, pace);
+  EXPECT_EQ(got, "bc");
+
+  auto slow = std::make_shared<Stream>();
+  slow->set_pace(seconds(600));
+  slow->append("x");
+  ASSERT_EQ(slow->wait(got, milliseconds(0)), Stream::Got::Text);
+  std::thread finisher([&] {
+    std::this_thread::sleep_for(milliseconds(20));
+    slow->finish(Completion{});
+  });
+  const auto t0 = steady_clock::now();
+  EXPECT_EQ(slow->wait(got, seconds(600)), Stream::Got::Done);
+  EXPECT_LT(steady_clock::now() - t0, seconds(300));  // not the ten-minute pace
+  finisher.join();
+}
+
+// Through the scheduler: with an interval, every request still gets exactly its text.
+TEST(Scheduler, StreamIntervalKeepsEveryTextWhole) {
+  SchedulerOptions so;
+  so.stream_interval = std::chrono::milliseconds(5);
+  Fixture f(load(tiny_model()), 2, so);
+  const GenerateResult alone = f.engine->generate("the cat sat", greedy(32));
+  auto stream = f.sched.submit({f.engine->tokenizer().encode("the cat sat", true, false), greedy(32)});
+  std::string streamed, piece;
+  int pieces = 0;
+  for (;;) {
+    auto got = stream->wait(piece, std::chrono::milliseconds(5000));
+    ASSERT_NE(got, Stream::Got::Timeout);
+    if (got == Stream::Got::Done) break;
+    streamed += piece;
+    ++pieces;
+  }
+  EXPECT_EQ(streamed, alone.text);
+  EXPECT_EQ(stream->completion().tokens, alone.tokens);
+  EXPECT_GE(pieces, 1);
+}
+
 }  // namespace
 }  // namespace orchard::serve
