@@ -78,7 +78,10 @@ void f16_gemv(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* xp, in
 }
 
 // One token without the batch-invariance promise: four accumulators, so consecutive FMAs do
-// not wait on each other (one chain capped a thread at ~24 GB/s of fp16 weights).
+// not wait on each other (one chain capped a thread at ~24 GB/s of fp16 weights). The weights
+// are also requested kStreamAhead bytes before they are read: the hardware prefetcher alone
+// left a 1b F16 model at 11.4–11.7 tok/s on 1 thread and 18.8–22.8 on 2, with these requests
+// 12.6–12.9 and 23.5–24.8 (three rounds, back to back).
 void f16_gemv_fast(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* xp, int64_t n, float* y) {
   const auto* x = reinterpret_cast<const float*>(xp);
   for (int64_t r = 0; r < nrows; ++r) {
@@ -86,6 +89,8 @@ void f16_gemv_fast(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* x
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     int64_t i = 0;
     for (; i + 64 <= n; i += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(row) + 2 * i + kStreamAhead, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(row) + 2 * i + kStreamAhead + 64, _MM_HINT_T0);
       a0 = _mm512_fmadd_ps(LoadF16::load(row, i), _mm512_loadu_ps(x + i), a0);
       a1 = _mm512_fmadd_ps(LoadF16::load(row, i + 16), _mm512_loadu_ps(x + i + 16), a1);
       a2 = _mm512_fmadd_ps(LoadF16::load(row, i + 32), _mm512_loadu_ps(x + i + 32), a2);

@@ -84,6 +84,10 @@ void tile(const uint8_t* w, size_t wrb, const uint8_t* x, size_t xrb, int64_t nb
 #pragma GCC unroll 8
     for (int r = 0; r < RB; ++r) {
       const auto* wb = reinterpret_cast<const BlockQ8_0*>(w + r * wrb) + 2 * p;
+      if constexpr (RB == 1 && TB == 1) {  // one token streams the weights: see f16_gemv_fast
+        _mm_prefetch(reinterpret_cast<const char*>(wb) + kStreamAhead, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(wb) + kStreamAhead + 64, _MM_HINT_T0);
+      }
       const __m512i wq = load_pair(wb, lone);
       // −128·Σw per lane: the start value that takes the activations' +128 back out.
       const __m512i start =

@@ -15,6 +15,10 @@
 
 namespace orchard::kernels {
 
+// How far ahead (bytes) the one-token kernels request the weights they stream: a row or so, past
+// what this CPU's hardware prefetcher keeps in flight for one stream per core.
+constexpr size_t kStreamAhead = 4096;
+
 using GemmFn = void (*)(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* x, size_t xrb,
                         int64_t ntok, int64_t nb, float* y, int64_t ldy);
 using QuantizeFn = void (*)(const float* src, void* dst, int64_t nb);
