@@ -173,7 +173,7 @@ void LlamaModel::run_layers(float* x, std::span<KVCache* const> kvs, std::span<c
     // x = x + Σ_ranks Wo·att   (each tensor-parallel rank holds some heads' columns of Wo)
     matmul_cols(L.wo, L.wo_offset, att.data(), qd, n, proj.data());
     if (partial_sum_) partial_sum_->sum(proj.data(), static_cast<size_t>(n * dim));
-    for (int64_t i = 0; i < n * dim; ++i) x[i] += proj[i];
+    axpy(1.0f, proj.data(), x, n * dim);
 
     // x = x + Σ_ranks W_down·(silu(W_gate·xn) ⊙ W_up·xn), xn = rmsnorm(x) · ffn_norm
     for (int64_t t = 0; t < n; ++t) rms_norm(&x[t * dim], L.ffn_norm, &xn[t * dim], dim, hp_.rms_eps);
@@ -185,7 +185,7 @@ void LlamaModel::run_layers(float* x, std::span<KVCache* const> kvs, std::span<c
     swiglu(gate.data(), up.data(), gate.data(), n * ffn);
     matmul_cols(L.w_down, L.down_offset, gate.data(), ffn, n, proj.data());
     if (partial_sum_) partial_sum_->sum(proj.data(), static_cast<size_t>(n * dim));
-    for (int64_t i = 0; i < n * dim; ++i) x[i] += proj[i];
+    axpy(1.0f, proj.data(), x, n * dim);
   }
   for (size_t s = 0; s < kvs.size(); ++s) kvs[s]->advance(lengths[s]);
 }
@@ -207,18 +207,28 @@ void LlamaModel::attention(int64_t layer, const float* q, int64_t n, std::span<K
   const int64_t hd = hp_.head_dim, qd = q_dim_, group = hp_.n_heads / hp_.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   if (attend_available(hd)) {
-    // Jobs: a run of up to 16 tokens of one sequence × one KV head, whose `group` query heads
-    // share its keys (packed once per job). Rows of a sequence lie end to end.
+    // Jobs: a run of up to 16 tokens of one sequence × some of its KV heads, whose `group`
+    // query heads share their keys. Rows of a sequence lie end to end. A job takes several
+    // heads when there are runs enough to keep every thread busy: decoding one token, the
+    // kernel then works on the heads side by side.
     struct Job {
-      int64_t t0, ntok, kvh;
+      int64_t t0, ntok, kvh, nkv;
     };
-    std::vector<Job> jobs;
+    std::vector<std::pair<int64_t, int64_t>> runs;
     for (int64_t t = 0; t < n;) {
       int64_t end = t + 1;
       while (end < n && end - t < 16 && seq_of[static_cast<size_t>(end)] == seq_of[static_cast<size_t>(t)]) ++end;
-      for (int64_t kvh = 0; kvh < n_kv_heads_; ++kvh) jobs.push_back({t, end - t, kvh});
+      runs.emplace_back(t, end - t);
       t = end;
     }
+    const int64_t threads = global_pool().size();
+    const int64_t heads_per_job =
+        threads <= 1 ? n_kv_heads_
+                     : std::clamp<int64_t>(static_cast<int64_t>(runs.size()) * n_kv_heads_ / (2 * threads), 1, n_kv_heads_);
+    std::vector<Job> jobs;
+    for (const auto& [t0, ntok] : runs)
+      for (int64_t kvh = 0; kvh < n_kv_heads_; kvh += heads_per_job)
+        jobs.push_back({t0, ntok, kvh, std::min(heads_per_job, n_kv_heads_ - kvh)});
     len_of_.resize(static_cast<size_t>(n));
     for (int64_t t = 0; t < n; ++t) len_of_[static_cast<size_t>(t)] = pos_of[static_cast<size_t>(t)] + 1;
     global_pool().parallel_for(static_cast<int64_t>(jobs.size()), 1, [&](int64_t begin, int64_t end) {
@@ -237,6 +247,8 @@ void LlamaModel::attention(int64_t layer, const float* q, int64_t n, std::span<K
         a.kv_stride = kv_dim_;
         a.head_dim = hd;
         a.scale = scale;
+        a.n_kv = job.nkv;
+        a.k_head_stride = job.nkv > 1 ? kv.k_panels(layer, job.kvh + 1) - a.k : 0;
         attend(a);
       }
     });

@@ -27,6 +27,9 @@ void store_key(float* panels, int64_t head_dim, int64_t pos, const float* key);
 // q + t·tok_stride + g·head_dim, and its output at the same offset from out. Token t sees
 // positions [0, len[t]) of k and v: k is the head's key panels (above), and position p of v
 // lies at v + p·kv_stride.
+// A call may cover n_kv KV heads side by side: head j's query rows (and outputs) start
+// j·group·head_dim after q's (out's), its key panels k_head_stride floats after k, and its
+// values head_dim after v.
 struct AttendArgs {
   const float* q = nullptr;
   float* out = nullptr;
@@ -39,14 +42,16 @@ struct AttendArgs {
   int64_t kv_stride = 0;
   int64_t head_dim = 0;
   float scale = 1.0f;
+  int64_t n_kv = 1;
+  int64_t k_head_stride = 0;
 };
 
 // Whether this CPU has the kernel for heads of `head_dim` (else callers keep their own loop).
 bool attend_available(int64_t head_dim);
 
 // out_row = softmax(scale · q_row·Kᵀ over the visible positions) · V for every query row, on the
-// calling thread. Each output is the same bits whichever other rows share the call, so a
-// server batching requests stays batch-invariant. Requires attend_available(head_dim).
+// calling thread. Each output is the same bits whichever other rows and heads share the call,
+// so a server batching requests stays batch-invariant. Requires attend_available(head_dim).
 void attend(const AttendArgs& a);
 
 }  // namespace orchard

@@ -110,6 +110,31 @@ TEST(Attention, ARowIsTheSameBitsAloneOrAmongOthers) {
   for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i], alone[i]) << "element " << i;
 }
 
+// A call over several KV heads (what a decoding step hands the kernel) gives every head the
+// same bits as a call of its own, for one token and for several, across groups and head sizes
+// around the kernel's tiles.
+TEST(Attention, SeveralHeadsInOneCallAreTheSameBitsAsOneHeadEach) {
+  if (!attend_available(64)) GTEST_SKIP() << "no attention kernel on this CPU";
+  const Case cases[] = {{1, 2, 32, 70, 4},  {1, 1, 64, 1, 3},   {1, 4, 128, 97, 2}, {1, 4, 80, 33, 5},
+                        {1, 8, 64, 40, 2},  {1, 2, 32, 128, 6}, {3, 2, 32, 45, 4},  {1, 3, 48, 20, 3}};
+  for (const Case& c : cases) {
+    Data d = make(c, static_cast<uint32_t>(c.group * 131 + c.first_len));
+    std::vector<float> each(d.q.size(), -7.0f), joint(d.q.size(), -9.0f);
+    for (int64_t kvh = 0; kvh < c.kv_heads; ++kvh) attend(args(c, d, kvh, each.data()));
+    // The heads' panels one after another at a fixed stride, as the KV cache keeps them.
+    const int64_t stride = key_panels_size(d.ctx, c.head_dim);
+    std::vector<float> panels(static_cast<size_t>(stride * c.kv_heads));
+    for (int64_t h = 0; h < c.kv_heads; ++h) std::copy(d.kp[h].begin(), d.kp[h].end(), panels.begin() + h * stride);
+    AttendArgs a = args(c, d, 0, joint.data());
+    a.k = panels.data();
+    a.n_kv = c.kv_heads;
+    a.k_head_stride = stride;
+    attend(a);
+    for (size_t i = 0; i < each.size(); ++i)
+      ASSERT_EQ(joint[i], each[i]) << "ntok " << c.ntok << " group " << c.group << " hd " << c.head_dim << " element " << i;
+  }
+}
+
 TEST(Attention, KeyPanelsHoldEachPositionOnce) {
   const int64_t hd = 48, n = 70;
   std::vector<float> panels(static_cast<size_t>(key_panels_size(n, hd)), NAN);

@@ -1,4 +1,4 @@
-// Causal attention for one KV head on AVX-512 (see tensor/attention.h), in three steps per
+// Causal attention for KV heads on AVX-512 (see tensor/attention.h), in three steps per
 // tile of up to 12 query rows:
 //   S = Q·Kᵀ      keys as the cache keeps them, in panels of 32 positions × head_dim,
 //                 transposed, and the queries broadcast past them (avx512_panels.h's micro-tile);
@@ -9,6 +9,9 @@
 //                 probabilities broadcast: up to 6 rows × 64 dims of accumulators.
 // Every output is a fixed FMA chain (over dims for S, over positions for O, where the zeros
 // past a row's end add nothing), so it does not depend on which rows share a tile.
+// One token (a decoding step) takes its own path over all the call's KV heads: the same chains,
+// but several panels or heads per pass, since a token's few rows alone left the FMA units
+// waiting on latency.
 #if defined(__x86_64__)
 #include <algorithm>
 #include <array>
@@ -80,7 +83,128 @@ void softmax_scaled(float* s, int64_t n, float scale) {
   for (int64_t i = 0; i < n; i += 16) _mm512_mask_storeu_ps(s + i, tail(i), _mm512_mul_ps(_mm512_maskz_loadu_ps(tail(i), s + i), inv));
 }
 
-void attend_avx512(const AttendArgs& a) {
+// Scores of R query rows (hd apart at q) against NP key panels (at k, one after another):
+// s[r·ld + 32·p + lane]. Each score is the FMA chain over dims that panel_tile makes, so the same
+// bits; one token's few rows read in place, and several panels per pass give 2·R·NP chains.
+template <int R, int NP>
+void score_rows(const float* k, int64_t hd, const float* q, float* s, int64_t ld) {
+  __m512 acc[R][NP][2];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+    for (int p = 0; p < NP; ++p) acc[r][p][0] = acc[r][p][1] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < hd; ++c) {
+    __m512 w[NP][2];
+#pragma GCC unroll 4
+    for (int p = 0; p < NP; ++p) {
+      w[p][0] = _mm512_loadu_ps(k + p * hd * kPanelRows + c * kPanelRows);
+      w[p][1] = _mm512_loadu_ps(k + p * hd * kPanelRows + c * kPanelRows + 16);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const __m512 b = _mm512_set1_ps(q[r * hd + c]);
+#pragma GCC unroll 4
+      for (int p = 0; p < NP; ++p) {
+        acc[r][p][0] = _mm512_fmadd_ps(w[p][0], b, acc[r][p][0]);
+        acc[r][p][1] = _mm512_fmadd_ps(w[p][1], b, acc[r][p][1]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+    for (int p = 0; p < NP; ++p) {
+      _mm512_storeu_ps(s + r * ld + p * kPanelRows, acc[r][p][0]);
+      _mm512_storeu_ps(s + r * ld + p * kPanelRows + 16, acc[r][p][1]);
+    }
+}
+
+using ScoreFn = void (*)(const float*, int64_t, const float*, float*, int64_t);
+constexpr int kScoreAcc = 12;  // R·NP pairs of accumulators
+// kScore[R - 1][NP - 1] is score_rows<R, NP> (R·NP ≤ kScoreAcc; the rest are never picked).
+template <int R>
+constexpr std::array<ScoreFn, 4> score_row() {
+  return {score_rows<R, 1>, score_rows<R, 2>, score_rows<R, std::min(3, kScoreAcc / R)>,
+          score_rows<R, std::min(4, kScoreAcc / R)>};
+}
+constexpr std::array<std::array<ScoreFn, 4>, 4> kScore{score_row<1>(), score_row<2>(), score_row<3>(), score_row<4>()};
+
+// The mix of H heads × G rows: out[(h·G + g)·hd + 16·j …] = Σ_{p < np} P[(h·G + g)·ld + p] ·
+// V(p)[h·hd + 16·j …], j < DV — mix_tile's FMA chain for every output, so the same bits, with
+// G·H·DV chains side by side instead of G·DV.
+template <int G, int H, int DV>
+void mix_heads(const float* P, int64_t ld, int64_t np, const float* v, int64_t vs, int64_t hd, float* out) {
+  if constexpr (G * H * DV <= 24) {
+    __m512 acc[H][G][DV];
+#pragma GCC unroll 16
+    for (int h = 0; h < H; ++h)
+      for (int g = 0; g < G; ++g)
+        for (int j = 0; j < DV; ++j) acc[h][g][j] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < np; ++p) {
+#pragma GCC unroll 4
+      for (int h = 0; h < H; ++h) {
+        __m512 vv[DV];
+#pragma GCC unroll 4
+        for (int j = 0; j < DV; ++j) vv[j] = _mm512_loadu_ps(v + p * vs + h * hd + 16 * j);
+#pragma GCC unroll 4
+        for (int g = 0; g < G; ++g) {
+          const __m512 b = _mm512_set1_ps(P[(h * G + g) * ld + p]);
+#pragma GCC unroll 4
+          for (int j = 0; j < DV; ++j) acc[h][g][j] = _mm512_fmadd_ps(vv[j], b, acc[h][g][j]);
+        }
+      }
+    }
+#pragma GCC unroll 16
+    for (int h = 0; h < H; ++h)
+      for (int g = 0; g < G; ++g)
+        for (int j = 0; j < DV; ++j) _mm512_storeu_ps(out + (h * G + g) * hd + 16 * j, acc[h][g][j]);
+  }
+}
+
+using MixHeadsFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, int64_t, float*);
+template <int G, int H>
+constexpr std::array<MixHeadsFn, 4> mix_heads_dv() {
+  return {mix_heads<G, H, 1>, mix_heads<G, H, 2>, mix_heads<G, H, 3>, mix_heads<G, H, 4>};
+}
+template <int G>
+constexpr std::array<std::array<MixHeadsFn, 4>, 4> mix_heads_h() {
+  return {mix_heads_dv<G, 1>(), mix_heads_dv<G, 2>(), mix_heads_dv<G, 3>(), mix_heads_dv<G, 4>()};
+}
+// kMixHeads[log2 G][H - 1][DV - 1] is mix_heads<G, H, DV>, for groups of 1, 2 and 4.
+constexpr std::array<std::array<std::array<MixHeadsFn, 4>, 4>, 3> kMixHeads{mix_heads_h<1>(), mix_heads_h<2>(),
+                                                                             mix_heads_h<4>()};
+
+bool token_path(int64_t group) { return group == 1 || group == 2 || group == 4; }
+
+// One token against every KV head of the call: a decoding step. The per-head path ran 2·group
+// FMA chains per pass there and waited on their latency; here a pass covers several panels
+// (scores) or several heads (mix).
+void attend_token(const AttendArgs& a) {
+  const int64_t hd = a.head_dim, G = a.group, rows = a.n_kv * G, len = a.len[0];
+  const int64_t n_panels = (len + kPanelRows - 1) / kPanelRows, ld = n_panels * kPanelRows;
+  thread_local std::vector<float> s;
+  s.resize(static_cast<size_t>(rows * ld));
+  const int R = static_cast<int>(std::min<int64_t>(G, 4)), per_pass = std::min(4, kScoreAcc / R);
+  for (int64_t h = 0; h < a.n_kv; ++h)
+    for (int64_t g0 = 0; g0 < G; g0 += R)
+      for (int64_t pi = 0; pi < n_panels; pi += per_pass) {
+        const int n = static_cast<int>(std::min<int64_t>(per_pass, n_panels - pi));
+        const int64_t row = h * G + g0;
+        kScore[R - 1][n - 1](a.k + h * a.k_head_stride + pi * hd * kPanelRows, hd, a.q + row * hd,
+                             s.data() + row * ld + pi * kPanelRows, ld);
+      }
+  for (int64_t r = 0; r < rows; ++r) softmax_scaled(s.data() + r * ld, len, a.scale);
+  const int gi = G == 1 ? 0 : G == 2 ? 1 : 2;
+  for (int64_t d0 = 0; d0 < hd; d0 += 64) {
+    const int dv = static_cast<int>(std::min<int64_t>(4, (hd - d0) / 16));
+    const int most = static_cast<int>(std::min<int64_t>(4, 24 / (G * dv)));
+    for (int64_t h0 = 0; h0 < a.n_kv; h0 += most) {
+      const int nh = static_cast<int>(std::min<int64_t>(most, a.n_kv - h0));
+      kMixHeads[gi][nh - 1][dv - 1](s.data() + h0 * G * ld, ld, len, a.v + h0 * hd + d0, a.kv_stride, hd,
+                                    a.out + h0 * G * hd + d0);
+    }
+  }
+}
+
+void attend_head(const AttendArgs& a) {
   static_assert(kPanelRows == kKeyPanel, "the key cache's panels are the score tile's panels");
   const int64_t hd = a.head_dim, rows = a.ntok * a.group;
   int64_t longest = 0;
@@ -113,6 +237,19 @@ void attend_avx512(const AttendArgs& a) {
         kMix[nr - 1][dv - 1](s.data() + r0 * ld, ld, np, a.v + d0, a.kv_stride, outs);
       }
     }
+  }
+}
+
+void attend_avx512(const AttendArgs& a) {
+  if (a.ntok == 1 && token_path(a.group)) return attend_token(a);
+  const int64_t head_rows = a.group * a.head_dim;
+  for (int64_t j = 0; j < a.n_kv; ++j) {
+    AttendArgs h = a;
+    h.q += j * head_rows;
+    h.out += j * head_rows;
+    h.k += j * a.k_head_stride;
+    h.v += j * a.head_dim;
+    attend_head(h);
   }
 }
 
