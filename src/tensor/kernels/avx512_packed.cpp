@@ -96,7 +96,12 @@ struct Q8_0Format {
   }
   static void unpack(const uint8_t* pb, __m512i wq[8]) {
 #pragma GCC unroll 8
-    for (int g = 0; g < 8; ++g) wq[g] = _mm512_loadu_si512(pb + 96 + 64 * g);
+    for (int g = 0; g < 8; ++g) {
+      wq[g] = _mm512_loadu_si512(pb + 96 + 64 * g);
+      // Held in a register: left to itself GCC folds the load into every token's dpbusd in
+      // some tiles (4 tokens), and two loads per dpbusd then bound the tile.
+      asm("" : "+v"(wq[g]));
+    }
   }
   static void prepare_block(const float* x, uint8_t* dst) {
     float d;
@@ -159,6 +164,13 @@ void group_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb, flo
   for (int t = 0; t < TB; ++t) _mm512_storeu_ps(y + t * ldy, acc[t]);
 }
 
+template <class F>
+using TileFn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, float*, int64_t);
+// kTiles<F>[tb - 1] is group_tile<F, tb>.
+template <class F>
+constexpr TileFn<F> kTiles[8] = {group_tile<F, 1>, group_tile<F, 2>, group_tile<F, 3>, group_tile<F, 4>,
+                                 group_tile<F, 5>, group_tile<F, 6>, group_tile<F, 7>, group_tile<F, 8>};
+
 // w: packed groups for rows [0, nrows) (nrows a multiple of 16); x: prepared tokens xrb apart.
 template <class F>
 void gemm(const uint8_t* w, size_t /*wrb*/, int64_t nrows, const uint8_t* x, size_t xrb, int64_t ntok,
@@ -170,14 +182,15 @@ void gemm(const uint8_t* w, size_t /*wrb*/, int64_t nrows, const uint8_t* x, siz
     for (int64_t g = 0; g < nrows / kGroup; ++g) {
       const uint8_t* wg = w + static_cast<size_t>(g * nb) * F::kBlock;
       float* yg = y + g * kGroup;
-      int64_t t = t0;
-      // 8 tokens per pass keep 16 dpbusd chains in flight, enough to cover their latency.
-      for (; t + 8 <= t1; t += 8) group_tile<F, 8>(wg, nb, x + t * xrb, xrb, yg + t * ldy, ldy);
-      for (; t + 4 <= t1; t += 4) group_tile<F, 4>(wg, nb, x + t * xrb, xrb, yg + t * ldy, ldy);
-      // The last 1–3 tokens in one pass over the weights, not one pass each.
-      if (t1 - t == 3) group_tile<F, 3>(wg, nb, x + t * xrb, xrb, yg + t * ldy, ldy);
-      if (t1 - t == 2) group_tile<F, 2>(wg, nb, x + t * xrb, xrb, yg + t * ldy, ldy);
-      if (t1 - t == 1) group_tile<F, 1>(wg, nb, x + t * xrb, xrb, yg + t * ldy, ldy);
+      // Up to 8 tokens per pass keep 16 dpbusd chains in flight, enough to cover their latency.
+      // The passes share the tokens evenly (15 = 8 + 7, not 8 + 4 + 3): every pass streams the
+      // group's weights again, and a pass of one token is bound by that stream alone.
+      const int64_t passes = (t1 - t0 + 7) / 8;
+      for (int64_t p = 0, t = t0; p < passes; ++p) {
+        const int64_t tb = (t1 - t + (passes - p) - 1) / (passes - p);
+        kTiles<F>[tb - 1](wg, nb, x + t * xrb, xrb, yg + t * ldy, ldy);
+        t += tb;
+      }
     }
   }
 }
