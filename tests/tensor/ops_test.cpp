@@ -52,6 +52,34 @@ TEST(Ops, RmsNormMatchesTheFormulaWithAndWithoutWeights) {
   }
 }
 
+// Whichever kernel rotates, every value is the fused expression the scalar code writes
+// (a' = fma(a, cos, −b·sin), b' = fma(a, sin, b·cos)), bit for bit, for both pairings and for
+// sizes around the kernel's 8- and 16-pair registers; and a rotation keeps each pair's length.
+TEST(Ops, RopeRotateIsTheFusedFormulaBitForBit) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  for (bool neox : {false, true})
+    for (int64_t n_rot : {2, 8, 14, 16, 30, 32, 48, 64, 96, 128}) {
+      std::vector<float> head(static_cast<size_t>(n_rot + 6)), cs(static_cast<size_t>(n_rot));
+      for (auto& v : head) v = nd(rng);
+      rope_angles(n_rot, 37, 10000.0f, 1.0f, nullptr, cs.data());
+      std::vector<float> want = head;
+      const int64_t half = n_rot / 2;
+      for (int64_t i = 0; i < half; ++i) {
+        const int64_t ia = neox ? i : 2 * i, ib = neox ? i + half : 2 * i + 1;
+        const float a = head[static_cast<size_t>(ia)], b = head[static_cast<size_t>(ib)];
+        const float c = cs[static_cast<size_t>(i)], s = cs[static_cast<size_t>(half + i)];
+        want[static_cast<size_t>(ia)] = std::fma(a, c, -(b * s));
+        want[static_cast<size_t>(ib)] = std::fma(a, s, b * c);
+        EXPECT_NEAR(std::hypot(want[static_cast<size_t>(ia)], want[static_cast<size_t>(ib)]), std::hypot(a, b),
+                    1e-5 * std::hypot(a, b));
+      }
+      rope_rotate(head.data(), n_rot, cs.data(), neox);
+      for (size_t i = 0; i < head.size(); ++i)
+        ASSERT_EQ(head[i], want[i]) << (neox ? "neox" : "pairs") << " n_rot " << n_rot << " element " << i;
+    }
+}
+
 TEST(Ops, SoftmaxSumsToOneAndKeepsOrder) {
   std::vector<float> x = {1.0f, 3.0f, -2.0f, 3.0f, 0.5f};
   softmax(x.data(), static_cast<int64_t>(x.size()));

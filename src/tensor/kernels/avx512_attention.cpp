@@ -83,6 +83,12 @@ void softmax_scaled(float* s, int64_t n, float scale) {
   for (int64_t i = 0; i < n; i += 16) _mm512_mask_storeu_ps(s + i, tail(i), _mm512_mul_ps(_mm512_maskz_loadu_ps(tail(i), s + i), inv));
 }
 
+// Scratch that only grows: calls alternate between sequences of different lengths, and a resize
+// up zero-fills the new part every time (a visible memset in a batched decoding step).
+void grow(std::vector<float>& v, int64_t n) {
+  if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
+}
+
 // Scores of R query rows (hd apart at q) against NP key panels (at k, one after another):
 // s[r·ld + 32·p + lane]. Each score is the FMA chain over dims that panel_tile makes, so the same
 // bits; one token's few rows read in place, and several panels per pass give 2·R·NP chains.
@@ -181,7 +187,7 @@ void attend_token(const AttendArgs& a) {
   const int64_t hd = a.head_dim, G = a.group, rows = a.n_kv * G, len = a.len[0];
   const int64_t n_panels = (len + kPanelRows - 1) / kPanelRows, ld = n_panels * kPanelRows;
   thread_local std::vector<float> s;
-  s.resize(static_cast<size_t>(rows * ld));
+  grow(s, rows * ld);
   const int R = static_cast<int>(std::min<int64_t>(G, 4)), per_pass = std::min(4, kScoreAcc / R);
   for (int64_t h = 0; h < a.n_kv; ++h)
     for (int64_t g0 = 0; g0 < G; g0 += R)
@@ -211,8 +217,8 @@ void attend_head(const AttendArgs& a) {
   for (int64_t t = 0; t < a.ntok; ++t) longest = std::max(longest, a.len[t]);
   const int64_t n_panels = (longest + kPanelRows - 1) / kPanelRows, ld = n_panels * kPanelRows;
   thread_local std::vector<float> qt, s;
-  qt.resize(static_cast<size_t>(kTokenTile * hd));
-  s.resize(static_cast<size_t>(kTokenTile * ld));
+  grow(qt, kTokenTile * hd);
+  grow(s, kTokenTile * ld);
   const auto offset = [&](int64_t i) { return (i / a.group) * a.tok_stride + (i % a.group) * hd; };
   for (int64_t i0 = 0; i0 < rows; i0 += kTokenTile) {
     const int tb = static_cast<int>(std::min<int64_t>(kTokenTile, rows - i0));

@@ -72,6 +72,7 @@ Kernels lookup(DType w, Isa isa) {
 
 AttendFn lookup_attend(Isa isa) { return isa == Isa::Avx512 ? avx512_attend() : nullptr; }
 SwigluFn lookup_swiglu(Isa isa) { return isa == Isa::Avx512 ? avx512_swiglu() : nullptr; }
+RopeFn lookup_rope(Isa isa) { return isa == Isa::Avx512 ? avx512_rope() : nullptr; }
 
 #if !defined(__x86_64__)
 Kernels lookup_avx2(DType) { return {}; }
@@ -81,6 +82,7 @@ const PackedKernels* avx512_packed(DType) { return nullptr; }
 void add_avx512_many(DType, Kernels&) {}
 AttendFn avx512_attend() { return nullptr; }
 SwigluFn avx512_swiglu() { return nullptr; }
+RopeFn avx512_rope() { return nullptr; }
 #endif
 #if !defined(__aarch64__)
 Kernels lookup_neon(DType) { return {}; }

@@ -90,6 +90,10 @@ AttendFn avx512_attend();
 using SwigluFn = void (*)(const float* gate, const float* up, float* out, int64_t n);
 SwigluFn lookup_swiglu(Isa isa);
 SwigluFn avx512_swiglu();
+// rope_rotate (tensor/ops.h) of one head; nullptr where `isa` has none.
+using RopeFn = void (*)(float* head, int64_t n_rot, const float* cs, bool neox);
+RopeFn lookup_rope(Isa isa);
+RopeFn avx512_rope();
 
 // Adds the many-token kernel of avx512_f16_panels.cpp to `k` where there is one.
 void add_avx512_many(DType w, Kernels& k);
