@@ -66,7 +66,7 @@ void run_packed(const kernels::PackedKernels& pk, std::span<const MatrixView> ws
   pool.parallel_for(n_tokens, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) pk.prepare(x + t * cols, cols, xp + static_cast<size_t>(t) * pb);
   });
-  pool.parallel_for(total, group, [&](int64_t r0, int64_t r1) {
+  pool.parallel_for_balanced(total, group, [&](int64_t r0, int64_t r1) {
     int64_t first = 0;  // row of the concatenation where matrix i starts
     for (size_t i = 0; i < ws.size() && r0 < r1; first += ws[i].rows, ++i) {
       const int64_t lo = std::max(r0, first), hi = std::min(r1, first + ws[i].rows);
@@ -103,7 +103,7 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
     if (n_tokens == 1) {
       k.prepare(x, w.cols, xp);
       const kernels::GemvFn gemv = k.gemv_fast && !batch_invariant ? k.gemv_fast : k.gemv;
-      pool.parallel_for(w.rows, 16, [&](int64_t r0, int64_t r1) {
+      pool.parallel_for_balanced(w.rows, 16, [&](int64_t r0, int64_t r1) {
         gemv(wbytes + static_cast<size_t>(r0) * w_row, w_row, r1 - r0, xp, w.cols, y + r0);
       });
       return;

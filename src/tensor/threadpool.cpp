@@ -42,7 +42,7 @@ int resolve(int n) {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_(resolve(n_threads)) {
+ThreadPool::ThreadPool(int n_threads) : n_(resolve(n_threads)), ranges_(new Range[static_cast<size_t>(resolve(n_threads))]) {
   for (int i = 1; i < n_; ++i) threads_.emplace_back([this, i] { worker(i); });
 }
 
@@ -107,6 +107,58 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
     const int64_t b0 = blocks * ith / nth, b1 = blocks * (ith + 1) / nth;
     const int64_t begin = b0 * grain, end = std::min(n, b1 * grain);
     if (begin < end) fn(begin, end);
+  });
+}
+
+namespace {
+
+uint64_t pack_range(uint64_t lo, uint64_t hi) { return lo << 32 | hi; }
+uint64_t range_lo(uint64_t r) { return r >> 32; }
+uint64_t range_hi(uint64_t r) { return r & 0xFFFFFFFFu; }
+
+// Takes up to `most` grains from the front (owner) or the back (thief) of `range`; false when
+// it is empty. One compare-exchange on the packed word, so a grain goes to exactly one taker.
+bool take(std::atomic<uint64_t>& range, uint64_t most, bool front, uint64_t& lo, uint64_t& hi) {
+  uint64_t r = range.load(std::memory_order_acquire);
+  for (;;) {
+    const uint64_t a = range_lo(r), b = range_hi(r);
+    if (a >= b) return false;
+    const uint64_t k = std::min(most, b - a);
+    lo = front ? a : b - k;
+    hi = front ? a + k : b;
+    const uint64_t next = front ? pack_range(a + k, b) : pack_range(a, b - k);
+    if (range.compare_exchange_weak(r, next, std::memory_order_acq_rel, std::memory_order_acquire)) return true;
+  }
+}
+
+}  // namespace
+
+void ThreadPool::parallel_for_balanced(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (grain < 1) grain = 1;
+  const int64_t blocks = (n + grain - 1) / grain;
+  if (n_ == 1 || blocks <= 1 || blocks >= (int64_t{1} << 32)) {
+    if (n_ == 1 || blocks <= 1) {
+      if (n > 0) fn(0, n);
+    } else {
+      parallel_for(n, grain, fn);
+    }
+    return;
+  }
+  for (int i = 0; i < n_; ++i)
+    ranges_[static_cast<size_t>(i)].lohi.store(pack_range(static_cast<uint64_t>(blocks * i / n_),
+                                                          static_cast<uint64_t>(blocks * (i + 1) / n_)),
+                                               std::memory_order_relaxed);
+  // Pieces of about an eighth of a share: few enough compare-exchanges, small enough that the
+  // last piece does not leave a thread waiting long.
+  const uint64_t piece = static_cast<uint64_t>(std::max<int64_t>(1, blocks / (int64_t{8} * n_)));
+  run([&](int ith, int nth) {
+    uint64_t lo = 0, hi = 0;
+    auto span = [&] { fn(static_cast<int64_t>(lo) * grain, std::min(n, static_cast<int64_t>(hi) * grain)); };
+    while (take(ranges_[static_cast<size_t>(ith)].lohi, piece, true, lo, hi)) span();
+    for (int k = 1; k < nth; ++k) {
+      auto& other = ranges_[static_cast<size_t>((ith + k) % nth)].lohi;
+      while (take(other, piece, false, lo, hi)) span();
+    }
   });
 }
 

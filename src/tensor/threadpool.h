@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -30,8 +31,16 @@ class ThreadPool {
   // and runs fn(begin, end) on each.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
+  // The same split, but a thread that finishes its range takes pieces (whole grains) from the
+  // end of a range not yet finished, so the threads end together even when one runs slower (a
+  // busy neighbour on a shared host, memory bandwidth shared unevenly); each thread still works
+  // through its own range front to back, so a stream of weights stays one stream. Pieces may
+  // run in any order: fn must not depend on it.
+  void parallel_for_balanced(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
  private:
   void worker(int ith);
+
 
   int n_;
   std::vector<std::thread> threads_;
@@ -42,6 +51,12 @@ class ThreadPool {
   std::mutex mu_;
   std::condition_variable wake_;
   std::atomic<int> sleepers_{0};
+  // A thread's range of grains still to do, [lo, hi) packed in one word so that the owner
+  // (taking from lo) and a thief (taking from hi) never both get the same grain.
+  struct alignas(64) Range {
+    std::atomic<uint64_t> lohi{0};
+  };
+  std::unique_ptr<Range[]> ranges_;
 };
 
 // The process-wide pool the kernels use; set_threads() resizes it (0: all hardware threads).
