@@ -86,9 +86,8 @@ void rope_angles(int64_t n_rot, int64_t pos, float base, float freq_scale, const
 
 void rope_rotate(float* head, int64_t n_rot, const float* cs, bool neox) {
   static const kernels::RopeFn simd = kernels::lookup_rope(kernels::detect_isa());
-  if (simd) return simd(head, n_rot, cs, neox);
   const int64_t half = n_rot / 2;
-  for (int64_t i = 0; i < half; ++i) {
+  for (int64_t i = simd ? simd(head, n_rot, cs, neox) : 0; i < half; ++i) {
     const float c = cs[i], s = cs[half + i];
     float* a = neox ? &head[i] : &head[2 * i];
     float* b = neox ? &head[i + half] : &head[2 * i + 1];

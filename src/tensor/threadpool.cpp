@@ -42,7 +42,7 @@ int resolve(int n) {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_(resolve(n_threads)), ranges_(new Range[static_cast<size_t>(resolve(n_threads))]) {
+ThreadPool::ThreadPool(int n_threads) : n_(resolve(n_threads)), ranges_(new Range[static_cast<size_t>(n_)]) {
   for (int i = 1; i < n_; ++i) threads_.emplace_back([this, i] { worker(i); });
 }
 
@@ -136,14 +136,11 @@ bool take(std::atomic<uint64_t>& range, uint64_t most, bool front, uint64_t& lo,
 void ThreadPool::parallel_for_balanced(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (grain < 1) grain = 1;
   const int64_t blocks = (n + grain - 1) / grain;
-  if (n_ == 1 || blocks <= 1 || blocks >= (int64_t{1} << 32)) {
-    if (n_ == 1 || blocks <= 1) {
-      if (n > 0) fn(0, n);
-    } else {
-      parallel_for(n, grain, fn);
-    }
+  if (n_ == 1 || blocks <= 1) {
+    if (n > 0) fn(0, n);
     return;
   }
+  if (blocks >= (int64_t{1} << 32)) return parallel_for(n, grain, fn);  // does not fit a range word
   for (int i = 0; i < n_; ++i)
     ranges_[static_cast<size_t>(i)].lohi.store(pack_range(static_cast<uint64_t>(blocks * i / n_),
                                                           static_cast<uint64_t>(blocks * (i + 1) / n_)),

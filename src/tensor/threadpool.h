@@ -41,7 +41,6 @@ class ThreadPool {
  private:
   void worker(int ith);
 
-
   int n_;
   std::vector<std::thread> threads_;
   const std::function<void(int, int)>* job_ = nullptr;

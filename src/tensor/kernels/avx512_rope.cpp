@@ -1,7 +1,6 @@
 // RoPE's rotation (tensor/ops.h's rope_rotate) on AVX-512: a token's rotations, one call per
 // head, were a visible share of a batched decoding step for small heads as a scalar loop.
 #if defined(__x86_64__)
-#include <cmath>
 #include <cstdint>
 
 #include "tensor/kernels/kernels.h"
@@ -12,10 +11,10 @@
 namespace orchard::kernels {
 namespace {
 
-// Every value is rope_rotate_scalar's fused expression, so the same bits:
+// Every value is rope_rotate's fused scalar expression (tensor/ops.cpp), so the same bits:
 //   a' = fma(a, cos, −(b·sin)),  b' = fma(a, sin, b·cos)
 // for the pairs (i, i + half) (neox) or (2i, 2i + 1).
-void rope_rotate_avx512(float* head, int64_t n_rot, const float* cs, bool neox) {
+int64_t rope_rotate_avx512(float* head, int64_t n_rot, const float* cs, bool neox) {
   const int64_t half = n_rot / 2;
   int64_t i = 0;
   if (neox) {
@@ -40,14 +39,7 @@ void rope_rotate_avx512(float* head, int64_t n_rot, const float* cs, bool neox) 
       _mm512_storeu_ps(head + 2 * i, _mm512_fmadd_ps(_mm512_moveldup_ps(x), first, _mm512_castsi512_ps(t)));
     }
   }
-  for (; i < half; ++i) {
-    const float c = cs[i], s = cs[half + i];
-    float* a = neox ? &head[i] : &head[2 * i];
-    float* b = neox ? &head[i + half] : &head[2 * i + 1];
-    const float x0 = *a, x1 = *b;
-    *a = std::fma(x0, c, -(x1 * s));
-    *b = std::fma(x0, s, x1 * c);
-  }
+  return i;
 }
 
 }  // namespace

@@ -90,8 +90,9 @@ AttendFn avx512_attend();
 using SwigluFn = void (*)(const float* gate, const float* up, float* out, int64_t n);
 SwigluFn lookup_swiglu(Isa isa);
 SwigluFn avx512_swiglu();
-// rope_rotate (tensor/ops.h) of one head; nullptr where `isa` has none.
-using RopeFn = void (*)(float* head, int64_t n_rot, const float* cs, bool neox);
+// rope_rotate (tensor/ops.h) of one head's first pairs, as many as fill whole registers;
+// returns how many it rotated (rope_rotate does the rest). nullptr where `isa` has none.
+using RopeFn = int64_t (*)(float* head, int64_t n_rot, const float* cs, bool neox);
 RopeFn lookup_rope(Isa isa);
 RopeFn avx512_rope();
 
