@@ -23,4 +23,15 @@ std::string self_executable() {
   return std::string(buf, static_cast<size_t>(n));
 }
 
+void add_kv_type_option(CLI::App* cmd, KVType& out) {
+  cmd->add_option_function<std::string>(
+         "--kv-type",
+         [&out](const std::string& name) {
+           if (!kv_type_from_name(name, out)) throw CLI::ValidationError("--kv-type", "'" + name + "' is not f32 or f16");
+         },
+         "KV cache element type: f32 (default; llama.cpp's -ctk f32 -ctv f32 logits) or f16 (half the memory, "
+         "faster attention over long or many contexts)")
+      ->type_name("f32|f16");
+}
+
 }  // namespace orchard::cli

@@ -3,7 +3,14 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
+#include "tensor/attention.h"
+
 namespace orchard::cli {
+
+// --kv-type f32|f16: what the KV caches keep keys and values in.
+void add_kv_type_option(CLI::App* cmd, KVType& out);
 
 // "1,2,,4" -> {"1", "2", "4"} (empty items dropped).
 std::vector<std::string> split_commas(const std::string& text);

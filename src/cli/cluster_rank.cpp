@@ -22,6 +22,7 @@ parallel::SessionOptions session_options(const ClusterRankOptions& o) {
   so.engine.threads = o.threads;
   so.engine.n_ctx = o.ctx;
   so.engine.mmap = o.mmap;
+  so.engine.kv_type = o.kv_type;
   so.choose = o.parallel.empty() || o.parallel == "auto";
   if (!so.choose) so.kind = parallel::parse_kind(o.parallel);
   so.tp = o.tp;

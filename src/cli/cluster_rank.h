@@ -16,6 +16,7 @@ struct ClusterRankOptions {
   int threads = 0, tp = 0;
   int64_t ctx = 0, chunk = 64;
   bool mmap = false;
+  KVType kv_type = KVType::F32;
 };
 
 // True when the command runs as a rank of a job: inside one (`orchard run`, `orchard launch`),

@@ -46,6 +46,7 @@ void register_bench(CLI::App& app) {
     std::string model, threads = "0";
     int pp = 512, tg = 128, reps = 5;
     bool mmap = false, no_repack = false;
+    KVType kv_type = KVType::F32;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
@@ -58,6 +59,7 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--mmap", o->mmap, "Run from the page cache instead of a huge-page copy");
   cmd->add_flag("--no-repack", o->no_repack, "Skip the repacked weight copy (less memory, slower prompts)");
+  add_kv_type_option(cmd, o->kv_type);
   register_bench_comm(*cmd);
   register_bench_parallel(*cmd);
   register_bench_serve(*cmd);
@@ -69,6 +71,7 @@ void register_bench(CLI::App& app) {
     eo.n_ctx = std::max(o->pp, o->tg) + 1;
     eo.mmap = o->mmap;
     eo.repack = !o->no_repack;
+    eo.kv_type = o->kv_type;
     auto engine = Engine::load(eo);
     const HParams& hp = engine->hparams();
     std::printf("model: %s (%s, %lld layers, dim %lld), kernels: %s\n", eo.model_path.c_str(),

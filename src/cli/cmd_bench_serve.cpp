@@ -29,6 +29,7 @@ struct Opts {
   int n = 64, reps = 3, threads = 0;
   int64_t ctx = 512;
   bool no_repack = false;
+  KVType kv_type = KVType::F32;
   double stream_interval_ms = 0;
 };
 
@@ -102,6 +103,7 @@ void register_bench_serve(CLI::App& bench) {
   cmd->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str();
   cmd->add_option("-c,--ctx", o->ctx, "Positions per slot")->capture_default_str();
   cmd->add_flag("--no-repack", o->no_repack, "One weight layout only (less memory, slower batches)");
+  add_kv_type_option(cmd, o->kv_type);
   cmd->add_option("--stream-interval", o->stream_interval_ms, "As orchard serve's (ms between writes to a stream)")
       ->check(CLI::Range(0.0, 1000.0))
       ->capture_default_str();
@@ -115,6 +117,7 @@ void register_bench_serve(CLI::App& bench) {
     eo.threads = o->threads;
     eo.n_ctx = o->ctx;
     eo.repack = !o->no_repack;
+    eo.kv_type = o->kv_type;
     auto engine = Engine::load(eo);
     serve::LocalExecutor exec(*engine, most);
     serve::Metrics metrics;

@@ -25,6 +25,7 @@ struct GenerateOpts {
   int64_t ctx = 0;
   SamplerOptions s;
   bool no_bos = false, special = false, mmap = false, no_repack = false;
+  KVType kv_type = KVType::F32;
   std::string parallel, mem;
   int tp = 0;
   int64_t chunk = 64;
@@ -43,6 +44,7 @@ EngineOptions engine_options(const GenerateOpts& o) {
   eo.n_ctx = o.ctx;
   eo.mmap = o.mmap;
   eo.repack = !o.no_repack;
+  eo.kv_type = o.kv_type;
   return eo;
 }
 
@@ -127,6 +129,7 @@ void register_generate(CLI::App& app) {
   cmd->add_option("--seed", o->s.seed, "Sampling seed")->capture_default_str();
   cmd->add_flag("--mmap", o->mmap, "Run from the page cache (less memory; slower generation)");
   cmd->add_flag("--no-repack", o->no_repack, "Skip the repacked weight copy (less memory, slower prompts)");
+  add_kv_type_option(cmd, o->kv_type);
   cmd->add_flag("--no-bos", o->no_bos, "Do not add BOS to the prompt");
   cmd->add_flag("--special", o->special, "Parse special-token text such as <|eot_id|> in the prompt");
   cmd->add_option("--parallel", o->parallel,

@@ -4,6 +4,7 @@
 #include <memory>
 #include <sstream>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "model/engine.h"
@@ -18,6 +19,7 @@ void register_perplexity(CLI::App& app) {
     std::string model, file;
     int64_t ctx = 512;
     int threads = 0;
+    KVType kv_type = KVType::F32;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
@@ -28,6 +30,7 @@ void register_perplexity(CLI::App& app) {
   cmd->add_option("-f,--file", o->file, "Text file")->required();
   cmd->add_option("-c,--ctx", o->ctx, "Chunk size in tokens")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (0: all cores)");
+  add_kv_type_option(cmd, o->kv_type);
   cmd->callback([o] {
     std::ifstream in(o->file, std::ios::binary);
     if (!in) throw Error("cannot read text file '" + o->file + "'");
@@ -37,6 +40,7 @@ void register_perplexity(CLI::App& app) {
     eo.model_path = serve::resolve_model(o->model);
     eo.threads = o->threads;
     eo.n_ctx = o->ctx;
+    eo.kv_type = o->kv_type;
     auto engine = Engine::load(eo);
     ProgressBar bar("perplexity");
     std::string per_chunk;

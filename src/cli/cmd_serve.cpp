@@ -11,6 +11,7 @@
 #include <memory>
 #include <thread>
 
+#include "cli/args.h"
 #include "cli/cluster_rank.h"
 #include "cli/commands.h"
 #include "dist/make_group.h"
@@ -31,6 +32,7 @@ struct ServeOpts {
   int64_t ctx = 0, step_tokens = 256, chunk = 64;
   double stream_interval_ms = 0;
   bool mmap = false, no_repack = false;
+  KVType kv_type = KVType::F32;
   SamplerOptions s;
   int32_t max_tokens = 512;
 };
@@ -110,6 +112,7 @@ void run_single(const ServeOpts& o) {
   eo.n_ctx = o.ctx;
   eo.mmap = o.mmap;
   eo.repack = !o.no_repack;
+  eo.kv_type = o.kv_type;
   auto engine = Engine::load(eo);
   serve::LocalExecutor exec(*engine, o.slots);
   char host[64] = {};
@@ -136,6 +139,7 @@ void run_cluster(const ServeOpts& o) {
   ro.ctx = o.ctx;
   ro.chunk = o.chunk;
   ro.mmap = o.mmap;
+  ro.kv_type = o.kv_type;
   auto session = parallel::Session::start(*world, session_options(ro));
   serve::ClusterExecutor exec(*session, *world, o.slots, o.chunk);
   serve::ClusterView view = exec.describe(ro.model_path);
@@ -181,6 +185,7 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--min-p", o->s.min_p, "Default min-p (0: off)")->capture_default_str();
   cmd->add_option("--mmap", o->mmap, "Run from the page cache instead of a private copy");
   cmd->add_flag("--no-repack", o->no_repack, "Keep one weight layout only (less memory; slower prompts and batches)");
+  add_kv_type_option(cmd, o->kv_type);
   cmd->add_option("--parallel", o->parallel,
                   "As a rank of a job: auto, pipeline, tensor or hybrid (start with `orchard run --serve`)");
   cmd->add_option("--tp", o->tp, "hybrid: tensor-parallel ranks per stage");

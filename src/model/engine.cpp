@@ -37,12 +37,13 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opts) {
     throw Error(opts.model_path + ": tokenizer has " + std::to_string(e->tok_->vocab_size()) +
                 " tokens but token_embd.weight has " + std::to_string(hp.n_vocab) + " rows");
   e->n_ctx_ = opts.n_ctx > 0 ? opts.n_ctx : std::min<int64_t>(hp.n_ctx_train, 4096);
+  e->kv_type_ = opts.kv_type;
   e->load_ms_ = ms_since(t0);
   return e;
 }
 
 std::unique_ptr<KVCache> Engine::new_cache() const {
-  return model_->new_cache(n_ctx_);
+  return model_->new_cache(n_ctx_, kv_type_);
 }
 
 GenerateResult Engine::generate(const std::string& prompt, const GenerateOptions& opts,

@@ -22,6 +22,7 @@ struct EngineOptions {
   int64_t n_ctx = 0;      // 0: min(training context, 4096)
   bool mmap = false;      // run from the page cache instead of a huge-page copy (less memory, slower)
   bool repack = true;     // keep a repacked copy of Q4_0/Q8_0 matrices for faster prompts
+  KVType kv_type = KVType::F32;  // what KV caches keep keys and values in (f16: half the memory)
   Shard shard;            // the part of the model this rank holds (all of it by default)
   PartialSum* partial_sum = nullptr;  // tensor parallel: sums partial results across ranks
 };
@@ -59,6 +60,7 @@ class Engine {
   const GGUFFile& file() const { return *file_; }
   const HParams& hparams() const { return model_->hparams(); }
   int64_t n_ctx() const { return n_ctx_; }
+  KVType kv_type() const { return kv_type_; }
   double load_ms() const { return load_ms_; }
 
   std::unique_ptr<KVCache> new_cache() const;
@@ -91,6 +93,7 @@ class Engine {
   std::unique_ptr<Tokenizer> tok_;
   std::unique_ptr<LlamaModel> model_;
   int64_t n_ctx_ = 0;
+  KVType kv_type_ = KVType::F32;
   double load_ms_ = 0;
 };
 

@@ -1,9 +1,12 @@
 #pragma once
-// Keys and values of every position seen so far, per layer, in float32. Values are rows, one
-// per position; keys are kept per KV head in the attention kernel's transposed panels
-// (tensor/attention.h), written once when a position is added.
+// Keys and values of every position seen so far, per layer, as floats or IEEE halves (KVType,
+// tensor/attention.h). Values are rows, one per position; keys are kept per KV head in the
+// attention kernel's transposed panels, written once when a position is added.
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "model/hparams.h"
 #include "tensor/attention.h"
@@ -13,10 +16,11 @@ namespace orchard {
 
 class KVCache {
  public:
-  KVCache(const HParams& hp, int64_t n_ctx) : KVCache(hp.n_layers, hp.n_kv_heads, hp.head_dim, n_ctx) {}
+  KVCache(const HParams& hp, int64_t n_ctx, KVType type = KVType::F32)
+      : KVCache(hp.n_layers, hp.n_kv_heads, hp.head_dim, n_ctx, type) {}
   // A shard's cache: its layers (indexed from 0) and its KV heads.
-  KVCache(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, int64_t n_ctx)
-      : n_ctx_(n_ctx), kv_dim_(n_kv_heads * head_dim), head_dim_(head_dim),
+  KVCache(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, int64_t n_ctx, KVType type = KVType::F32)
+      : type_(type), elem_(kv_type_bytes(type)), n_ctx_(n_ctx), kv_dim_(n_kv_heads * head_dim), head_dim_(head_dim),
         head_keys_(key_panels_size(n_ctx, head_dim)),
         elems_(static_cast<size_t>(n_layers * n_ctx * kv_dim_)),
         k_elems_(static_cast<size_t>(n_layers * n_kv_heads * head_keys_)),
@@ -24,8 +28,11 @@ class KVCache {
         // Left uninitialised: only positions already written are ever read (a key panel is
         // zeroed when its first position is written), and a large context then costs memory
         // only as it fills.
-        k_(new float[k_elems_]),
-        v_(new float[elems_]) {}
+        k_(new std::byte[k_elems_ * elem_]),
+        v_(new std::byte[elems_ * elem_]),
+        halves_(type == KVType::F16 ? static_cast<size_t>(kv_dim_) : 0) {}
+
+  KVType type() const { return type_; }
 
   int64_t capacity() const { return n_ctx_; }
   int64_t size() const { return used_; }       // positions filled
@@ -42,23 +49,41 @@ class KVCache {
   }
   void advance(int64_t n) { used_ += n; }
 
-  // KV head `kvh`'s key panels in `layer` (key_offset() finds a position's element).
-  float* k_panels(int64_t layer, int64_t kvh) {
-    return &k_[static_cast<size_t>((layer * n_kv_heads_ + kvh) * head_keys_)];
-  }
+  // KV head `kvh`'s key panels in `layer` (key_offset() finds a position's element), of type().
+  const void* k_panels(int64_t layer, int64_t kvh) const { return k_.get() + k_index(layer, kvh) * elem_; }
   // Writes position `pos`'s keys, all KV heads side by side (kv_dim values).
   void store_k(int64_t layer, int64_t pos, const float* keys) {
-    for (int64_t h = 0; h < n_kv_heads_; ++h) store_key(k_panels(layer, h), head_dim_, pos, keys + h * head_dim_);
+    if (type_ == KVType::F32) {
+      for (int64_t h = 0; h < n_kv_heads_; ++h)
+        store_key(reinterpret_cast<float*>(k_.get()) + k_index(layer, h), head_dim_, pos, keys + h * head_dim_);
+      return;
+    }
+    to_halves(keys, halves_.data(), kv_dim_);
+    for (int64_t h = 0; h < n_kv_heads_; ++h)
+      store_key(reinterpret_cast<uint16_t*>(k_.get()) + k_index(layer, h), head_dim_, pos, halves_.data() + h * head_dim_);
   }
-  float* v(int64_t layer, int64_t pos) { return &v_[static_cast<size_t>((layer * n_ctx_ + pos) * kv_dim_)]; }
-  size_t bytes() const { return (k_elems_ + elems_) * sizeof(float); }
+  // Writes position `pos`'s values (kv_dim values).
+  void store_v(int64_t layer, int64_t pos, const float* values) {
+    std::byte* row = v_.get() + v_index(layer, pos) * elem_;
+    if (type_ == KVType::F32) std::copy_n(values, kv_dim_, reinterpret_cast<float*>(row));
+    else to_halves(values, reinterpret_cast<uint16_t*>(row), kv_dim_);
+  }
+  // Position `pos`'s values in `layer`, of type(); the next position's lie kv_dim elements on.
+  const void* v(int64_t layer, int64_t pos) const { return v_.get() + v_index(layer, pos) * elem_; }
+  size_t bytes() const { return (k_elems_ + elems_) * elem_; }
 
  private:
+  KVType type_;
+  size_t elem_;  // bytes per element
   int64_t n_ctx_, kv_dim_, head_dim_, head_keys_;
   int64_t used_ = 0;
   size_t elems_, k_elems_;
   int64_t n_kv_heads_;
-  std::unique_ptr<float[]> k_, v_;
+  std::unique_ptr<std::byte[]> k_, v_;
+  std::vector<uint16_t> halves_;  // F16: a position's keys converted, before they are spread out
+
+  size_t k_index(int64_t layer, int64_t kvh) const { return static_cast<size_t>((layer * n_kv_heads_ + kvh) * head_keys_); }
+  size_t v_index(int64_t layer, int64_t pos) const { return static_cast<size_t>((layer * n_ctx_ + pos) * kv_dim_); }
 };
 
 }  // namespace orchard

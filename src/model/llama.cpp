@@ -29,8 +29,8 @@ void LocalForward::feed(std::span<const TokenId> tokens, std::vector<float>& log
   model_.forward(tokens, kv_, logits);
 }
 
-std::unique_ptr<KVCache> LlamaModel::new_cache(int64_t n_ctx) const {
-  return std::make_unique<KVCache>(shard().n_layers(), n_kv_heads_, hp_.head_dim, n_ctx);
+std::unique_ptr<KVCache> LlamaModel::new_cache(int64_t n_ctx, KVType type) const {
+  return std::make_unique<KVCache>(shard().n_layers(), n_kv_heads_, hp_.head_dim, n_ctx, type);
 }
 
 void LlamaModel::forward(std::span<const int32_t> tokens, KVCache& kv, std::vector<float>& logits,
@@ -164,7 +164,7 @@ void LlamaModel::run_layers(float* x, std::span<KVCache* const> kvs, std::span<c
       for (int64_t h = 0; h < n_heads_; ++h) rope_rotate(&q[t * qd + h * hd], n_rot, cs, neox);
       for (int64_t h = 0; h < n_kv_heads_; ++h) rope_rotate(&k[t * kvd + h * hd], n_rot, cs, neox);
       kv.store_k(li, pos, &k[t * kvd]);
-      std::copy_n(&v[t * kvd], kvd, kv.v(li, pos));
+      kv.store_v(li, pos, &v[t * kvd]);
     }
 
     // att = softmax(q·Kᵀ / √head_dim + causal mask) · V, per head (GQA: heads share KV heads)
@@ -236,6 +236,7 @@ void LlamaModel::attention(int64_t layer, const float* q, int64_t n, std::span<K
         const Job& job = jobs[static_cast<size_t>(j)];
         KVCache& kv = *kvs[static_cast<size_t>(seq_of[static_cast<size_t>(job.t0)])];
         AttendArgs a;
+        a.kv_type = kv.type();
         a.q = q + job.t0 * qd + job.kvh * group * hd;
         a.out = out + job.t0 * qd + job.kvh * group * hd;
         a.tok_stride = qd;
@@ -243,12 +244,12 @@ void LlamaModel::attention(int64_t layer, const float* q, int64_t n, std::span<K
         a.group = group;
         a.len = len_of_.data() + job.t0;
         a.k = kv.k_panels(layer, job.kvh);
-        a.v = kv.v(layer, 0) + job.kvh * hd;
+        a.v = static_cast<const std::byte*>(kv.v(layer, 0)) + job.kvh * hd * kv_type_bytes(kv.type());
         a.kv_stride = kv_dim_;
         a.head_dim = hd;
         a.scale = scale;
         a.n_kv = job.nkv;
-        a.k_head_stride = job.nkv > 1 ? kv.k_panels(layer, job.kvh + 1) - a.k : 0;
+        a.k_head_stride = job.nkv > 1 ? key_panels_size(kv.capacity(), hd) : 0;
         attend(a);
       }
     });
@@ -256,34 +257,48 @@ void LlamaModel::attention(int64_t layer, const float* q, int64_t n, std::span<K
   }
   int64_t longest = 0;
   for (int64_t t = 0; t < n; ++t) longest = std::max(longest, pos_of[static_cast<size_t>(t)] + 1);
-  // Every (row, head) pair is independent: threads take contiguous runs of them.
-  global_pool().parallel_for(n * n_heads_, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores(static_cast<size_t>(longest));
+  // Every (row, KV head) pair is independent: threads take contiguous runs of them. A cache of
+  // halves has a pair's keys and values widened once for the `group` query heads sharing them.
+  global_pool().parallel_for(n * n_kv_heads_, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores(static_cast<size_t>(longest)), keys, values;
     for (int64_t job = begin; job < end; ++job) {
-      const int64_t t = job / n_heads_, h = job % n_heads_;
+      const int64_t t = job / n_kv_heads_, kvh = job % n_kv_heads_;
       KVCache& kv = *kvs[static_cast<size_t>(seq_of[static_cast<size_t>(t)])];
       const int64_t len = pos_of[static_cast<size_t>(t)] + 1;  // causal: itself and everything before
-      const float* qh = q + t * qd + h * hd;
-      const int64_t kvh = h / group;
-      // scores[p] = Σ_d q_h[d]·K[p][d], a panel of 32 positions at a time
-      const float* kp = kv.k_panels(layer, kvh);
-      for (int64_t p0 = 0; p0 < len; p0 += kKeyPanel) {
-        float acc[kKeyPanel] = {};
-        const float* panel = kp + key_offset(p0, 0, hd);
-        for (int64_t d = 0; d < hd; ++d)
-          for (int64_t j = 0; j < kKeyPanel; ++j) acc[j] += qh[d] * panel[d * kKeyPanel + j];
-        std::copy_n(acc, std::min<int64_t>(kKeyPanel, len - p0), &scores[static_cast<size_t>(p0)]);
+      const float* kp = static_cast<const float*>(kv.k_panels(layer, kvh));
+      const float* vp0 = static_cast<const float*>(kv.v(layer, 0)) + kvh * hd;
+      int64_t v_stride = kv_dim_;
+      if (kv.type() == KVType::F16) {
+        keys.resize(static_cast<size_t>(key_panels_size(len, hd)));
+        to_floats(static_cast<const uint16_t*>(kv.k_panels(layer, kvh)), keys.data(), key_panels_size(len, hd));
+        values.resize(static_cast<size_t>(len * hd));
+        for (int64_t p = 0; p < len; ++p)
+          to_floats(static_cast<const uint16_t*>(kv.v(layer, p)) + kvh * hd, &values[static_cast<size_t>(p * hd)], hd);
+        kp = keys.data();
+        vp0 = values.data();
+        v_stride = hd;
       }
-      for (int64_t p = 0; p < len; ++p) scores[p] *= scale;
-      softmax(scores.data(), len);
-      // out_h = Σ_p scores[p] · V_p: written out here (not axpy per position) so the compiler
-      // keeps out_h in registers across positions; per-call overhead dominated at small heads.
-      float* oh = out + t * qd + h * hd;
-      std::fill_n(oh, hd, 0.0f);
-      const float* vp = kv.v(layer, 0) + kvh * hd;
-      for (int64_t p = 0; p < len; ++p, vp += kv_dim_) {
-        const float sp = scores[p];
-        for (int64_t d = 0; d < hd; ++d) oh[d] += sp * vp[d];
+      for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+        const float* qh = q + t * qd + h * hd;
+        // scores[p] = Σ_d q_h[d]·K[p][d], a panel of 32 positions at a time
+        for (int64_t p0 = 0; p0 < len; p0 += kKeyPanel) {
+          float acc[kKeyPanel] = {};
+          const float* panel = kp + key_offset(p0, 0, hd);
+          for (int64_t d = 0; d < hd; ++d)
+            for (int64_t j = 0; j < kKeyPanel; ++j) acc[j] += qh[d] * panel[d * kKeyPanel + j];
+          std::copy_n(acc, std::min<int64_t>(kKeyPanel, len - p0), &scores[static_cast<size_t>(p0)]);
+        }
+        for (int64_t p = 0; p < len; ++p) scores[p] *= scale;
+        softmax(scores.data(), len);
+        // out_h = Σ_p scores[p] · V_p: written out here (not axpy per position) so the compiler
+        // keeps out_h in registers across positions; per-call overhead dominated at small heads.
+        float* oh = out + t * qd + h * hd;
+        std::fill_n(oh, hd, 0.0f);
+        const float* vp = vp0;
+        for (int64_t p = 0; p < len; ++p, vp += v_stride) {
+          const float sp = scores[p];
+          for (int64_t d = 0; d < hd; ++d) oh[d] += sp * vp[d];
+        }
       }
     }
   });

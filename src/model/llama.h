@@ -49,7 +49,7 @@ class LlamaModel {
   const Shard& shard() const { return w_.shard; }
 
   // A cache for this shard's layers and KV heads.
-  std::unique_ptr<KVCache> new_cache(int64_t n_ctx) const;
+  std::unique_ptr<KVCache> new_cache(int64_t n_ctx, KVType type = KVType::F32) const;
 
   // The whole model: feeds `tokens` at positions kv.size() … kv.size()+n-1 and appends their
   // keys/values to `kv`. `logits` receives n × n_vocab values when all_logits, else only the

@@ -23,7 +23,8 @@ float fp16_to_fp32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1Fu;
   uint32_t mant = h & 0x3FFu;
-  if (exp == 0x1F) return float_of(sign | 0x7F800000u | (mant << 13));  // inf / NaN, payload kept
+  // Inf, or a NaN made quiet with its payload kept, as F16C's vcvtph2ps and Arm's FCVTL do.
+  if (exp == 0x1F) return float_of(sign | 0x7F800000u | (mant << 13) | (mant != 0 ? 0x400000u : 0u));
   if (exp != 0) return float_of(sign | ((exp + 112u) << 23) | (mant << 13));
   if (mant == 0) return float_of(sign);
   // Subnormal half: normalise into a float (every half subnormal is a float normal).

@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "tensor/attention.h"
+#include "tensor/f16.h"
 
 namespace orchard {
 namespace {
@@ -16,17 +18,31 @@ struct Case {
   int64_t ntok, group, head_dim, first_len, kv_heads;
 };
 
+constexpr KVType kTypes[] = {KVType::F32, KVType::F16};
+
 struct Data {
-  std::vector<float> q, k, v;          // k: rows, for the reference
-  std::vector<std::vector<float>> kp;  // k as the kernel reads it: panels per KV head
+  KVType type;
+  std::vector<float> q, k, v;  // k and v as rows, for the reference (rounded to halves for F16)
+  // k as the kernel reads it, panels per KV head; v too: floats or halves as `type` says
+  std::vector<std::vector<float>> kp;
+  std::vector<std::vector<uint16_t>> kph;
+  std::vector<uint16_t> vh;
   std::vector<int64_t> len;
   int64_t qd, kvd, ctx;
+  const void* panels(int64_t kvh) const {
+    return type == KVType::F16 ? static_cast<const void*>(kph[static_cast<size_t>(kvh)].data())
+                               : kp[static_cast<size_t>(kvh)].data();
+  }
+  const void* values(int64_t offset) const {
+    return type == KVType::F16 ? static_cast<const void*>(vh.data() + offset) : v.data() + offset;
+  }
 };
 
-Data make(const Case& c, uint32_t seed) {
+Data make(const Case& c, uint32_t seed, KVType type = KVType::F32) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   Data d;
+  d.type = type;
   d.qd = c.kv_heads * c.group * c.head_dim;
   d.kvd = c.kv_heads * c.head_dim;
   d.ctx = c.first_len + c.ntok;
@@ -35,9 +51,20 @@ Data make(const Case& c, uint32_t seed) {
   d.v.resize(d.k.size());
   for (auto* vec : {&d.q, &d.k, &d.v})
     for (auto& x : *vec) x = nd(rng);
+  if (type == KVType::F16)
+    for (auto* vec : {&d.k, &d.v})
+      for (auto& x : *vec) x = fp16_to_fp32(fp32_to_fp16(x));
+  std::vector<uint16_t> kh(d.k.size());
+  to_halves(d.k.data(), kh.data(), static_cast<int64_t>(kh.size()));
+  d.vh.resize(d.v.size());
+  to_halves(d.v.data(), d.vh.data(), static_cast<int64_t>(d.vh.size()));
   for (int64_t h = 0; h < c.kv_heads; ++h) {
     d.kp.emplace_back(static_cast<size_t>(key_panels_size(d.ctx, c.head_dim)));
-    for (int64_t p = 0; p < d.ctx; ++p) store_key(d.kp.back().data(), c.head_dim, p, &d.k[p * d.kvd + h * c.head_dim]);
+    d.kph.emplace_back(d.kp.back().size());
+    for (int64_t p = 0; p < d.ctx; ++p) {
+      store_key(d.kp.back().data(), c.head_dim, p, &d.k[p * d.kvd + h * c.head_dim]);
+      store_key(d.kph.back().data(), c.head_dim, p, &kh[p * d.kvd + h * c.head_dim]);
+    }
   }
   for (int64_t t = 0; t < c.ntok; ++t) d.len.push_back(c.first_len + t);  // causal: token t at position first_len-1+t
   return d;
@@ -51,8 +78,9 @@ AttendArgs args(const Case& c, Data& d, int64_t kvh, float* out) {
   a.ntok = c.ntok;
   a.group = c.group;
   a.len = d.len.data();
-  a.k = d.kp[static_cast<size_t>(kvh)].data();
-  a.v = d.v.data() + kvh * c.head_dim;
+  a.kv_type = d.type;
+  a.k = d.panels(kvh);
+  a.v = d.values(kvh * c.head_dim);
   a.kv_stride = d.kvd;
   a.head_dim = c.head_dim;
   a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
@@ -63,8 +91,9 @@ TEST(Attention, MatchesADoublePrecisionReference) {
   if (!attend_available(64)) GTEST_SKIP() << "no attention kernel on this CPU";
   const Case cases[] = {{1, 4, 64, 1, 2},  {5, 4, 64, 30, 2},  {13, 1, 64, 33, 1}, {3, 4, 128, 70, 2},
                         {7, 2, 80, 9, 3},  {1, 1, 16, 100, 1}, {40, 4, 64, 1, 1},  {2, 8, 48, 31, 1}};
-  for (const Case& c : cases) {
-    Data d = make(c, static_cast<uint32_t>(c.ntok * 31 + c.head_dim));
+  for (const Case& c : cases)
+  for (const KVType type : kTypes) {
+    Data d = make(c, static_cast<uint32_t>(c.ntok * 31 + c.head_dim), type);
     std::vector<float> out(d.q.size(), -7.0f);
     for (int64_t kvh = 0; kvh < c.kv_heads; ++kvh) attend(args(c, d, kvh, out.data()));
     const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
@@ -85,8 +114,8 @@ TEST(Attention, MatchesADoublePrecisionReference) {
           double o = 0;
           for (int64_t j = 0; j < len; ++j) o += p[j] / sum * d.v[j * d.kvd + kvh * c.head_dim + i];
           ASSERT_NEAR(out[t * d.qd + h * c.head_dim + i], o, 1e-4)
-              << "ntok " << c.ntok << " group " << c.group << " hd " << c.head_dim << " t " << t << " h " << h
-              << " dim " << i;
+              << kv_type_name(type) << " ntok " << c.ntok << " group " << c.group << " hd " << c.head_dim << " t "
+              << t << " h " << h << " dim " << i;
         }
       }
   }
@@ -95,7 +124,8 @@ TEST(Attention, MatchesADoublePrecisionReference) {
 TEST(Attention, ARowIsTheSameBitsAloneOrAmongOthers) {
   if (!attend_available(64)) GTEST_SKIP() << "no attention kernel on this CPU";
   const Case c{17, 4, 64, 20, 1};
-  Data d = make(c, 5);
+  for (const KVType type : kTypes) {
+  Data d = make(c, 5, type);
   std::vector<float> all(d.q.size()), alone(d.q.size());
   attend(args(c, d, 0, all.data()));
   for (int64_t t = 0; t < c.ntok; ++t) {  // each token in a call of its own
@@ -107,7 +137,8 @@ TEST(Attention, ARowIsTheSameBitsAloneOrAmongOthers) {
     a.len = d.len.data() + t;
     attend(a);
   }
-  for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i], alone[i]) << "element " << i;
+  for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i], alone[i]) << kv_type_name(type) << " element " << i;
+  }
 }
 
 // A call over several KV heads (what a decoding step hands the kernel) gives every head the
@@ -117,38 +148,76 @@ TEST(Attention, SeveralHeadsInOneCallAreTheSameBitsAsOneHeadEach) {
   if (!attend_available(64)) GTEST_SKIP() << "no attention kernel on this CPU";
   const Case cases[] = {{1, 2, 32, 70, 4},  {1, 1, 64, 1, 3},   {1, 4, 128, 97, 2}, {1, 4, 80, 33, 5},
                         {1, 8, 64, 40, 2},  {1, 2, 32, 128, 6}, {3, 2, 32, 45, 4},  {1, 3, 48, 20, 3}};
-  for (const Case& c : cases) {
-    Data d = make(c, static_cast<uint32_t>(c.group * 131 + c.first_len));
+  for (const Case& c : cases)
+  for (const KVType type : kTypes) {
+    Data d = make(c, static_cast<uint32_t>(c.group * 131 + c.first_len), type);
     std::vector<float> each(d.q.size(), -7.0f), joint(d.q.size(), -9.0f);
     for (int64_t kvh = 0; kvh < c.kv_heads; ++kvh) attend(args(c, d, kvh, each.data()));
     // The heads' panels one after another at a fixed stride, as the KV cache keeps them.
     const int64_t stride = key_panels_size(d.ctx, c.head_dim);
     std::vector<float> panels(static_cast<size_t>(stride * c.kv_heads));
-    for (int64_t h = 0; h < c.kv_heads; ++h) std::copy(d.kp[h].begin(), d.kp[h].end(), panels.begin() + h * stride);
+    std::vector<uint16_t> halves(panels.size());
+    for (int64_t h = 0; h < c.kv_heads; ++h) {
+      std::copy(d.kp[h].begin(), d.kp[h].end(), panels.begin() + h * stride);
+      std::copy(d.kph[h].begin(), d.kph[h].end(), halves.begin() + h * stride);
+    }
     AttendArgs a = args(c, d, 0, joint.data());
-    a.k = panels.data();
+    a.k = type == KVType::F16 ? static_cast<const void*>(halves.data()) : panels.data();
     a.n_kv = c.kv_heads;
     a.k_head_stride = stride;
     attend(a);
     for (size_t i = 0; i < each.size(); ++i)
-      ASSERT_EQ(joint[i], each[i]) << "ntok " << c.ntok << " group " << c.group << " hd " << c.head_dim << " element " << i;
+      ASSERT_EQ(joint[i], each[i]) << kv_type_name(type) << " ntok " << c.ntok << " group " << c.group << " hd " << c.head_dim << " element " << i;
   }
 }
 
 TEST(Attention, KeyPanelsHoldEachPositionOnce) {
   const int64_t hd = 48, n = 70;
-  std::vector<float> panels(static_cast<size_t>(key_panels_size(n, hd)), NAN);
-  std::vector<float> key(static_cast<size_t>(hd));
+  std::vector<uint16_t> panels(static_cast<size_t>(key_panels_size(n, hd)), 0x7E00);  // NaN
+  std::vector<uint16_t> key(static_cast<size_t>(hd));
   for (int64_t p = 0; p < n; ++p) {
-    for (int64_t d = 0; d < hd; ++d) key[static_cast<size_t>(d)] = static_cast<float>(p * 1000 + d);
+    for (int64_t d = 0; d < hd; ++d) key[static_cast<size_t>(d)] = static_cast<uint16_t>(p * hd + d + 1);
     store_key(panels.data(), hd, p, key.data());
   }
   for (int64_t p = 0; p < n; ++p)
     for (int64_t d = 0; d < hd; ++d)
-      ASSERT_EQ(panels[static_cast<size_t>(key_offset(p, d, hd))], static_cast<float>(p * 1000 + d)) << p << "," << d;
+      ASSERT_EQ(panels[static_cast<size_t>(key_offset(p, d, hd))], p * hd + d + 1) << p << "," << d;
   // Lanes past the last position are zeros (a started panel is cleared), never left over.
   for (int64_t p = n; p < key_panels_size(n, hd) / hd; ++p)
-    for (int64_t d = 0; d < hd; ++d) ASSERT_EQ(panels[static_cast<size_t>(key_offset(p, d, hd))], 0.0f);
+    for (int64_t d = 0; d < hd; ++d) ASSERT_EQ(panels[static_cast<size_t>(key_offset(p, d, hd))], 0);
+}
+
+// The cache's row conversions (vectorized where the CPU can) give tensor/f16.h's bits: every
+// half to a float, and floats around every rounding edge (ties, the largest half, the
+// subnormals, infinities, NaNs) plus a sweep of the whole float range, at lengths that leave
+// tails.
+TEST(Attention, HalfRowConversionsAreTheScalarOnesBitForBit) {
+  std::vector<uint16_t> every(65536);
+  for (uint32_t i = 0; i < every.size(); ++i) every[i] = static_cast<uint16_t>(i);
+  std::vector<float> wide(every.size());
+  to_floats(every.data(), wide.data(), static_cast<int64_t>(every.size()));
+  for (uint32_t i = 0; i < every.size(); ++i) {
+    const float want = fp16_to_fp32(every[i]);
+    ASSERT_EQ(std::memcmp(&wide[i], &want, sizeof want), 0) << "half 0x" << std::hex << i;
+  }
+  std::vector<float> xs = {0.0f, -0.0f, 65504.0f, 65519.996f, 65520.0f, -65520.0f, 6.1035156e-05f, 6.0975552e-05f,
+                           5.9604645e-08f, 2.9802322e-08f, 2.9802326e-08f, 1e-45f, INFINITY, -INFINITY, NAN, -NAN};
+  for (uint64_t bits = 0; bits <= 0xFFFFFFFFu; bits += 65521) {
+    float f;
+    const auto b = static_cast<uint32_t>(bits);
+    std::memcpy(&f, &b, sizeof f);
+    xs.push_back(f);
+    const uint32_t tie = (b & ~0x1FFFu) | 0x1000u;  // exactly between two halves' mantissas
+    std::memcpy(&f, &tie, sizeof f);
+    xs.push_back(f);
+  }
+  std::vector<uint16_t> got(xs.size());
+  for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{17}, static_cast<int64_t>(xs.size())}) {
+    std::fill(got.begin(), got.end(), uint16_t{0xABCD});
+    to_halves(xs.data(), got.data(), n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], fp32_to_fp16(xs[i])) << "float " << xs[i] << " at " << i;
+    for (size_t i = static_cast<size_t>(n); i < got.size(); ++i) ASSERT_EQ(got[i], 0xABCD) << "wrote past " << n;
+  }
 }
 
 TEST(Attention, NarrowHeadsHaveNoKernel) {

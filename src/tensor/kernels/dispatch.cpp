@@ -73,6 +73,9 @@ Kernels lookup(DType w, Isa isa) {
 AttendFn lookup_attend(Isa isa) { return isa == Isa::Avx512 ? avx512_attend() : nullptr; }
 SwigluFn lookup_swiglu(Isa isa) { return isa == Isa::Avx512 ? avx512_swiglu() : nullptr; }
 RopeFn lookup_rope(Isa isa) { return isa == Isa::Avx512 ? avx512_rope() : nullptr; }
+const HalfFns* lookup_half(Isa isa) {
+  return isa == Isa::Avx512 ? avx512_half() : isa == Isa::Neon ? neon_half() : nullptr;
+}
 
 #if !defined(__x86_64__)
 Kernels lookup_avx2(DType) { return {}; }
@@ -83,9 +86,11 @@ void add_avx512_many(DType, Kernels&) {}
 AttendFn avx512_attend() { return nullptr; }
 SwigluFn avx512_swiglu() { return nullptr; }
 RopeFn avx512_rope() { return nullptr; }
+const HalfFns* avx512_half() { return nullptr; }
 #endif
 #if !defined(__aarch64__)
 Kernels lookup_neon(DType) { return {}; }
+const HalfFns* neon_half() { return nullptr; }
 #endif
 
 }  // namespace orchard::kernels

@@ -96,6 +96,16 @@ using RopeFn = int64_t (*)(float* head, int64_t n_rot, const float* cs, bool neo
 RopeFn lookup_rope(Isa isa);
 RopeFn avx512_rope();
 
+// Floats to IEEE halves (rounded to nearest even) and back, n at a time: tensor/f16.h's
+// conversions, the same bits, for the KV cache. nullptr where `isa` has none.
+struct HalfFns {
+  void (*to_half)(const float* x, uint16_t* out, int64_t n);
+  void (*to_float)(const uint16_t* h, float* out, int64_t n);
+};
+const HalfFns* lookup_half(Isa isa);
+const HalfFns* avx512_half();
+const HalfFns* neon_half();
+
 // Adds the many-token kernel of avx512_f16_panels.cpp to `k` where there is one.
 void add_avx512_many(DType w, Kernels& k);
 

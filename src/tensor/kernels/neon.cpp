@@ -4,6 +4,7 @@
 #if defined(__aarch64__)
 #include <arm_neon.h>
 
+#include "tensor/f16.h"
 #include "tensor/kernels/float_tiles.h"
 #include "tensor/kernels/gemm_tiles.h"
 #include "tensor/kernels/kernels.h"
@@ -132,7 +133,25 @@ template <int RB, int TB> using F32Tile = FloatTiles<V128, LoadF32>::Tile<RB, TB
 template <int RB, int TB> using F16Tile = FloatTiles<V128, LoadF16>::Tile<RB, TB>;
 template <int RB, int TB> using BF16Tile = FloatTiles<V128, LoadBF16>::Tile<RB, TB>;
 
+// FCVTN / FCVTL: nearest even (the default rounding mode) and quiet NaNs keeping their top
+// payload bits, as tensor/f16.h; four at a time, the rest one by one.
+void to_half_neon(const float* x, uint16_t* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) vst1_u16(out + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(x + i))));
+  for (; i < n; ++i) out[i] = fp32_to_fp16(x[i]);
+}
+
+void to_float_neon(const uint16_t* h, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) vst1q_f32(out + i, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h + i))));
+  for (; i < n; ++i) out[i] = fp16_to_fp32(h[i]);
+}
+
+constexpr HalfFns kHalf{to_half_neon, to_float_neon};
+
 }  // namespace
+
+const HalfFns* neon_half() { return &kHalf; }
 
 Kernels lookup_neon(DType w) {
   switch (w) {
