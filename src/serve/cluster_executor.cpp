@@ -168,7 +168,9 @@ ClusterView ClusterExecutor::describe(const std::string& model_path) {
       rv.role = "stage " + std::to_string(role.stage + 1) + " of " + std::to_string(plan.stages) + ", slice " +
                 std::to_string(role.tp_rank + 1) + " of " + std::to_string(plan.tp);
     if (plan.tp > 1) rv.slice = s.describe();
-    const double kv = cost.kv_bytes(s.layer_begin, s.layer_end, plan.tp, slot_capacity()) * slots();
+    const double kv = cost.kv_bytes(s.layer_begin, s.layer_end, plan.tp, slot_capacity(),
+                                    static_cast<int>(kv_type_bytes(session_.engine().kv_type()))) *
+                      slots();
     rv.memory_bytes = static_cast<uint64_t>(cost.held_bytes(s.layer_begin, s.layer_end, plan.tp, s.embed, s.head) + kv);
     rv.link_latency_us = rtt[static_cast<size_t>(r)];
     v.ranks.push_back(std::move(rv));

@@ -14,13 +14,14 @@
 namespace orchard {
 namespace {
 
-std::unique_ptr<Engine> tiny_engine(DType type) {
+std::unique_ptr<Engine> tiny_engine(DType type, KVType kv_type = KVType::F32) {
   const auto path = std::filesystem::path(::testing::TempDir()) / ("batch-tiny-" + std::string(type_name(type)) + ".gguf");
   if (!std::filesystem::exists(path)) write_synthetic_model(model_shape("tiny"), type, 11, path.string());
   EngineOptions o;
   o.model_path = path.string();
   o.threads = 2;
   o.n_ctx = 256;
+  o.kv_type = kv_type;
   return Engine::load(o);
 }
 
@@ -124,6 +125,47 @@ TEST(BatchForward, BatchInvariantModelsGiveTheSameBitsInEveryFormat) {
     ++checked;
   }
   EXPECT_GE(checked, 10) << "expected the golden quantization zoo in " << dir;
+}
+
+// A cache of halves: half the bytes, a sequence's bits the same alone or among 15 others (the
+// decoding kernel's halves path), and logits near those of a float cache, prompt and steps.
+TEST(BatchForward, HalfCacheIsBatchInvariantAndNearTheFloatCache) {
+  auto e16 = tiny_engine(DType::Q8_0, KVType::F16), e32 = tiny_engine(DType::Q8_0, KVType::F32);
+  EXPECT_EQ(e16->new_cache()->bytes() * 2, e32->new_cache()->bytes());
+  for (Engine* e : {e16.get(), e32.get()}) e->model().set_batch_invariant(true);
+  const int64_t nv = e16->hparams().n_vocab;
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 45; ++i) prompt.push_back(3 + (i * 37) % 200);  // past one key panel
+  std::vector<float> l16, l32;
+  auto c16 = e16->new_cache(), c32 = e32->new_cache();
+  e16->model().forward(prompt, *c16, l16);
+  e32->model().forward(prompt, *c32, l32);
+  float worst = max_abs_diff(l16.data(), l32.data(), nv);
+  for (int32_t t : {7, 11, 13}) {
+    std::vector<int32_t> one = {t};
+    e16->model().forward(one, *c16, l16);
+    e32->model().forward(one, *c32, l32);
+    worst = std::max(worst, max_abs_diff(l16.data(), l32.data(), nv));
+  }
+  std::printf("tiny Q8_0: max |dlogit| between a half and a float cache %.3g\n", worst);
+  EXPECT_GT(worst, 0.0f);
+  EXPECT_LT(worst, 5e-2f);
+
+  std::vector<std::unique_ptr<KVCache>> kv;
+  std::vector<float> scratch, alone, batched;
+  for (int i = 0; i < 17; ++i) {
+    kv.push_back(e16->new_cache());
+    std::vector<int32_t> history = prompt;
+    history.push_back(5 + i % 3);
+    e16->model().forward(history, *kv.back(), scratch);
+  }
+  std::vector<int32_t> next = {7};
+  std::vector<BatchSeq> one = {{next, kv[16].get()}};
+  e16->model().forward_batch(one, alone);
+  std::vector<BatchSeq> many;
+  for (int i = 0; i < 16; ++i) many.push_back({next, kv[i].get()});
+  e16->model().forward_batch(many, batched);
+  EXPECT_EQ(std::memcmp(alone.data(), &batched[1 * static_cast<size_t>(nv)], static_cast<size_t>(nv) * sizeof(float)), 0);
 }
 
 }  // namespace
