@@ -159,7 +159,7 @@ void register_generate(CLI::App& app) {
       const HParams hp = HParams::from_gguf(*header);
       const int64_t n_ctx = eo.n_ctx > 0 ? eo.n_ctx : std::min<int64_t>(hp.n_ctx_train, 4096);
       parallel::check_budgets(*header, hp, parallel::make_plan(hp, parallel::Kind::kPipeline, 1),
-                              parse_budgets(o->mem), n_ctx, o->chunk);
+                              parse_budgets(o->mem), n_ctx, o->chunk, eo.kv_type);
     }
     auto engine = Engine::load(eo);
     std::fputs(o->prompt.c_str(), stdout);

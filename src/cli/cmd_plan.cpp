@@ -100,7 +100,8 @@ void print_plans(const PlanOpts& o) {
   }
   std::printf("model:   %s\n", cost.summary().c_str());
   std::printf("cluster: %s\n", cluster.describe().c_str());
-  std::printf("context %lld tokens, prompt %lld, generation %lld\n\n", static_cast<long long>(o.predict.n_ctx),
+  std::printf("context %lld tokens (%s KV cache), prompt %lld, generation %lld\n\n",
+              static_cast<long long>(o.predict.n_ctx), kv_type_name(o.predict.kv_type),
               static_cast<long long>(o.predict.prompt), static_cast<long long>(o.predict.gen));
   std::printf("| # | plan | machines | fits | fullest machine: need of usable | TTFT ms | tg t/s | comm ms/token | J/token | cost/Mtok |\n");
   std::printf("|---:|---|---:|---|---|---:|---:|---:|---:|---:|\n");
@@ -198,6 +199,7 @@ void register_plan(CLI::App& app) {
   cmd->add_option("--local", o->local, "Backend between ranks on one machine (shm, tcp)")->capture_default_str();
   cmd->add_option("--extra-latency-us", o->extra_latency_us, "Emulated latency added to local messages");
   cmd->add_option("-c,--ctx", o->predict.n_ctx, "Context the KV cache holds")->capture_default_str();
+  add_kv_type_option(cmd, o->predict.kv_type);
   cmd->add_option("-p,--n-prompt", o->predict.prompt, "Prompt tokens for TTFT")->capture_default_str();
   cmd->add_option("-n,--n-gen", o->predict.gen, "Generated tokens")->capture_default_str();
   cmd->add_option("--chunk", o->predict.chunk, "Prompt tokens per pipeline step")->capture_default_str();

@@ -20,7 +20,8 @@ uint64_t share(uint64_t bytes, int64_t part, int64_t whole) {
 
 }  // namespace
 
-ShardBytes shard_bytes(const GGUFFile& f, const HParams& hp, const Shard& requested, int64_t n_ctx, int64_t chunk) {
+ShardBytes shard_bytes(const GGUFFile& f, const HParams& hp, const Shard& requested, int64_t n_ctx, int64_t chunk,
+                       size_t kv_elem_bytes) {
   const Shard s = requested.resolved(hp);
   ShardBytes b;
   const int64_t kvh = s.n_kv_heads();
@@ -42,7 +43,7 @@ ShardBytes shard_bytes(const GGUFFile& f, const HParams& hp, const Shard& reques
     b.weights += tensor_bytes(f, "output_norm.weight");
   }
   // K and V in f32 for every position of every local layer and KV head.
-  b.kv = 2ull * static_cast<uint64_t>(s.n_layers() * n_ctx * kvh * hp.head_dim) * sizeof(float);
+  b.kv = 2ull * static_cast<uint64_t>(s.n_layers() * n_ctx * kvh * hp.head_dim) * kv_elem_bytes;
   b.scratch = static_cast<uint64_t>(static_cast<double>(chunk) *
                                     activation_bytes_per_token(hp.dim, hp.q_dim(), 2 * hp.kv_dim(), hp.ffn_dim, s.n_vocab()));
   return b;

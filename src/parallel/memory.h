@@ -22,7 +22,8 @@ struct ShardBytes {
 // attention, gate/up, logits (`kv_elems`: K and V together; `vocab`: this rank's rows).
 double activation_bytes_per_token(int64_t dim, int64_t q_dim, int64_t kv_elems, int64_t ffn_dim, int64_t vocab);
 
-ShardBytes shard_bytes(const GGUFFile& file, const HParams& hp, const Shard& shard, int64_t n_ctx, int64_t chunk);
+ShardBytes shard_bytes(const GGUFFile& file, const HParams& hp, const Shard& shard, int64_t n_ctx, int64_t chunk,
+                       size_t kv_elem_bytes = sizeof(float));
 
 // "512M", "8G", "1.5GiB", "300000000" → bytes; throws orchard::Error naming the text.
 uint64_t parse_bytes(const std::string& text);

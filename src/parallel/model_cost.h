@@ -68,7 +68,8 @@ struct ModelCost {
   double held_bytes(int64_t begin, int64_t end, int tp, bool embed, bool head) const;
   // Bytes streamed per generated token by such a rank.
   BytesByType read_per_token(int64_t begin, int64_t end, int tp, bool head) const;
-  // KV cache bytes for `n_ctx` tokens of layers [begin, end), split tp ways (f32 entries).
+  // KV cache bytes for `n_ctx` tokens of layers [begin, end), split tp ways (entries of
+  // elem_bytes: 4 for f32, 2 for f16).
   double kv_bytes(int64_t begin, int64_t end, int tp, int64_t n_ctx, int elem_bytes = 4) const;
   // Multiply-adds ×2 for one token at position `pos` in layers [begin, end): the matrices a
   // token uses plus attention over the cached positions.

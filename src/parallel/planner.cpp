@@ -37,7 +37,7 @@ Prediction choose_plan(const ModelCost& m, const ClusterSpec& cl, const PredictO
   // Nothing fits: report the plan that comes closest, with its shortfall.
   double offered = 0;
   for (const NodeSpec& n : cl.nodes) offered += n.capacity_bytes();
-  const double needed = m.held_bytes(0, m.n_layers, 1, true, true) + m.kv_bytes(0, m.n_layers, 1, o.n_ctx);
+  const double needed = m.held_bytes(0, m.n_layers, 1, true, true) + m.kv_bytes(0, m.n_layers, 1, o.n_ctx, o.kv_elem_bytes());
   const Prediction* closest = &plans.front();
   double least_over = 1e300;
   for (const Prediction& p : plans) {
@@ -47,7 +47,7 @@ Prediction choose_plan(const ModelCost& m, const ClusterSpec& cl, const PredictO
   }
   throw Error("nothing fits: " + m.name + " needs " + format_bytes(static_cast<uint64_t>(needed)) + " (weights " +
               format_bytes(static_cast<uint64_t>(m.bytes)) + ", KV cache for " + std::to_string(o.n_ctx) +
-              " tokens " + format_bytes(static_cast<uint64_t>(m.kv_bytes(0, m.n_layers, 1, o.n_ctx))) +
+              " tokens " + format_bytes(static_cast<uint64_t>(m.kv_bytes(0, m.n_layers, 1, o.n_ctx, o.kv_elem_bytes()))) +
               ") and the cluster offers " + format_bytes(static_cast<uint64_t>(offered)) + " usable" +
               (needed > offered ? ", short by " + format_bytes(static_cast<uint64_t>(needed - offered))
                                 : ", but not in pieces this model splits into") +

@@ -188,7 +188,7 @@ Prediction predict(const ModelCost& m, const ClusterSpec& cl, const Candidate& c
   for (int r = 0; r < c.ranks(); ++r) {
     const int s = r / T;
     const auto [b, e] = p.stage_layers[static_cast<size_t>(s)];
-    need[static_cast<size_t>(md.node(r))] += m.held_bytes(b, e, T, s == 0, s == P - 1) + m.kv_bytes(b, e, T, o.n_ctx) +
+    need[static_cast<size_t>(md.node(r))] += m.held_bytes(b, e, T, s == 0, s == P - 1) + m.kv_bytes(b, e, T, o.n_ctx, o.kv_elem_bytes()) +
                                              scratch_per_token * static_cast<double>(o.chunk);
   }
   for (int n = 0; n < c.n_nodes; ++n) {
@@ -218,7 +218,7 @@ Prediction predict(const ModelCost& m, const ClusterSpec& cl, const Candidate& c
         secs += bytes / md.gen_rate(r, type, share);
         read += bytes;
       }
-      secs += m.kv_bytes(b, e, T, pos) / md.membw(r, share);
+      secs += m.kv_bytes(b, e, T, pos, o.kv_elem_bytes()) / md.membw(r, share);
       secs += static_cast<double>(e - b) * md.layer_s(r, share);
       slowest = std::max(slowest, secs);
     }

@@ -18,6 +18,7 @@
 #include "parallel/cluster.h"
 #include "parallel/model_cost.h"
 #include "parallel/plan.h"
+#include "tensor/attention.h"
 
 namespace orchard::parallel {
 
@@ -26,6 +27,8 @@ struct PredictOptions {
   int64_t prompt = 512;   // prompt tokens for TTFT
   int64_t gen = 128;      // generated tokens (tokens/s is their mean)
   int64_t chunk = 64;     // prompt tokens per pipeline step
+  KVType kv_type = KVType::F32;  // what the KV cache holds
+  int kv_elem_bytes() const { return static_cast<int>(kv_type_bytes(kv_type)); }
 };
 
 struct Candidate {

@@ -9,9 +9,9 @@
 namespace orchard::parallel {
 
 void check_budgets(const GGUFFile& file, const HParams& hp, const Plan& plan, const std::vector<uint64_t>& mem,
-                   int64_t n_ctx, int64_t chunk) {
+                   int64_t n_ctx, int64_t chunk, KVType kv_type) {
   if (mem.empty()) return;
-  const ShardBytes whole = shard_bytes(file, hp, Shard{}, n_ctx, chunk);
+  const ShardBytes whole = shard_bytes(file, hp, Shard{}, n_ctx, chunk, kv_type_bytes(kv_type));
   uint64_t budget_sum = 0;
   std::string budgets;
   for (size_t r = 0; r < mem.size(); ++r) {
@@ -19,7 +19,7 @@ void check_budgets(const GGUFFile& file, const HParams& hp, const Plan& plan, co
     budgets += (r ? ", " : "") + format_bytes(mem[r]);
   }
   for (size_t r = 0; r < plan.ranks.size(); ++r) {
-    const ShardBytes need = shard_bytes(file, hp, plan.ranks[r].shard, n_ctx, chunk);
+    const ShardBytes need = shard_bytes(file, hp, plan.ranks[r].shard, n_ctx, chunk, kv_type_bytes(kv_type));
     if (need.total() > mem[r])
       throw Error("the model does not fit: " + file.path() + " needs " + format_bytes(whole.total()) +
                   " in all (weights " + format_bytes(whole.weights) + ", KV cache for " + std::to_string(n_ctx) +
@@ -46,6 +46,7 @@ std::unique_ptr<Session> Session::start(dist::Group& world, const SessionOptions
     PredictOptions po;
     po.n_ctx = o.engine.n_ctx > 0 ? o.engine.n_ctx : 4096;
     po.chunk = o.chunk;
+    po.kv_type = o.engine.kv_type;
     const AutoChoice c = choose_split(world, o.engine.model_path, mem, o.engine.threads, po);
     kind = c.kind;
     tp = c.tp;
@@ -66,7 +67,7 @@ std::unique_ptr<Session> Session::start(dist::Group& world, const SessionOptions
       }
     }
     s->plan_ = make_plan(hp, kind, n, tp, weights);
-    check_budgets(*header, hp, s->plan_, mem, n_ctx, o.chunk);
+    check_budgets(*header, hp, s->plan_, mem, n_ctx, o.chunk, o.engine.kv_type);
   }
   const RankRole& role = s->plan_.ranks[static_cast<size_t>(world.rank())];
   s->tp_ = world.split(role.stage, role.tp_rank);

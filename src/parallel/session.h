@@ -53,6 +53,6 @@ class Session {
 
 // Checks every rank's share against its budget; throws naming the model size and budgets.
 void check_budgets(const GGUFFile& file, const HParams& hp, const Plan& plan, const std::vector<uint64_t>& mem,
-                   int64_t n_ctx, int64_t chunk);
+                   int64_t n_ctx, int64_t chunk, KVType kv_type = KVType::F32);
 
 }  // namespace orchard::parallel

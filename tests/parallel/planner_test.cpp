@@ -314,7 +314,13 @@ TEST(Planner, PredictionsMoveTheWayThePhysicsSays) {
   EXPECT_TRUE(std::isfinite(s.joules_per_token));
   EXPECT_GT(s.joules_per_token, 0);
   o.n_ctx = 65536;
-  EXPECT_GT(predict(m, fast, single, o).memory[0].need, s.memory[0].need + 10e9);
+  const Prediction long_ctx = predict(m, fast, single, o);
+  EXPECT_GT(long_ctx.memory[0].need, s.memory[0].need + 10e9);
+  // A cache of halves holds the same context in half the KV bytes.
+  o.kv_type = KVType::F16;
+  EXPECT_NEAR(long_ctx.memory[0].need - predict(m, fast, single, o).memory[0].need, m.kv_bytes(0, 80, 1, 65536) / 2,
+              1e6);
+  o.kv_type = KVType::F32;
   EXPECT_THROW(predict(m, fast, Candidate{Kind::kTensor, 1, 4, 2}, o), Error);  // 2 ranks, not 4
 }
 
