@@ -158,7 +158,7 @@ TEST_P(Matmul, GetRowIsDequantizeRow) {
 // count still works, and a token's bits alone equal its bits among others.
 TEST_P(Matmul, RepackedWeightsServeEveryTokenCount) {
   const DType t = GetParam();
-  const int64_t rows = 48, cols = 512, most = 15;
+  const int64_t rows = 48, cols = 512, most = 33;
   const std::vector<uint8_t> wb = random_matrix(t, rows, cols, 61);
   MatrixView w{t, rows, cols, wb.data()};
   const std::vector<float> x = normal_floats(cols * most, 62);
@@ -171,8 +171,8 @@ TEST_P(Matmul, RepackedWeightsServeEveryTokenCount) {
     GTEST_SKIP() << type_name(t) << " has no repacked layout on this CPU";
   }
   if (pack_replaces_original(t)) w.data = nullptr;
-  // Short batches in one tile, full tiles of 8 and 4, and every remainder after them.
-  for (int64_t n_tokens : {2, 3, 5, 7, 9, 12, 15}) {
+  // Short batches in one pass, a full pass of 16, and batches shared by two or three passes.
+  for (int64_t n_tokens : {2, 3, 5, 7, 9, 12, 15, 16, 17, 31, 33}) {
     matmul(w, x.data(), n_tokens, got.data(), scratch, /*batch_invariant=*/true);
     for (int64_t i = 0; i < rows * n_tokens; ++i)
       ASSERT_NEAR(got[i], want[i], 1e-4f * (1.0f + std::fabs(want[i]))) << n_tokens << " tokens, element " << i;

@@ -137,14 +137,14 @@ void prepare(const float* x, int64_t n, uint8_t* out) {
 template <class F, int TB>
 void group_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb, float* y, int64_t ldy) {
   __m512 acc[TB];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int t = 0; t < TB; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* pb = wg + b * F::kBlock;
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb)));
     __m512i wq[8];
     F::unpack(pb, wq);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int t = 0; t < TB; ++t) {
       const uint8_t* xb = x + t * xrb + b * kXBlock;
       float dx;
@@ -160,7 +160,7 @@ void group_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb, flo
       acc[t] = _mm512_fmadd_ps(sf, _mm512_mul_ps(dw, _mm512_set1_ps(dx)), acc[t]);
     }
   }
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int t = 0; t < TB; ++t) _mm512_storeu_ps(y + t * ldy, acc[t]);
 }
 
@@ -168,8 +168,11 @@ template <class F>
 using TileFn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, float*, int64_t);
 // kTiles<F>[tb - 1] is group_tile<F, tb>.
 template <class F>
-constexpr TileFn<F> kTiles[8] = {group_tile<F, 1>, group_tile<F, 2>, group_tile<F, 3>, group_tile<F, 4>,
-                                 group_tile<F, 5>, group_tile<F, 6>, group_tile<F, 7>, group_tile<F, 8>};
+constexpr TileFn<F> kTiles[16] = {group_tile<F, 1>,  group_tile<F, 2>,  group_tile<F, 3>,  group_tile<F, 4>,
+                                  group_tile<F, 5>,  group_tile<F, 6>,  group_tile<F, 7>,  group_tile<F, 8>,
+                                  group_tile<F, 9>,  group_tile<F, 10>, group_tile<F, 11>, group_tile<F, 12>,
+                                  group_tile<F, 13>, group_tile<F, 14>, group_tile<F, 15>, group_tile<F, 16>};
+constexpr int64_t kMaxTile = 16;
 
 // w: packed groups for rows [0, nrows) (nrows a multiple of 16); x: prepared tokens xrb apart.
 template <class F>
@@ -182,10 +185,13 @@ void gemm(const uint8_t* w, size_t /*wrb*/, int64_t nrows, const uint8_t* x, siz
     for (int64_t g = 0; g < nrows / kGroup; ++g) {
       const uint8_t* wg = w + static_cast<size_t>(g * nb) * F::kBlock;
       float* yg = y + g * kGroup;
-      // Up to 8 tokens per pass keep 16 dpbusd chains in flight, enough to cover their latency.
-      // The passes share the tokens evenly (15 = 8 + 7, not 8 + 4 + 3): every pass streams the
-      // group's weights again, and a pass of one token is bound by that stream alone.
-      const int64_t passes = (t1 - t0 + 7) / 8;
+      // Up to 16 tokens per pass: 16 accumulators and the block's 8 weight registers still fit
+      // the 32 (no vector spills), and a decoding batch of 9–16 sequences then loads each
+      // group's weights once instead of twice (engine step of 16 tiny-model sequences ~5 %
+      // faster, 9 sequences ~12 %, than passes of 8). The passes share the tokens evenly
+      // (31 = 16 + 15, not 16 + 8 + 7): every pass streams the group's weights again, and a pass
+      // of one token is bound by that stream alone.
+      const int64_t passes = (t1 - t0 + kMaxTile - 1) / kMaxTile;
       for (int64_t p = 0, t = t0; p < passes; ++p) {
         const int64_t tb = (t1 - t + (passes - p) - 1) / (passes - p);
         kTiles<F>[tb - 1](wg, nb, x + t * xrb, xrb, yg + t * ldy, ldy);
