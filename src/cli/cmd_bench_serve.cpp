@@ -1,6 +1,7 @@
 // `orchard bench serve`: aggregate generation speed of the HTTP server with one client at a
 // time versus many at once (continuous batching), and a check that every concurrent client
-// got exactly what it got alone.
+// got exactly what it got alone. The client counts take turns, one repetition each, so a slow
+// spell of a shared host falls on all of them alike and their ratios stay comparable.
 #include <httplib.h>
 
 #include <algorithm>
@@ -91,6 +92,43 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// `count` clients, each on its own connection (opened once, as SDKs keep theirs), that start
+// every repetition together and wait for the next.
+class ClientGroup {
+ public:
+  ClientGroup(int count, int reps, int port, const std::vector<std::string>& prompts, int n)
+      : count_(count), start_(count + 1), end_(count + 1),
+        replies_(static_cast<size_t>(reps), std::vector<Reply>(static_cast<size_t>(count))) {
+    for (int i = 0; i < count; ++i)
+      threads_.emplace_back([this, i, reps, port, &prompts, n] {
+        auto conn = connect(port);
+        for (int rep = 0; rep < reps; ++rep) {
+          start_.arrive_and_wait();
+          replies_[static_cast<size_t>(rep)][static_cast<size_t>(i)] = stream_one(*conn, prompts[static_cast<size_t>(i)], n);
+          end_.arrive_and_wait();
+        }
+      });
+  }
+  ~ClientGroup() {
+    for (auto& t : threads_) t.join();
+  }
+  int count() const { return count_; }
+  // Runs the next repetition; returns its wall time in seconds.
+  double run() {
+    start_.arrive_and_wait();
+    const auto t0 = std::chrono::steady_clock::now();
+    end_.arrive_and_wait();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  const std::vector<Reply>& replies(int rep) const { return replies_[static_cast<size_t>(rep)]; }
+
+ private:
+  int count_;
+  std::barrier<> start_, end_;
+  std::vector<std::vector<Reply>> replies_;
+  std::vector<std::thread> threads_;
+};
+
 }  // namespace
 
 void register_bench_serve(CLI::App& bench) {
@@ -131,7 +169,9 @@ void register_bench_serve(CLI::App& bench) {
                            metrics, mi, serve::ClusterView{});
     serve::ServerOptions sopt;
     sopt.port = 0;
-    sopt.http_threads = most + 8;
+    int connections = 0;
+    for (int c : counts) connections += c;
+    sopt.http_threads = connections + 8;  // every group's connections stay open together
     serve::Server server(service, sopt);
     const int port = server.bind();
     std::thread http([&] { server.run(); });
@@ -147,46 +187,35 @@ void register_bench_serve(CLI::App& bench) {
 
     std::printf("| model | clients | tokens each | aggregate tok/s | per client tok/s | vs 1 client | all correct |\n");
     std::printf("|---|---:|---:|---:|---:|---:|---|\n");
+    // Each count's clients connect once and start each repetition together, so a repetition
+    // times the server's work, not thread start-up and TCP handshakes.
+    std::vector<std::unique_ptr<ClientGroup>> groups;
+    for (int c : counts) groups.push_back(std::make_unique<ClientGroup>(c, o->reps, port, prompts, o->n));
+    std::vector<std::vector<double>> rates(groups.size());
+    std::vector<bool> ok(groups.size(), true);
+    for (int rep = 0; rep < o->reps; ++rep)
+      for (size_t g = 0; g < groups.size(); ++g) {
+        const double secs = groups[g]->run();
+        int64_t tokens = 0;
+        for (int i = 0; i < groups[g]->count(); ++i) {
+          const Reply& r = groups[g]->replies(rep)[static_cast<size_t>(i)];
+          tokens += r.tokens;
+          ok[g] = ok[g] && r.ok && r.text == alone[static_cast<size_t>(i)];
+        }
+        rates[g].push_back(static_cast<double>(tokens) / secs);
+      }
+    groups.clear();
     double base = 0;
     bool all_ok = true;
-    for (int c : counts) {
-      std::vector<double> rates;
-      bool ok = true;
-      // The clients connect once and start each repetition together, so a repetition times the
-      // server's work, not thread start-up and TCP handshakes.
-      std::vector<std::vector<Reply>> replies(static_cast<size_t>(o->reps), std::vector<Reply>(static_cast<size_t>(c)));
-      std::barrier start(c + 1), end(c + 1);
-      std::vector<std::thread> clients;
-      for (int i = 0; i < c; ++i)
-        clients.emplace_back([&, i] {
-          auto conn = connect(port);
-          for (int rep = 0; rep < o->reps; ++rep) {
-            start.arrive_and_wait();
-            replies[static_cast<size_t>(rep)][static_cast<size_t>(i)] = stream_one(*conn, prompts[static_cast<size_t>(i)], o->n);
-            end.arrive_and_wait();
-          }
-        });
-      for (int rep = 0; rep < o->reps; ++rep) {
-        start.arrive_and_wait();
-        const auto t0 = std::chrono::steady_clock::now();
-        end.arrive_and_wait();
-        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        int64_t tokens = 0;
-        for (int i = 0; i < c; ++i) {
-          const Reply& r = replies[static_cast<size_t>(rep)][static_cast<size_t>(i)];
-          tokens += r.tokens;
-          ok &= r.ok && r.text == alone[static_cast<size_t>(i)];
-        }
-        rates.push_back(static_cast<double>(tokens) / secs);
-      }
-      for (auto& t : clients) t.join();
-      const double rate = median(rates);
-      if (c == counts.front()) base = rate;
-      all_ok &= ok;
+    for (size_t g = 0; g < counts.size(); ++g) {
+      const int c = counts[g];
+      const double rate = median(rates[g]);
+      if (g == 0) base = rate;
+      all_ok = all_ok && ok[g];
       std::printf("| %s | %d | %d | %.1f | %.1f | %.2f× | %s |\n", std::filesystem::path(eo.model_path).filename().c_str(),
-                  c, o->n, rate, rate / c, base > 0 ? rate / base : 0.0, ok ? "yes" : "NO");
-      std::fflush(stdout);
+                  c, o->n, rate, rate / c, base > 0 ? rate / base : 0.0, ok[g] ? "yes" : "NO");
     }
+    std::fflush(stdout);
     server.stop();
     http.join();
     sched.stop();
