@@ -29,9 +29,10 @@ void add_kv_type_option(CLI::App* cmd, KVType& out) {
          [&out](const std::string& name) {
            if (!kv_type_from_name(name, out)) throw CLI::ValidationError("--kv-type", "'" + name + "' is not f32 or f16");
          },
-         "KV cache element type: f32 (default; llama.cpp's -ctk f32 -ctv f32 logits) or f16 (half the memory, "
-         "faster attention over long or many contexts)")
-      ->type_name("f32|f16");
+         "KV cache element type: f32 (llama.cpp's -ctk f32 -ctv f32 logits) or f16 (llama.cpp's default: half "
+         "the memory, faster attention over long or many contexts)")
+      ->type_name("f32|f16")
+      ->default_str(kv_type_name(out));
 }
 
 }  // namespace orchard::cli

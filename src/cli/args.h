@@ -9,7 +9,7 @@
 
 namespace orchard::cli {
 
-// --kv-type f32|f16: what the KV caches keep keys and values in.
+// --kv-type f32|f16: what the KV caches keep keys and values in; `out` holds the default.
 void add_kv_type_option(CLI::App* cmd, KVType& out);
 
 // "1,2,,4" -> {"1", "2", "4"} (empty items dropped).

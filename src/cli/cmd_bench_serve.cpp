@@ -30,7 +30,7 @@ struct Opts {
   int n = 64, reps = 3, threads = 0;
   int64_t ctx = 512;
   bool no_repack = false;
-  KVType kv_type = KVType::F32;
+  KVType kv_type = KVType::F16;  // orchard serve's default
   double stream_interval_ms = 0;
 };
 
