@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "cli/args.h"
 #include "cli/cluster_rank.h"
 #include "cli/commands.h"
 #include "dist/make_group.h"
@@ -33,6 +34,7 @@ struct NodeOpts {
   double idle_load = 0.5, bandwidth = 0;
   int threads = 0, poll_wait = 10, tp = 0;
   int64_t ctx = 0, chunk = 64;
+  KVType kv_type = KVType::F32;  // a job resumed on another node continues the same text
 };
 
 std::string default_key_path() { return (std::filesystem::path(orchard_home()) / "node" / "node.key").string(); }
@@ -106,7 +108,7 @@ void run_node(const NodeOpts& o) {
   std::vector<node::ServedModel> models;
   for (size_t i = 0; i < o.models.size(); ++i)
     models.push_back(node::load_served_model(serve::resolve_model(o.models[i]), o.names.empty() ? "" : o.names[i],
-                                             o.threads, o.ctx));
+                                             o.threads, o.ctx, o.kv_type));
   serve_agent(std::move(ao), std::move(models), o);
 }
 
@@ -124,6 +126,7 @@ void run_group(const NodeOpts& o) {
   ro.threads = o.threads;
   ro.tp = o.tp;
   ro.ctx = o.ctx;
+  ro.kv_type = o.kv_type;
   ro.chunk = o.chunk;
   auto session = parallel::Session::start(*world, session_options(ro));
   // One slot: the agent runs one job at a time.
@@ -233,6 +236,7 @@ void register_node(CLI::App& app) {
       ->capture_default_str()
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // `orchard run` puts its default first
   cmd->add_option("-c,--ctx", o->ctx, "Context size in tokens (0: min(model's, 4096))");
+  add_kv_type_option(cmd, o->kv_type);
   cmd->add_option("--poll-wait", o->poll_wait, "Seconds each long-poll for work waits")->capture_default_str();
   cmd->footer(
       "Examples:\n"

@@ -70,7 +70,8 @@ GenerateResult ServedModel::generate(const std::vector<TokenId>& tokens, const G
   return engine->generate_pieces_with(forward, tokens, options, on_piece);
 }
 
-ServedModel load_served_model(const std::string& path, const std::string& name, int threads, int64_t ctx) {
+ServedModel load_served_model(const std::string& path, const std::string& name, int threads, int64_t ctx,
+                              KVType kv_type) {
   ServedModel m;
   m.path = path;
   m.name = stem(path, name);
@@ -78,6 +79,7 @@ ServedModel load_served_model(const std::string& path, const std::string& name, 
   eo.model_path = path;
   eo.threads = threads;
   eo.n_ctx = ctx;
+  eo.kv_type = kv_type;
   m.owned_engine = Engine::load(eo);
   m.engine = m.owned_engine.get();
   m.chat = serve::ChatTemplate::from_gguf(m.engine->file(), m.engine->tokenizer());

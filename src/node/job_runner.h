@@ -34,7 +34,8 @@ struct ServedModel {
 
 // Loads the GGUF at `path` (threads, context as `orchard serve`'s -t and -c; 0: defaults).
 // The name defaults to the file's stem.
-ServedModel load_served_model(const std::string& path, const std::string& name, int threads, int64_t ctx);
+ServedModel load_served_model(const std::string& path, const std::string& name, int threads, int64_t ctx,
+                              KVType kv_type = KVType::F32);
 // The model as a group serves it: `engine` is rank 0's shard, `executor` its cluster executor
 // (one slot); both outlive the result.
 ServedModel group_served_model(const std::string& path, const std::string& name, Engine& engine,
