@@ -74,9 +74,9 @@ void register_bench(CLI::App& app) {
     eo.kv_type = o->kv_type;
     auto engine = Engine::load(eo);
     const HParams& hp = engine->hparams();
-    std::printf("model: %s (%s, %lld layers, dim %lld), kernels: %s\n", eo.model_path.c_str(),
+    std::printf("model: %s (%s, %lld layers, dim %lld), kernels: %s, KV cache: %s\n", eo.model_path.c_str(),
                 hp.arch.c_str(), static_cast<long long>(hp.n_layers), static_cast<long long>(hp.dim),
-                kernels::isa_name(kernels::detect_isa()));
+                kernels::isa_name(kernels::detect_isa()), kv_type_name(eo.kv_type));
     std::printf("| threads | test | t/s (median of %d) | stddev |\n|---:|---|---:|---:|\n", o->reps);
     std::mt19937 rng(1234);
     std::uniform_int_distribution<int32_t> tok(3, static_cast<int32_t>(hp.n_vocab - 1));
