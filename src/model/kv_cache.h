@@ -51,6 +51,8 @@ class KVCache {
 
   // KV head `kvh`'s key panels in `layer` (key_offset() finds a position's element), of type().
   const void* k_panels(int64_t layer, int64_t kvh) const { return k_.get() + k_index(layer, kvh) * elem_; }
+  // Elements from one KV head's key panels to the next's.
+  int64_t k_head_stride() const { return head_keys_; }
   // Writes position `pos`'s keys, all KV heads side by side (kv_dim values).
   void store_k(int64_t layer, int64_t pos, const float* keys) {
     if (type_ == KVType::F32) {
@@ -68,8 +70,10 @@ class KVCache {
     if (type_ == KVType::F32) std::copy_n(values, kv_dim_, reinterpret_cast<float*>(row));
     else to_halves(values, reinterpret_cast<uint16_t*>(row), kv_dim_);
   }
-  // Position `pos`'s values in `layer`, of type(); the next position's lie kv_dim elements on.
-  const void* v(int64_t layer, int64_t pos) const { return v_.get() + v_index(layer, pos) * elem_; }
+  // KV head `kvh`'s values at position 0 of `layer`; position p's lie p·kv_dim elements on.
+  const void* v_head(int64_t layer, int64_t kvh) const {
+    return v_.get() + (v_index(layer, 0) + static_cast<size_t>(kvh * head_dim_)) * elem_;
+  }
   size_t bytes() const { return (k_elems_ + elems_) * elem_; }
 
  private:

@@ -244,12 +244,12 @@ void LlamaModel::attention(int64_t layer, const float* q, int64_t n, std::span<K
         a.group = group;
         a.len = len_of_.data() + job.t0;
         a.k = kv.k_panels(layer, job.kvh);
-        a.v = static_cast<const std::byte*>(kv.v(layer, 0)) + job.kvh * hd * kv_type_bytes(kv.type());
+        a.v = kv.v_head(layer, job.kvh);
         a.kv_stride = kv_dim_;
         a.head_dim = hd;
         a.scale = scale;
         a.n_kv = job.nkv;
-        a.k_head_stride = job.nkv > 1 ? key_panels_size(kv.capacity(), hd) : 0;
+        a.k_head_stride = job.nkv > 1 ? kv.k_head_stride() : 0;
         attend(a);
       }
     });
@@ -266,14 +266,14 @@ void LlamaModel::attention(int64_t layer, const float* q, int64_t n, std::span<K
       KVCache& kv = *kvs[static_cast<size_t>(seq_of[static_cast<size_t>(t)])];
       const int64_t len = pos_of[static_cast<size_t>(t)] + 1;  // causal: itself and everything before
       const float* kp = static_cast<const float*>(kv.k_panels(layer, kvh));
-      const float* vp0 = static_cast<const float*>(kv.v(layer, 0)) + kvh * hd;
+      const float* vp0 = static_cast<const float*>(kv.v_head(layer, kvh));
       int64_t v_stride = kv_dim_;
       if (kv.type() == KVType::F16) {
         keys.resize(static_cast<size_t>(key_panels_size(len, hd)));
         to_floats(static_cast<const uint16_t*>(kv.k_panels(layer, kvh)), keys.data(), key_panels_size(len, hd));
         values.resize(static_cast<size_t>(len * hd));
         for (int64_t p = 0; p < len; ++p)
-          to_floats(static_cast<const uint16_t*>(kv.v(layer, p)) + kvh * hd, &values[static_cast<size_t>(p * hd)], hd);
+          to_floats(static_cast<const uint16_t*>(kv.v_head(layer, kvh)) + p * kv_dim_, &values[static_cast<size_t>(p * hd)], hd);
         kp = keys.data();
         vp0 = values.data();
         v_stride = hd;

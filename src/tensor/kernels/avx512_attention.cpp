@@ -243,8 +243,7 @@ void attend_head(const AttendArgs& a) {
   const float* k = static_cast<const float*>(a.k);
   if constexpr (sizeof(T) == 2) {  // the panels this call reads, once, for the float micro-tile
     grow(widened, ld * hd);
-    const auto* kh = static_cast<const uint16_t*>(a.k);
-    for (int64_t i = 0; i < ld * hd; i += 16) _mm512_storeu_ps(widened.data() + i, load16(kh + i));
+    avx512_half()->to_float(static_cast<const uint16_t*>(a.k), widened.data(), ld * hd);
     k = widened.data();
   }
   const auto offset = [&](int64_t i) { return (i / a.group) * a.tok_stride + (i % a.group) * hd; };

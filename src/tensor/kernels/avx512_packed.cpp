@@ -166,13 +166,13 @@ void group_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb, flo
 
 template <class F>
 using TileFn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, float*, int64_t);
+constexpr int64_t kMaxTile = 16;
 // kTiles<F>[tb - 1] is group_tile<F, tb>.
 template <class F>
-constexpr TileFn<F> kTiles[16] = {group_tile<F, 1>,  group_tile<F, 2>,  group_tile<F, 3>,  group_tile<F, 4>,
+constexpr TileFn<F> kTiles[kMaxTile] = {group_tile<F, 1>,  group_tile<F, 2>,  group_tile<F, 3>,  group_tile<F, 4>,
                                   group_tile<F, 5>,  group_tile<F, 6>,  group_tile<F, 7>,  group_tile<F, 8>,
                                   group_tile<F, 9>,  group_tile<F, 10>, group_tile<F, 11>, group_tile<F, 12>,
                                   group_tile<F, 13>, group_tile<F, 14>, group_tile<F, 15>, group_tile<F, 16>};
-constexpr int64_t kMaxTile = 16;
 
 // w: packed groups for rows [0, nrows) (nrows a multiple of 16); x: prepared tokens xrb apart.
 template <class F>
