@@ -67,6 +67,22 @@ TEST(Cli, GenerateStreamsGoldenTextAndStats) {
   EXPECT_NE(r.out.find("tokens/s"), std::string::npos);
 }
 
+// --kv-type f16 runs with a cache of halves (llama.cpp's f16-KV greedy text); anything but f16
+// or f32 is refused naming the value.
+TEST(Cli, KvTypeTakesF16OrF32AndNamesABadValue) {
+  ORCHARD_REQUIRE_DATA();
+  const auto model = test::data_file("models/stories260K.gguf").string();
+  CmdResult r = run("generate -m " + model + " -p 'Once upon a time' -n 64 --temp 0 -t 1 --kv-type f16");
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream in(test::data_file("golden/stories260K.once_upon_a_time.greedy64.kvf16.json"));
+  auto g = nlohmann::json::parse(in);
+  EXPECT_NE(r.out.find("Once upon a time" + g["generated_text"].get<std::string>()), std::string::npos)
+      << r.out;
+  CmdResult bad = run("generate -m " + model + " -n 2 --kv-type f17");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("'f17' is not f32 or f16"), std::string::npos) << bad.out;
+}
+
 TEST(Cli, InfoPrintsMetadataAndTensors) {
   ORCHARD_REQUIRE_DATA();
   CmdResult r = run("info " + test::data_file("models/stories260K.gguf").string());
