@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Configures and builds Orchard into build/ (Release with debug info). Extra args go to cmake.
+# Configures and builds Orchard into build/ (Release with line-table debug info). Extra args go to cmake.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 launcher=()
