@@ -1,6 +1,7 @@
 // `orchard bench`: prompt-processing and generation speed in the style of llama-bench
 // (pp = one batch of P tokens from an empty cache, tg = N tokens one at a time), median of
-// repetitions, one row per thread count.
+// repetitions, one row per thread count. With --roofline, every generation repetition is also
+// set against the memory read bandwidth measured just before and after it.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -12,8 +13,10 @@
 #include "cli/commands.h"
 #include "model/engine.h"
 #include "model/synthetic/synthetic.h"
+#include "parallel/model_cost.h"
 #include "serve/model_store.h"
 #include "tensor/kernels/kernels.h"
+#include "tensor/read_bandwidth.h"
 #include "tensor/threadpool.h"
 
 namespace orchard::cli {
@@ -45,7 +48,7 @@ void register_bench(CLI::App& app) {
   struct Opts {
     std::string model, threads = "0";
     int pp = 512, tg = 128, reps = 5;
-    bool mmap = false, no_repack = false;
+    bool mmap = false, no_repack = false, roofline = false;
     KVType kv_type = KVType::F32;
   };
   auto o = std::make_shared<Opts>();
@@ -59,6 +62,9 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--mmap", o->mmap, "Run from the page cache instead of a huge-page copy");
   cmd->add_flag("--no-repack", o->no_repack, "Skip the repacked weight copy (less memory, slower prompts)");
+  cmd->add_flag("--roofline", o->roofline,
+                "Read a 1 GiB buffer with the same threads before and after every generation "
+                "repetition and report the weights streamed per second as a share of that bandwidth");
   add_kv_type_option(cmd, o->kv_type);
   register_bench_comm(*cmd);
   register_bench_parallel(*cmd);
@@ -82,37 +88,65 @@ void register_bench(CLI::App& app) {
     std::uniform_int_distribution<int32_t> tok(3, static_cast<int32_t>(hp.n_vocab - 1));
     auto kv = engine->new_cache();
     std::vector<float> logits;
+    // Every weight is read once per generated token: the matrices whole, one embedding row.
+    const double token_bytes =
+        o->roofline ? parallel::total(parallel::ModelCost::from_gguf(engine->file()).read_per_token(0, hp.n_layers, 1, true))
+                    : 0.0;
+    std::unique_ptr<BandwidthProbe> probe;
+    if (o->roofline && o->tg > 0) probe = std::make_unique<BandwidthProbe>(size_t{1} << 30);
+    std::vector<std::string> roof_rows;
     for (int threads : parse_list(o->threads)) {
       set_threads(threads);
       const int shown = global_pool().size();
-      auto run = [&](const char* name, int n, auto&& body) {
+      auto run = [&](const char* name, int n, auto&& body, BandwidthProbe* roof) {
         if (n <= 0) return;
         body();  // warm-up: maps pages and fills caches
-        std::vector<double> tps;
+        std::vector<double> tps, read_gbs, shares;
+        double before = roof ? roof->roofline(global_pool()) : 0.0;
         for (int r = 0; r < o->reps; ++r) {
           auto t0 = std::chrono::steady_clock::now();
           body();
           const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           tps.push_back(n / s);
+          if (!roof) continue;
+          // The host's bandwidth moves within minutes: each repetition against the mean of the
+          // readings on either side of it.
+          const double after = roof->roofline(global_pool()), around = (before + after) / 2;
+          read_gbs.push_back(around);
+          shares.push_back(token_bytes * n / s / 1e9 / around);
+          before = after;
         }
         const Stat st = stats(tps);
         std::printf("| %d | %s%d | %.2f | %.2f |\n", shown, name, n, st.median, st.stddev);
         std::fflush(stdout);
+        if (!roof) return;
+        const auto [lo, hi] = std::minmax_element(shares.begin(), shares.end());
+        char row[256];
+        std::snprintf(row, sizeof row, "| %d | %s%d | %.2f | %.1f | %.1f | %.0f %% (%.0f–%.0f %%) |", shown, name, n,
+                      st.median, token_bytes * st.median / 1e9, stats(read_gbs).median, 100 * stats(shares).median,
+                      100 * *lo, 100 * *hi);
+        roof_rows.push_back(row);
       };
       run("pp", o->pp, [&] {
         std::vector<int32_t> ids(static_cast<size_t>(o->pp));
         for (auto& t : ids) t = tok(rng);
         kv->clear();
         engine->model().forward(ids, *kv, logits);
-      });
+      }, nullptr);
       run("tg", o->tg, [&] {
         kv->clear();
         for (int i = 0; i < o->tg; ++i) {
           const int32_t t = tok(rng);
           engine->model().forward(std::span<const int32_t>(&t, 1), *kv, logits);
         }
-      });
+      }, probe.get());
     }
+    if (roof_rows.empty()) return;
+    std::printf("\nroofline: %.2f MB of weights read per generated token; read GB/s = the faster of a plain and a\n"
+                "prefetching read of 1 GiB, the mean of the readings before and after each repetition\n"
+                "| threads | test | t/s | weights GB/s | read GB/s | share of roofline (median, range) |\n"
+                "|---:|---|---:|---:|---:|---:|\n", token_bytes / 1e6);
+    for (const std::string& r : roof_rows) std::printf("%s\n", r.c_str());
   });
 }
 
