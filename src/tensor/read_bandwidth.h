@@ -24,8 +24,9 @@ class BandwidthProbe {
   // share. `ahead`: every line is also requested 4 KB before it is read, as the engine's F16 and
   // Q8_0 one-token kernels do; on some hosts that reads faster than the hardware prefetcher.
   double read_once(ThreadPool& pool, bool ahead);
-  // The faster of a plain pass and one requesting lines ahead.
-  double roofline(ThreadPool& pool);
+  // The median of `passes` passes of each kind, the faster kind (this host's bandwidth dips for
+  // tens of milliseconds at a time: one pass alone read as little as a fifth of the next).
+  double roofline(ThreadPool& pool, int passes = 3);
   // Folded into by every pass, so the compiler cannot drop the loads.
   uint64_t checksum() const { return sink_; }
 
