@@ -109,8 +109,8 @@ void register_bench(CLI::App& app) {
           const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           tps.push_back(n / s);
           if (!roof) continue;
-          // The host's bandwidth moves within minutes: each repetition against the mean of the
-          // readings on either side of it.
+          // A shared host's bandwidth moves within seconds: each repetition against the mean of
+          // the readings on either side of it.
           const double after = roof->roofline(global_pool()), around = (before + after) / 2;
           read_gbs.push_back(around);
           shares.push_back(token_bytes * n / s / 1e9 / around);
@@ -143,7 +143,8 @@ void register_bench(CLI::App& app) {
     }
     if (roof_rows.empty()) return;
     std::printf("\nroofline: %.2f MB of weights read per generated token; read GB/s = the faster of a plain and a\n"
-                "prefetching read of 1 GiB, the mean of the readings before and after each repetition\n"
+                "prefetching read of 1 GiB (median of 3 passes each), the mean of the readings before and\n"
+                "after each repetition\n"
                 "| threads | test | t/s | weights GB/s | read GB/s | share of roofline (median, range) |\n"
                 "|---:|---|---:|---:|---:|---:|\n", token_bytes / 1e6);
     for (const std::string& r : roof_rows) std::printf("%s\n", r.c_str());
