@@ -5,21 +5,10 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
-#include <vector>
+#include <new>
 
 #include "tensor/read_bandwidth.h"
 #include "tensor/threadpool.h"
-
-namespace {
-
-double median_read(orchard::BandwidthProbe& probe, orchard::ThreadPool& pool, bool ahead, int reps) {
-  std::vector<double> gbs;
-  for (int r = 0; r < reps; ++r) gbs.push_back(probe.read_once(pool, ahead));
-  std::sort(gbs.begin(), gbs.end());
-  return gbs[gbs.size() / 2];
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   size_t mib = 1024;
@@ -48,7 +37,7 @@ int main(int argc, char** argv) {
                 "|---|---|---|---|\n", reps, mib);
     for (int t = 1; t <= max_threads; ++t) {
       orchard::ThreadPool pool(t);
-      const double plain = median_read(probe, pool, false, reps), ahead = median_read(probe, pool, true, reps);
+      const double plain = probe.read_median(pool, false, reps), ahead = probe.read_median(pool, true, reps);
       std::printf("| %d | %.1f | %.1f | %.1f |\n", t, plain, ahead, std::max(plain, ahead));
     }
     std::fprintf(stderr, "(checksum %llu)\n", static_cast<unsigned long long>(probe.checksum()));

@@ -57,15 +57,15 @@ double BandwidthProbe::read_once(ThreadPool& pool, bool ahead) {
   return static_cast<double>(words_ * 8) / s / 1e9;
 }
 
+double BandwidthProbe::read_median(ThreadPool& pool, bool ahead, int passes) {
+  std::vector<double> gbs;
+  for (int i = 0; i < std::max(passes, 1); ++i) gbs.push_back(read_once(pool, ahead));
+  std::nth_element(gbs.begin(), gbs.begin() + gbs.size() / 2, gbs.end());
+  return gbs[gbs.size() / 2];
+}
+
 double BandwidthProbe::roofline(ThreadPool& pool, int passes) {
-  double best = 0;
-  for (bool ahead : {false, true}) {
-    std::vector<double> gbs;
-    for (int i = 0; i < std::max(passes, 1); ++i) gbs.push_back(read_once(pool, ahead));
-    std::nth_element(gbs.begin(), gbs.begin() + gbs.size() / 2, gbs.end());
-    best = std::max(best, gbs[gbs.size() / 2]);
-  }
-  return best;
+  return std::max(read_median(pool, false, passes), read_median(pool, true, passes));
 }
 
 }  // namespace orchard

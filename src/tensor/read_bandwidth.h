@@ -24,8 +24,10 @@ class BandwidthProbe {
   // share. `ahead`: every line is also requested 4 KB before it is read, as the engine's F16 and
   // Q8_0 one-token kernels do; on some hosts that reads faster than the hardware prefetcher.
   double read_once(ThreadPool& pool, bool ahead);
-  // The median of `passes` passes of each kind, the faster kind (this host's bandwidth dips for
-  // tens of milliseconds at a time: one pass alone read as little as a fifth of the next).
+  // The median of `passes` passes (this host's bandwidth dips for tens of milliseconds at a
+  // time: one pass alone read as little as a fifth of the next).
+  double read_median(ThreadPool& pool, bool ahead, int passes);
+  // read_median of each kind, the faster.
   double roofline(ThreadPool& pool, int passes = 3);
   // Folded into by every pass, so the compiler cannot drop the loads.
   uint64_t checksum() const { return sink_; }

@@ -54,15 +54,23 @@ TEST(Cli, UnknownSubcommandFails) {
   EXPECT_NE(run("").code, 0);
 }
 
-TEST(Cli, GenerateStreamsGoldenTextAndStats) {
-  ORCHARD_REQUIRE_DATA();
+// Greedy 64 tokens of stories260K after "Once upon a time" with `extra` options, checked against
+// llama.cpp's text in `golden` (a file under golden/); returns the run for further checks.
+CmdResult expect_greedy_golden(const std::string& extra, const std::string& golden) {
   const auto model = test::data_file("models/stories260K.gguf").string();
-  CmdResult r = run("generate -m " + model + " -p 'Once upon a time' -n 64 --temp 0 -t 1");
-  ASSERT_EQ(r.code, 0) << r.out;
-  std::ifstream in(test::data_file("golden/stories260K.once_upon_a_time.greedy64.kvf32.json"));
+  CmdResult r = run("generate -m " + model + " -p 'Once upon a time' -n 64 --temp 0 -t 1" + extra);
+  EXPECT_EQ(r.code, 0) << r.out;
+  std::ifstream in(test::data_file("golden/" + golden));
   auto g = nlohmann::json::parse(in);
   EXPECT_NE(r.out.find("Once upon a time" + g["generated_text"].get<std::string>()), std::string::npos)
       << r.out;
+  return r;
+}
+
+TEST(Cli, GenerateStreamsGoldenTextAndStats) {
+  ORCHARD_REQUIRE_DATA();
+  CmdResult r = expect_greedy_golden("", "stories260K.once_upon_a_time.greedy64.kvf32.json");
+  ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("generation 64 tokens"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("tokens/s"), std::string::npos);
 }
@@ -71,13 +79,8 @@ TEST(Cli, GenerateStreamsGoldenTextAndStats) {
 // or f32 is refused naming the value.
 TEST(Cli, KvTypeTakesF16OrF32AndNamesABadValue) {
   ORCHARD_REQUIRE_DATA();
+  expect_greedy_golden(" --kv-type f16", "stories260K.once_upon_a_time.greedy64.kvf16.json");
   const auto model = test::data_file("models/stories260K.gguf").string();
-  CmdResult r = run("generate -m " + model + " -p 'Once upon a time' -n 64 --temp 0 -t 1 --kv-type f16");
-  ASSERT_EQ(r.code, 0) << r.out;
-  std::ifstream in(test::data_file("golden/stories260K.once_upon_a_time.greedy64.kvf16.json"));
-  auto g = nlohmann::json::parse(in);
-  EXPECT_NE(r.out.find("Once upon a time" + g["generated_text"].get<std::string>()), std::string::npos)
-      << r.out;
   CmdResult bad = run("generate -m " + model + " -n 2 --kv-type f17");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.out.find("'f17' is not f32 or f16"), std::string::npos) << bad.out;
