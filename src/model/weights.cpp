@@ -186,26 +186,36 @@ std::vector<std::pair<uint64_t, uint64_t>> ModelWeights::byte_ranges(const GGUFF
 void ModelWeights::pack_for_cpu(const GGUFFile* file) {
   const auto* embd = static_cast<const uint8_t*>(tok_embd.data);
   const size_t embd_bytes = embd ? row_bytes(tok_embd.type, tok_embd.cols) * static_cast<size_t>(tok_embd.rows) : 0;
-  auto pack = [&](MatrixView& m) {
+  // One buffer for every packed matrix, each at a page boundary: whole huge pages throughout.
+  std::vector<std::pair<MatrixView*, size_t>> todo;  // matrix, offset in the buffer
+  size_t total = 0;
+  auto plan = [&](MatrixView& m) {
     if (m.packed || !m.data) return;
-    auto buf = orchard::pack_for_cpu(m);
-    if (!buf) return;
-    packed.push_back(std::move(buf));
-    if (!pack_replaces_original(m.type)) return;
+    const size_t bytes = orchard::packed_bytes(m);
+    if (bytes == 0) return;
+    todo.emplace_back(&m, total);
+    total += (bytes + 4095) / 4096 * 4096;
+  };
+  for (auto& L : layers)
+    for (MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) plan(*m);
+  if (output.data) plan(output);
+  if (todo.empty()) return;
+  auto buf = std::make_unique<HugeBuffer>(total);
+  for (auto [m, offset] : todo) {
+    orchard::pack_into(*m, buf->data() + offset);
+    if (!pack_replaces_original(m->type)) continue;
     // matmul reads only the packed copy from now on: give the original back, unless it is
     // also the embedding table (tied output), whose rows get_row still reads.
-    const auto* data = static_cast<const uint8_t*>(m.data);
-    if (embd && data >= embd && data < embd + embd_bytes) return;
+    const auto* data = static_cast<const uint8_t*>(m->data);
+    if (embd && data >= embd && data < embd + embd_bytes) continue;
     const auto slice = std::find_if(sliced.begin(), sliced.end(), [&](const auto& b) { return b && b->data() == data; });
     if (slice != sliced.end())
       slice->reset();
     else if (file)
-      file->release(data, row_bytes(m.type, m.cols) * static_cast<size_t>(m.rows));
-    m.data = nullptr;
-  };
-  for (auto& L : layers)
-    for (MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*m);
-  if (output.data) pack(output);
+      file->release(data, row_bytes(m->type, m->cols) * static_cast<size_t>(m->rows));
+    m->data = nullptr;
+  }
+  packed.push_back(std::move(buf));
 }
 
 }  // namespace orchard

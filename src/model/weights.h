@@ -50,7 +50,7 @@ struct ModelWeights {
 
   // Column slices of matrices (tensor parallel), copied out of the file.
   std::vector<std::unique_ptr<HugeBuffer>> sliced;
-  // Matrices repacked into this CPU's faster layout (see pack_for_cpu).
+  // Matrices repacked into this CPU's faster layout (see pack_for_cpu), all in one buffer.
   std::vector<std::unique_ptr<HugeBuffer>> packed;
 
   // Repacks every matrix that has a faster layout on this CPU. Where matmul then reads only

@@ -169,19 +169,33 @@ void matmul_shared(std::span<const MatrixView> ws, const float* x, int64_t n_tok
   run_packed(*k.packed, ws, x, n_tokens, ys, scratch, pool);
 }
 
-std::unique_ptr<HugeBuffer> pack_for_cpu(MatrixView& w) {
+size_t packed_bytes(const MatrixView& w) {
   const kernels::Kernels& k = fast_kernels(w.type);
-  if (!k.packed || w.rows % k.packed->row_group != 0 || w.rows == 0 || w.data == nullptr) return nullptr;
-  const size_t w_row = checked_row_bytes(w, "pack_for_cpu");
-  auto out = std::make_unique<HugeBuffer>(k.packed->pack_bytes(w.rows, w.cols));
+  if (!k.packed || w.rows % k.packed->row_group != 0 || w.rows == 0 || w.data == nullptr) return 0;
+  checked_row_bytes(w, "pack_for_cpu");
+  return k.packed->pack_bytes(w.rows, w.cols);
+}
+
+bool pack_into(MatrixView& w, uint8_t* dst) {
+  if (packed_bytes(w) == 0) return false;
+  const kernels::PackedKernels& pk = *fast_kernels(w.type).packed;
+  const size_t w_row = row_bytes(w.type, w.cols);
   const auto* wbytes = static_cast<const uint8_t*>(w.data);
-  const int64_t group = k.packed->row_group;
-  const size_t group_bytes = k.packed->pack_bytes(group, w.cols);
+  const int64_t group = pk.row_group;
+  const size_t group_bytes = pk.pack_bytes(group, w.cols);
   global_pool().parallel_for(w.rows, group, [&](int64_t r0, int64_t r1) {
-    k.packed->pack(wbytes + static_cast<size_t>(r0) * w_row, w_row, r1 - r0, w.cols,
-                   out->data() + static_cast<size_t>(r0 / group) * group_bytes);
+    pk.pack(wbytes + static_cast<size_t>(r0) * w_row, w_row, r1 - r0, w.cols,
+            dst + static_cast<size_t>(r0 / group) * group_bytes);
   });
-  w.packed = out->data();
+  w.packed = dst;
+  return true;
+}
+
+std::unique_ptr<HugeBuffer> pack_for_cpu(MatrixView& w) {
+  const size_t bytes = packed_bytes(w);
+  if (bytes == 0) return nullptr;
+  auto out = std::make_unique<HugeBuffer>(bytes);
+  pack_into(w, out->data());
   return out;
 }
 

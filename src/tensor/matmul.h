@@ -25,6 +25,13 @@ struct MatrixView {
 // w.packed at the returned huge-page memory (keep it alive as long as `w`). Returns nullptr
 // and leaves `w` alone otherwise.
 std::unique_ptr<HugeBuffer> pack_for_cpu(MatrixView& w);
+// The bytes pack_into needs for `w`; 0 where this CPU has no packed layout for it.
+size_t packed_bytes(const MatrixView& w);
+// Repacks `w` into dst (packed_bytes(w) bytes, 64-byte aligned, kept alive as long as `w`) and
+// points w.packed at it; false, leaving `w` alone, where packed_bytes(w) is 0. Lets a model put
+// all its matrices in one buffer: whole huge pages, where one buffer per matrix left the
+// small ones on 4 KiB pages.
+bool pack_into(MatrixView& w, uint8_t* dst);
 // True where matmul reads a packed matrix of this type for every token count, so the original
 // rows are no longer needed once packed.
 bool pack_replaces_original(DType type);

@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
-#include <new>
 #include <vector>
 
+#include "tensor/huge_buffer.h"
 #include "tensor/kernels/kernels.h"
 #include "tensor/threadpool.h"
 
@@ -36,13 +35,15 @@ uint64_t read_range(const uint64_t* p, size_t n) {
 
 }  // namespace
 
-BandwidthProbe::BandwidthProbe(size_t bytes) : words_(std::max<size_t>(bytes / 8 / 32 * 32, 32)) {
-  buf_ = static_cast<uint64_t*>(std::aligned_alloc(64, words_ * 8));
-  if (!buf_) throw std::bad_alloc();
+// Huge pages, as the engine's weights: from 4 KiB pages this host's reads sometimes ran at a
+// twentieth of their usual rate for seconds at a time.
+BandwidthProbe::BandwidthProbe(size_t bytes)
+    : words_(std::max<size_t>(bytes / 8 / 32 * 32, 32)), mem_(std::make_unique<HugeBuffer>(words_ * 8)) {
+  buf_ = reinterpret_cast<uint64_t*>(mem_->data());
   for (size_t i = 0; i < words_; ++i) buf_[i] = i;  // every page present before any timing
 }
 
-BandwidthProbe::~BandwidthProbe() { std::free(buf_); }
+BandwidthProbe::~BandwidthProbe() = default;
 
 double BandwidthProbe::read_once(ThreadPool& pool, bool ahead) {
   std::vector<uint64_t> sums(static_cast<size_t>(pool.size()));

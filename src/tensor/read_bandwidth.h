@@ -9,6 +9,7 @@
 
 namespace orchard {
 
+class HugeBuffer;
 class ThreadPool;
 
 class BandwidthProbe {
@@ -33,8 +34,9 @@ class BandwidthProbe {
   uint64_t checksum() const { return sink_; }
 
  private:
-  uint64_t* buf_ = nullptr;
   size_t words_ = 0;
+  std::unique_ptr<HugeBuffer> mem_;
+  uint64_t* buf_ = nullptr;
   uint64_t sink_ = 0;
 };
 
