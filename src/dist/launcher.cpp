@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -200,6 +201,8 @@ int launch(const LaunchOptions& o) {
 
   int first_failure = -1, result = 0;
   Clock::time_point stop_at = Clock::time_point::max(), kill_at = Clock::time_point::max();
+  Clock::time_point decide_at = Clock::time_point::max();
+  std::vector<Rank*> failed;  // in the order they were found ended
   bool stopping = false;
   auto terminate_all = [&](int sig) {
     for (auto& k : ranks)
@@ -236,31 +239,35 @@ int launch(const LaunchOptions& o) {
         (is_err ? k.err : k.out) = -1;
       }
     }
-    // Ranks found ended in the same pass: one killed by a signal is more likely the cause
-    // than one that exited on its own error after noticing it.
-    Rank* failed = nullptr;
     for (auto& k : ranks) {
       if (k.done) continue;
       int status = 0;
       if (::waitpid(k.pid, &status, WNOHANG) != k.pid) continue;
       k.done = true;
       k.status = status;
-      if (status != 0 && (!failed || (WIFSIGNALED(status) && !WIFSIGNALED(failed->status)))) failed = &k;
-    }
-    if (failed && first_failure < 0) {
-      first_failure = failed->rank;
-      result = exit_code(failed->status);
-      std::fprintf(stderr, "orchard launch: rank %d (%s) %s\n", failed->rank, failed->where.c_str(),
-                   describe_status(failed->status).c_str());
-      // The others notice through the group within its timeout; give them that long to say
-      // why, then stop them.
-      stop_at = Clock::now() + std::chrono::milliseconds(static_cast<int>(o.timeout_s * 1000) + 3000);
+      if (status != 0) failed.push_back(&k);
     }
     const bool all_done = [&] {
       for (auto& k : ranks)
         if (!k.done || k.out >= 0 || k.err >= 0) return false;
       return true;
     }();
+    // A killed rank's peers see its sockets close while the kernel is still tearing it down, and
+    // may exit on that error before it can be reaped: so wait a moment after the first failure,
+    // then blame a rank killed by a signal over one that exited after noticing it.
+    if (!failed.empty() && first_failure < 0 && decide_at == Clock::time_point::max())
+      decide_at = Clock::now() + std::chrono::milliseconds(300);
+    if (!failed.empty() && first_failure < 0 && (all_done || Clock::now() >= decide_at)) {
+      const auto signaled = std::find_if(failed.begin(), failed.end(), [](Rank* k) { return WIFSIGNALED(k->status); });
+      const Rank& cause = **(signaled != failed.end() ? signaled : failed.begin());
+      first_failure = cause.rank;
+      result = exit_code(cause.status);
+      std::fprintf(stderr, "orchard launch: rank %d (%s) %s\n", cause.rank, cause.where.c_str(),
+                   describe_status(cause.status).c_str());
+      // The others notice through the group within its timeout; give them that long to say
+      // why, then stop them.
+      stop_at = Clock::now() + std::chrono::milliseconds(static_cast<int>(o.timeout_s * 1000) + 3000);
+    }
     if (all_done) break;
     const auto now = Clock::now();
     if (g_interrupted && !stopping) {
