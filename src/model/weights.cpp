@@ -1,6 +1,7 @@
 #include "model/weights.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "model/gguf.h"
@@ -184,6 +185,49 @@ std::vector<std::pair<uint64_t, uint64_t>> ModelWeights::byte_ranges(const GGUFF
   return out;
 }
 
+namespace {
+
+using ByteSpan = std::pair<const uint8_t*, const uint8_t*>;
+
+// A layer's matrices (const or not, as L is).
+template <class Layer>
+auto layer_matrices(Layer& L) {
+  return std::array{&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down};
+}
+
+void release_file_ranges(const ModelWeights& w, const GGUFFile& file, std::vector<ByteSpan> freed) {
+  // The file's copy is given back in whole 2 MiB pages only (see GGUFFile::release), so freeing
+  // matrix by matrix kept every small one and the edges of the rest: 221 MB of a 1b Q4_0 file
+  // stayed resident beside its 584 MB packed copy. Neighbouring freed ranges are joined first,
+  // across the gaps between them (vectors, copied at bind; padding) unless bytes still read lie
+  // there: the embedding table and matrices not repacked.
+  std::vector<ByteSpan> kept;
+  auto keep = [&](const MatrixView& m) {
+    if (!m.data) return;
+    const auto* p = static_cast<const uint8_t*>(m.data);
+    kept.emplace_back(p, p + row_bytes(m.type, m.cols) * static_cast<size_t>(m.rows));
+  };
+  keep(w.tok_embd);
+  keep(w.output);
+  for (const auto& L : w.layers)
+    for (const MatrixView* m : layer_matrices(L)) keep(*m);
+  std::sort(freed.begin(), freed.end());
+  auto gap_is_free = [&](const uint8_t* a, const uint8_t* b) {
+    for (const auto& [k0, k1] : kept)
+      if (k0 < b && a < k1) return false;
+    return true;
+  };
+  for (size_t i = 0; i < freed.size();) {
+    auto [begin, end] = freed[i];
+    size_t j = i + 1;
+    for (; j < freed.size() && gap_is_free(end, freed[j].first); ++j) end = std::max(end, freed[j].second);
+    file.release(begin, static_cast<size_t>(end - begin));
+    i = j;
+  }
+}
+
+}  // namespace
+
 void ModelWeights::pack_for_cpu(const GGUFFile* file) {
   const auto* embd = static_cast<const uint8_t*>(tok_embd.data);
   const size_t embd_bytes = embd ? row_bytes(tok_embd.type, tok_embd.cols) * static_cast<size_t>(tok_embd.rows) : 0;
@@ -198,11 +242,11 @@ void ModelWeights::pack_for_cpu(const GGUFFile* file) {
     total += (bytes + 4095) / 4096 * 4096;
   };
   for (auto& L : layers)
-    for (MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) plan(*m);
+    for (MatrixView* m : layer_matrices(L)) plan(*m);
   if (output.data) plan(output);
   if (todo.empty()) return;
   auto buf = std::make_unique<HugeBuffer>(total);
-  std::vector<std::pair<const uint8_t*, const uint8_t*>> freed;  // ranges of the file's copy
+  std::vector<ByteSpan> freed;  // ranges of the file's copy
   for (auto [m, offset] : todo) {
     orchard::pack_into(*m, buf->data() + offset);
     if (!pack_replaces_original(m->type)) continue;
@@ -218,39 +262,7 @@ void ModelWeights::pack_for_cpu(const GGUFFile* file) {
     m->data = nullptr;
   }
   packed.push_back(std::move(buf));
-  if (file) release_file_ranges(*file, std::move(freed));
-}
-
-void ModelWeights::release_file_ranges(const GGUFFile& file,
-                                       std::vector<std::pair<const uint8_t*, const uint8_t*>> freed) const {
-  // The file's copy is given back in whole 2 MiB pages only (see GGUFFile::release), so freeing
-  // matrix by matrix kept every small one and the edges of the rest: 221 MB of a 1b Q4_0 file
-  // stayed resident beside its 584 MB packed copy. Neighbouring freed ranges are joined first,
-  // across the gaps between them (vectors, copied at bind; padding) unless bytes still read lie
-  // there: the embedding table and matrices not repacked.
-  std::vector<std::pair<const uint8_t*, const uint8_t*>> kept;
-  auto keep = [&](const MatrixView& m) {
-    if (!m.data) return;
-    const auto* p = static_cast<const uint8_t*>(m.data);
-    kept.emplace_back(p, p + row_bytes(m.type, m.cols) * static_cast<size_t>(m.rows));
-  };
-  keep(tok_embd);
-  keep(output);
-  for (const auto& L : layers)
-    for (const MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) keep(*m);
-  std::sort(freed.begin(), freed.end());
-  auto gap_is_free = [&](const uint8_t* a, const uint8_t* b) {
-    for (const auto& [k0, k1] : kept)
-      if (k0 < b && a < k1) return false;
-    return true;
-  };
-  for (size_t i = 0; i < freed.size();) {
-    auto [begin, end] = freed[i];
-    size_t j = i + 1;
-    for (; j < freed.size() && gap_is_free(end, freed[j].first); ++j) end = std::max(end, freed[j].second);
-    file.release(begin, static_cast<size_t>(end - begin));
-    i = j;
-  }
+  if (file) release_file_ranges(*this, *file, std::move(freed));
 }
 
 }  // namespace orchard

@@ -57,9 +57,6 @@ struct ModelWeights {
   // the packed copy (pack_replaces_original), gives the original back — its pages of `file`'s
   // copy, or its column slice — so memory stays one copy.
   void pack_for_cpu(const GGUFFile* file);
-
- private:
-  void release_file_ranges(const GGUFFile& file, std::vector<std::pair<const uint8_t*, const uint8_t*>> freed) const;
 };
 
 }  // namespace orchard
