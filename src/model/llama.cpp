@@ -59,7 +59,7 @@ void LlamaModel::matmul_cols(const MatrixView& w, int64_t offset, const float* x
     matmul(w, x, n, y, scratch_, batch_invariant_);
     return;
   }
-  std::vector<float>& p = buf_.padded;
+  ActivationVector& p = buf_.padded;
   p.assign(static_cast<size_t>(n * w.cols), 0.0f);
   for (int64_t t = 0; t < n; ++t) std::copy_n(x + t * width, width, &p[static_cast<size_t>(t * w.cols + offset)]);
   matmul(w, p.data(), n, y, scratch_, batch_invariant_);
@@ -124,8 +124,8 @@ void LlamaModel::run_layers(float* x, std::span<KVCache* const> kvs, std::span<c
   for (auto* vec : {&b.q, &b.att}) vec->resize(static_cast<size_t>(n * qd));
   for (auto* vec : {&b.k, &b.v}) vec->resize(static_cast<size_t>(n * kvd));
   for (auto* vec : {&b.gate, &b.up}) vec->resize(static_cast<size_t>(n * ffn));
-  std::vector<float> &xn = b.xn, &q = b.q, &k = b.k, &v = b.v, &att = b.att, &proj = b.proj, &gate = b.gate,
-                     &up = b.up;
+  ActivationVector &xn = b.xn, &q = b.q, &k = b.k, &v = b.v, &att = b.att, &proj = b.proj, &gate = b.gate,
+                   &up = b.up;
   const int64_t n_rot = hp_.n_rot;
   b.rope_cs.resize(static_cast<size_t>(n * n_rot));
   for (int64_t t = 0; t < n; ++t)

@@ -10,6 +10,7 @@
 #include "model/kv_cache.h"
 #include "model/shard.h"
 #include "model/weights.h"
+#include "tensor/huge_buffer.h"
 
 namespace orchard {
 
@@ -86,7 +87,7 @@ class LlamaModel {
   int64_t n_heads_, n_kv_heads_, q_dim_, kv_dim_, ffn_dim_;
   std::vector<uint8_t> scratch_;
   struct Buffers {
-    std::vector<float> x, xn, q, k, v, att, proj, gate, up, padded;
+    ActivationVector x, xn, q, k, v, att, proj, gate, up, padded;
     std::vector<float> rope_cs;  // per row: rope_angles at its position, for every layer
   } buf_;
   std::vector<int32_t> seq_of_;

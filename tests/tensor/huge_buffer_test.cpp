@@ -40,5 +40,28 @@ TEST(HugeBuffer, BuffersOfAHugePageOrMoreStartOnAHugePageBoundary) {
 #endif
 }
 
+// Activation vectors start on a cache line (so a tile's 32-float rows are two lines, not three),
+// large ones on a huge page; they grow, shrink and copy like any vector.
+TEST(ActivationVector, StartsOnACacheLineAndLargeOnesOnAHugePage) {
+  for (size_t n : {size_t{1}, size_t{1000}, size_t{1} << 19, (size_t{5} << 20) + 7}) {
+    ActivationVector v(n, 1.5f);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(v.data()) % 64, 0u) << n << " floats";
+#ifndef ORCHARD_HUGE_BUFFER_ON_HEAP
+    if (n * sizeof(float) >= HugeBuffer::kHugePage) {
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(v.data()) % HugeBuffer::kHugePage, 0u) << n << " floats";
+    }
+#endif
+    EXPECT_EQ(v[n - 1], 1.5f);
+    v.resize(2 * n, 2.0f);  // moves the elements into a larger allocation
+    EXPECT_EQ(v[n - 1], 1.5f);
+    EXPECT_EQ(v[2 * n - 1], 2.0f);
+    ActivationVector copy = v;
+    EXPECT_EQ(copy, v);
+    v.clear();
+    v.shrink_to_fit();
+    EXPECT_EQ(copy[2 * n - 1], 2.0f);
+  }
+}
+
 }  // namespace
 }  // namespace orchard

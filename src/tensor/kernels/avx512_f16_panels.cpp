@@ -31,6 +31,22 @@ using namespace panels;
 
 constexpr int kPanelCols = 256;  // 32 KB of f32 panel: stays in L1 while tokens stream past
 
+// Requests the outputs of the tile after (t, r0) — the next tokens of this panel, or the first
+// ones of the next panel. A tile's outputs are rows a whole output row apart (8–32 KB) that no
+// stream prefetcher predicts; read cold, they stalled the start of every tile (~a sixth of the
+// tile's time in a 512-token F16 prompt), while the tile's ~3000 cycles of FMAs hide the fetch.
+// Always inlined: GCC 12 finds a function that only prefetches free of effects and drops calls.
+[[gnu::always_inline]] inline void prefetch_next_outputs(const float* y, int64_t ldy, int64_t ntok, int64_t nrows, int64_t t, int64_t r0) {
+  int64_t tn = t + kTokenTile, rn = r0;
+  if (tn >= ntok) tn = 0, rn = r0 + kPanelRows;
+  if (rn >= nrows) return;
+  const int64_t count = std::min<int64_t>(kTokenTile, ntok - tn);
+  const int64_t lines = std::min<int64_t>(kPanelRows, nrows - rn) > 16 ? 2 : 1;
+  for (int64_t i = 0; i < count; ++i)
+    for (int64_t l = 0; l < lines; ++l)
+      _mm_prefetch(reinterpret_cast<const char*>(y + (tn + i) * ldy + rn + 16 * l), _MM_HINT_T0);
+}
+
 // GemmFn over activations from f16_prepare (f32 values rounded through fp16, `xrb` bytes apart);
 // nb is the column count.
 void f16_gemm_panels(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* xp, size_t xrb, int64_t ntok,
@@ -57,6 +73,7 @@ void f16_gemm_panels(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t*
       const __mmask16 m0 = low_mask(rows), m1 = high_mask(rows);
       for (int64_t t = 0; t < ntok; t += kTokenTile) {
         const int tb = static_cast<int>(std::min<int64_t>(kTokenTile, ntok - t));
+        prefetch_next_outputs(y, ldy, ntok, nrows, t, r0);
         kTiles[tb - 1](panel, kc, xt.data() + t * kc, y + t * ldy + r0, ldy, k0 == 0, m0, m1);
       }
     }
