@@ -60,21 +60,26 @@ void run_packed(const kernels::PackedKernels& pk, std::span<const MatrixView> ws
   const int64_t cols = ws[0].cols, group = pk.row_group;
   int64_t total = 0;
   for (const MatrixView& w : ws) total += w.rows;
-  const size_t pb = pk.prep_bytes(cols), group_bytes = pk.pack_bytes(group, cols);
+  const size_t pb = pk.prep_bytes(cols);
   scratch.resize(pb * static_cast<size_t>(n_tokens));
   uint8_t* xp = scratch.data();
   pool.parallel_for(n_tokens, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) pk.prepare(x + t * cols, cols, xp + static_cast<size_t>(t) * pb);
   });
-  pool.parallel_for_balanced(total, group, [&](int64_t r0, int64_t r1) {
+  const auto rows = [&](int64_t r0, int64_t r1) {
     int64_t first = 0;  // row of the concatenation where matrix i starts
     for (size_t i = 0; i < ws.size() && r0 < r1; first += ws[i].rows, ++i) {
       const int64_t lo = std::max(r0, first), hi = std::min(r1, first + ws[i].rows);
       if (lo >= hi) continue;
-      pk.gemm(ws[i].packed + static_cast<size_t>((lo - first) / group) * group_bytes, 0, hi - lo, xp, pb, n_tokens,
-              cols, ys[i] + (lo - first), ws[i].rows);
+      pk.gemm(ws[i].packed, ws[i].rows, lo - first, hi - first, xp, pb, n_tokens, cols, ys[i] + (lo - first),
+              ws[i].rows);
     }
-  });
+  };
+  // Slabbed rows: a stolen piece would be one short stream per slab.
+  if (pk.slab_cols && cols > pk.slab_cols)
+    pool.parallel_for(total, group, rows);
+  else
+    pool.parallel_for_balanced(total, group, rows);
 }
 
 }  // namespace
@@ -181,12 +186,8 @@ bool pack_into(MatrixView& w, uint8_t* dst) {
   const kernels::PackedKernels& pk = *fast_kernels(w.type).packed;
   const size_t w_row = row_bytes(w.type, w.cols);
   const auto* wbytes = static_cast<const uint8_t*>(w.data);
-  const int64_t group = pk.row_group;
-  const size_t group_bytes = pk.pack_bytes(group, w.cols);
-  global_pool().parallel_for(w.rows, group, [&](int64_t r0, int64_t r1) {
-    pk.pack(wbytes + static_cast<size_t>(r0) * w_row, w_row, r1 - r0, w.cols,
-            dst + static_cast<size_t>(r0 / group) * group_bytes);
-  });
+  global_pool().parallel_for(w.rows, pk.row_group,
+                             [&](int64_t r0, int64_t r1) { pk.pack(wbytes, w_row, w.rows, r0, r1, w.cols, dst); });
   w.packed = dst;
   return true;
 }

@@ -267,21 +267,26 @@ TEST(Kernels, PackedWeightKernelsMatchScalarReference) {
     const kernels::Kernels k = kernels::lookup(wt, kernels::detect_isa());
     if (!k.packed) continue;
     const kernels::PackedKernels& pk = *k.packed;
-    for (int64_t cols : {32, 96, 2048})
+    // 4192 columns: two whole slabs and a short one, where slab_cols is 2048.
+    for (int64_t cols : {32, 96, 2048, 4192})
       for (int64_t ntok : {1, 3, 4, 9}) {
         std::mt19937 rng(static_cast<uint32_t>(cols + ntok));
-        const int64_t rows = 2 * pk.row_group;
+        const int64_t rows = 3 * pk.row_group;
         const size_t wrb = row_bytes(wt, cols);
         std::vector<uint8_t> w(wrb * rows);
         fill_weights(wt, w, rows * cols, rng);
         std::vector<uint8_t> packed(pk.pack_bytes(rows, cols));
-        pk.pack(w.data(), wrb, rows, cols, packed.data());
+        // Packed in two calls and multiplied in two, as threads share the rows.
+        pk.pack(w.data(), wrb, rows, 0, pk.row_group, cols, packed.data());
+        pk.pack(w.data(), wrb, rows, pk.row_group, rows, cols, packed.data());
         const Tokens x = prepare_tokens(pk.prepare, pk.prep_bytes, vec_dot_type(wt), cols, ntok, rng);
         const size_t pb = x.pb, xrb = x.xrb;
         const std::vector<uint8_t>&xp = x.prepared, &xq = x.ref;
         const int64_t ldy = rows + 5;
         std::vector<float> y(ldy * ntok, -1e9f);
-        pk.gemm(packed.data(), 0, rows, xp.data(), pb, ntok, cols, y.data(), ldy);
+        const int64_t split = 2 * pk.row_group;
+        pk.gemm(packed.data(), rows, 0, split, xp.data(), pb, ntok, cols, y.data(), ldy);
+        pk.gemm(packed.data(), rows, split, rows, xp.data(), pb, ntok, cols, y.data() + split, ldy);
         for (int64_t t = 0; t < ntok; ++t)
           for (int64_t r = 0; r < rows; ++r) {
             const float ref = vec_dot(wt, w.data() + r * wrb, xq.data() + t * xrb, cols);

@@ -32,18 +32,27 @@ using PrepareFn = void (*)(const float* x, int64_t n, uint8_t* out);
 using GemvFn = void (*)(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* xp, int64_t n,
                         float* y);
 
-// Kernels over weights repacked once at load: `pack` turns rows [0, rows) (rows a multiple of
-// `row_group`) into pack_bytes(rows, cols) bytes; `gemm` then takes the packed bytes as W
-// (wrb unused) and activations from `prepare` (prep_bytes(n) apart) with nb = n elements.
+// Kernels over weights repacked once at load. A matrix of `rows` rows (a multiple of
+// `row_group`) packs into pack_bytes(rows, cols) bytes at `out`; `pack` fills in rows [r0, r1)
+// of it (whole groups) from the original rows at `w` (row 0 of the matrix), so threads can
+// share the work. `gemm` computes rows [r0, r1) (whole groups) of the packed matrix at `w` for
+// ntok tokens prepared by `prepare` (xrb = prep_bytes(n) apart), n elements per row, writing
+// y[t·ldy + r − r0]. Rows longer than `slab_cols` elements are packed slab after slab (see
+// avx512_packed.cpp): a thread's rows are then one stream per slab, so split them into few
+// ranges, not many small pieces.
 using PackBytesFn = size_t (*)(int64_t rows, int64_t cols);
-using PackFn = void (*)(const uint8_t* w, size_t wrb, int64_t rows, int64_t cols, uint8_t* out);
+using PackFn = void (*)(const uint8_t* w, size_t wrb, int64_t rows, int64_t r0, int64_t r1, int64_t cols,
+                        uint8_t* out);
+using PackedGemmFn = void (*)(const uint8_t* w, int64_t rows, int64_t r0, int64_t r1, const uint8_t* x, size_t xrb,
+                              int64_t ntok, int64_t n, float* y, int64_t ldy);
 struct PackedKernels {
   int64_t row_group;
+  int64_t slab_cols;
   PackBytesFn pack_bytes;
   PackFn pack;
   PrepBytesFn prep_bytes;
   PrepareFn prepare;
-  GemmFn gemm;
+  PackedGemmFn gemm;
   // True where the packed layout is also the faster one for a single token (measured: Q4_0's
   // 16-row groups stream as one sequence; Q8_0's packed blocks are 12 % larger and slower), so
   // matmul uses it for every token count and the original rows can be given back.
