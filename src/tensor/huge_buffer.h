@@ -109,10 +109,9 @@ struct HugePageAllocator {
 #endif
     return static_cast<T*>(::operator new(bytes, std::align_val_t{64}));
   }
-  void deallocate(T* p, size_t n) {
-    const size_t bytes = n * sizeof(T);
+  void deallocate(T* p, [[maybe_unused]] size_t n) {
 #ifndef ORCHARD_HUGE_BUFFER_ON_HEAP
-    if (bytes >= HugeBuffer::kHugePage) {
+    if (const size_t bytes = n * sizeof(T); bytes >= HugeBuffer::kHugePage) {
       ::munmap(p, HugeBuffer::mapped_length(bytes));
       return;
     }
