@@ -56,7 +56,7 @@ const kernels::Kernels& fast_kernels(DType t) {
 // width against the same input): one preparation of the activations and one fork; each output
 // row is computed exactly as for its matrix alone.
 void run_packed(const kernels::PackedKernels& pk, std::span<const MatrixView> ws, const float* x, int64_t n_tokens,
-                std::span<float* const> ys, std::vector<uint8_t>& scratch, ThreadPool& pool) {
+                std::span<float* const> ys, std::vector<uint8_t>& scratch, ThreadPool& pool, bool batch_invariant) {
   const int64_t cols = ws[0].cols, group = pk.row_group;
   int64_t total = 0;
   for (const MatrixView& w : ws) total += w.rows;
@@ -66,13 +66,15 @@ void run_packed(const kernels::PackedKernels& pk, std::span<const MatrixView> ws
   pool.parallel_for(n_tokens, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) pk.prepare(x + t * cols, cols, xp + static_cast<size_t>(t) * pb);
   });
+  const kernels::PackedGemmFn gemm =
+      pk.gemm_many && !batch_invariant && n_tokens >= kManyTokens ? pk.gemm_many : pk.gemm;
   const auto rows = [&](int64_t r0, int64_t r1) {
     int64_t first = 0;  // row of the concatenation where matrix i starts
     for (size_t i = 0; i < ws.size() && r0 < r1; first += ws[i].rows, ++i) {
       const int64_t lo = std::max(r0, first), hi = std::min(r1, first + ws[i].rows);
       if (lo >= hi) continue;
-      pk.gemm(ws[i].packed, ws[i].rows, lo - first, hi - first, xp, pb, n_tokens, cols, ys[i] + (lo - first),
-              ws[i].rows);
+      gemm(ws[i].packed, ws[i].rows, lo - first, hi - first, xp, pb, n_tokens, cols, ys[i] + (lo - first),
+           ws[i].rows);
     }
   };
   // Slabbed rows: a stolen piece would be one short stream per slab.
@@ -98,7 +100,7 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
   // faster one too (then it is the only copy kept), or where bits must not depend on the batch.
   if (w.packed && k.packed && (n_tokens > 1 || batch_invariant || k.packed->one_token || !w.data)) {
     float* const ys[] = {y};
-    run_packed(*k.packed, {&w, 1}, x, n_tokens, ys, scratch, pool);
+    run_packed(*k.packed, {&w, 1}, x, n_tokens, ys, scratch, pool, batch_invariant);
     return;
   }
   if (k.prepare) {  // kernels with their own activation layout
@@ -171,12 +173,14 @@ void matmul_shared(std::span<const MatrixView> ws, const float* x, int64_t n_tok
     return;
   }
   ThreadPool& pool = total * ws[0].cols * n_tokens < kMinParallelMacs ? serial_pool() : global_pool();
-  run_packed(*k.packed, ws, x, n_tokens, ys, scratch, pool);
+  run_packed(*k.packed, ws, x, n_tokens, ys, scratch, pool, batch_invariant);
 }
 
 size_t packed_bytes(const MatrixView& w) {
   const kernels::Kernels& k = fast_kernels(w.type);
-  if (!k.packed || w.rows % k.packed->row_group != 0 || w.rows == 0 || w.data == nullptr) return 0;
+  if (!k.packed || w.rows % k.packed->row_group != 0 || w.rows == 0 || w.data == nullptr ||
+      w.cols <= k.packed->min_cols)
+    return 0;
   checked_row_bytes(w, "pack_for_cpu");
   return k.packed->pack_bytes(w.rows, w.cols);
 }

@@ -158,7 +158,8 @@ TEST_P(Matmul, GetRowIsDequantizeRow) {
 // count still works, and a token's bits alone equal its bits among others.
 TEST_P(Matmul, RepackedWeightsServeEveryTokenCount) {
   const DType t = GetParam();
-  const int64_t rows = 48, cols = 512, most = 33;
+  // 2560 columns: where a layout stores long rows in slabs, one whole slab and a short one.
+  const int64_t rows = 48, cols = 2560, most = 33;
   const std::vector<uint8_t> wb = random_matrix(t, rows, cols, 61);
   MatrixView w{t, rows, cols, wb.data()};
   const std::vector<float> x = normal_floats(cols * most, 62);
@@ -185,7 +186,28 @@ TEST_P(Matmul, RepackedWeightsServeEveryTokenCount) {
       EXPECT_EQ(std::memcmp(alone.data(), got.data() + tok * rows, rows * sizeof(float)), 0)
           << n_tokens << " tokens, token " << tok;
     }
+    // Without the promise, many tokens may take a faster kernel; still the same products.
+    matmul(w, x.data(), n_tokens, got.data(), scratch);
+    for (int64_t i = 0; i < rows * n_tokens; ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-4f * (1.0f + std::fabs(want[i]))) << n_tokens << " tokens, element " << i;
   }
+}
+
+// F16 rows stored in column slabs give a prompt the bits of the row-major panels kernel: the
+// same FMA chains, resumed from one slab to the next.
+TEST(Matmul, SlabbedF16PromptsMatchRowMajorBits) {
+  const int64_t rows = 64, cols = 4192, n = 40;  // two whole slabs of 2048 and a short one
+  const std::vector<uint8_t> wb = random_matrix(DType::F16, rows, cols, 91);
+  MatrixView w{DType::F16, rows, cols, wb.data()};
+  const std::vector<float> x = normal_floats(cols * n, 92);
+  std::vector<uint8_t> scratch;
+  std::vector<float> want(rows * n), got(rows * n, -1.0f);
+  matmul(w, x.data(), n, want.data(), scratch);
+  const std::unique_ptr<HugeBuffer> packed = pack_for_cpu(w);
+  if (!packed) GTEST_SKIP() << "no column-slab layout for F16 on this CPU";
+  w.data = nullptr;
+  matmul(w, x.data(), n, got.data(), scratch);
+  EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, Matmul, ::testing::ValuesIn(kWeightTypes),

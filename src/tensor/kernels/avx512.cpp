@@ -6,11 +6,25 @@
 
 #include "tensor/kernels/avx512_target_begin.h"
 
+#include "tensor/kernels/avx512_f16_dot.h"
 #include "tensor/kernels/float_tiles.h"
 #include "tensor/kernels/gemm_tiles.h"
 #include "tensor/kernels/x86_int8_tiles.h"
 
 namespace orchard::kernels {
+
+// F16 weights against activations prepared as float32 values already rounded through fp16
+// (exactly the reference's f16 activations), so each activation converts once per token
+// instead of once per row.
+size_t avx512_f16_prep_bytes(int64_t n) { return static_cast<size_t>(n) * sizeof(float); }
+void avx512_f16_prepare(const float* x, int64_t n, uint8_t* out) {
+  auto* o = reinterpret_cast<float*>(out);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(o + i, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
+  for (; i < n; ++i) o[i] = _cvtsh_ss(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT));
+}
+
 namespace {
 
 using x86::f16;
@@ -62,45 +76,14 @@ template <int RB, int TB> using BF16Tile = FloatTiles<V512, LoadBF16>::Tile<RB, 
 template <int RB, int TB> using F16Tile = FloatTiles<V512, LoadF16>::Tile<RB, TB>;
 template <int RB, int TB> using F16xF32Tile = FloatTiles<V512, LoadF16, LoadF32>::Tile<RB, TB>;
 
-// F16 weights against activations prepared as float32 values already rounded through fp16
-// (exactly the reference's f16 activations), so each activation converts once per token
-// instead of once per row.
-size_t f16_prep_bytes(int64_t n) { return static_cast<size_t>(n) * sizeof(float); }
-void f16_prepare(const float* x, int64_t n, uint8_t* out) {
-  auto* o = reinterpret_cast<float*>(out);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(o + i, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
-  for (; i < n; ++i) o[i] = _cvtsh_ss(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT));
-}
 void f16_gemv(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* xp, int64_t n, float* y) {
-  gemm_tiled<F16xF32Tile>(w, wrb, nrows, xp, f16_prep_bytes(n), 1, n, y, nrows);
+  gemm_tiled<F16xF32Tile>(w, wrb, nrows, xp, avx512_f16_prep_bytes(n), 1, n, y, nrows);
 }
 
-// One token without the batch-invariance promise: four accumulators, so consecutive FMAs do
-// not wait on each other (one chain capped a thread at ~24 GB/s of fp16 weights). The weights
-// are also requested kStreamAhead bytes before they are read: the hardware prefetcher alone
-// left a 1b F16 model at 11.4–11.7 tok/s on 1 thread and 18.8–22.8 on 2, with these requests
-// 12.6–12.9 and 23.5–24.8 (three rounds, back to back).
+// One token without the batch-invariance promise: see x86::f16_dot_row.
 void f16_gemv_fast(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* xp, int64_t n, float* y) {
   const auto* x = reinterpret_cast<const float*>(xp);
-  for (int64_t r = 0; r < nrows; ++r) {
-    const uint8_t* row = w + r * wrb;
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    int64_t i = 0;
-    for (; i + 64 <= n; i += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(row) + 2 * i + kStreamAhead, _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(row) + 2 * i + kStreamAhead + 64, _MM_HINT_T0);
-      a0 = _mm512_fmadd_ps(LoadF16::load(row, i), _mm512_loadu_ps(x + i), a0);
-      a1 = _mm512_fmadd_ps(LoadF16::load(row, i + 16), _mm512_loadu_ps(x + i + 16), a1);
-      a2 = _mm512_fmadd_ps(LoadF16::load(row, i + 32), _mm512_loadu_ps(x + i + 32), a2);
-      a3 = _mm512_fmadd_ps(LoadF16::load(row, i + 48), _mm512_loadu_ps(x + i + 48), a3);
-    }
-    for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(LoadF16::load(row, i), _mm512_loadu_ps(x + i), a0);
-    float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-    for (; i < n; ++i) s += LoadF16::one(row, i) * x[i];
-    y[r] = s;
-  }
+  for (int64_t r = 0; r < nrows; ++r) y[r] = x86::f16_dot_row(w + r * wrb, x, n);
 }
 
 }  // namespace
@@ -114,7 +97,7 @@ Kernels lookup_avx512(DType w) {
     case DType::F32: return {gemm_tiled<F32Tile>};
     case DType::BF16: return {gemm_tiled<BF16Tile>};
     case DType::F16: {
-      Kernels k{gemm_tiled<F16Tile>, f16_prep_bytes, f16_prepare, f16_gemv, gemm_tiled<F16xF32Tile>};
+      Kernels k{gemm_tiled<F16Tile>, avx512_f16_prep_bytes, avx512_f16_prepare, f16_gemv, gemm_tiled<F16xF32Tile>};
       k.gemv_fast = f16_gemv_fast;
       return k;
     }

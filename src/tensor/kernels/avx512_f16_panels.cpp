@@ -47,10 +47,10 @@ constexpr int kPanelCols = 256;  // 32 KB of f32 panel: stays in L1 while tokens
       _mm_prefetch(reinterpret_cast<const char*>(y + (tn + i) * ldy + rn + 16 * l), _MM_HINT_T0);
 }
 
-// GemmFn over activations from f16_prepare (f32 values rounded through fp16, `xrb` bytes apart);
-// nb is the column count.
-void f16_gemm_panels(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* xp, size_t xrb, int64_t ntok,
-                     int64_t nb, float* y, int64_t ldy) {
+}  // namespace
+
+void avx512_f16_panels(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* xp, size_t xrb, int64_t ntok,
+                       int64_t nb, float* y, int64_t ldy, bool resume) {
   alignas(64) float panel[kPanelCols * kPanelRows];
   thread_local std::vector<float> xt;
   xt.resize(static_cast<size_t>(ntok) * kPanelCols);
@@ -74,10 +74,19 @@ void f16_gemm_panels(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t*
       for (int64_t t = 0; t < ntok; t += kTokenTile) {
         const int tb = static_cast<int>(std::min<int64_t>(kTokenTile, ntok - t));
         prefetch_next_outputs(y, ldy, ntok, nrows, t, r0);
-        kTiles[tb - 1](panel, kc, xt.data() + t * kc, y + t * ldy + r0, ldy, k0 == 0, m0, m1);
+        kTiles[tb - 1](panel, kc, xt.data() + t * kc, y + t * ldy + r0, ldy, k0 == 0 && !resume, m0, m1);
       }
     }
   }
+}
+
+namespace {
+
+// GemmFn over activations from avx512_f16_prepare (f32 values rounded through fp16, `xrb` bytes
+// apart); nb is the column count.
+void f16_gemm_panels(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* xp, size_t xrb, int64_t ntok,
+                     int64_t nb, float* y, int64_t ldy) {
+  avx512_f16_panels(w, wrb, nrows, xp, xrb, ntok, nb, y, ldy, false);
 }
 
 }  // namespace
