@@ -33,10 +33,15 @@ using detail::BlockQ8_0;
 constexpr int64_t kGroup = 16;
 constexpr size_t kXBlock = 40;  // per (token, block): int8 q[32], float d, int32 c
 
-inline __m512i bcast4(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
+// Activations 4k..4k+3 of a block in every lane, from the block's 16 bytes holding them
+// broadcast to each 128-bit lane (`quad`): an in-lane shuffle. Eight broadcast loads per block
+// and token (one per dpbusd) bound the one-token kernel at ~13 cycles per block; two 16-byte
+// broadcasts and eight shuffles: Q4_0 66 → 85 GB/s on one core with the weights in L1, 1b
+// generation 1.077× (Q4_0) and 1.03× (Q8_0) at 2 threads, the two side by side in one process;
+// prompts unchanged.
+template <int k>
+inline __m512i pick4(__m512i quad) {
+  return _mm512_shuffle_epi32(quad, static_cast<_MM_PERM_ENUM>((k & 3) * 0x55));
 }
 
 // One block of a token's activations for a format whose weights are the unsigned operand with an
@@ -88,7 +93,6 @@ struct Q4_0Format {
   }
   static void prepare_block(const float* x, uint8_t* dst) { prepare_signed_block(x, dst, -8); }
   static __m512i start(const uint8_t* /*pb*/, const uint8_t* xb) { return start_from_activations(xb); }
-  static __m512i dot(__m512i acc, __m512i wq, const uint8_t* x4) { return _mm512_dpbusd_epi32(acc, wq, bcast4(x4)); }
 };
 
 // Q8_0 as Q4_0, with the weights made the unsigned operand by flipping their sign bits at pack
@@ -122,7 +126,6 @@ struct Q8_0Format {
   }
   static void prepare_block(const float* x, uint8_t* dst) { prepare_signed_block(x, dst, -128); }
   static __m512i start(const uint8_t* /*pb*/, const uint8_t* xb) { return start_from_activations(xb); }
-  static __m512i dot(__m512i acc, __m512i wq, const uint8_t* x4) { return _mm512_dpbusd_epi32(acc, wq, bcast4(x4)); }
 };
 
 template <class F>
@@ -173,13 +176,18 @@ void group_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb, flo
       const uint8_t* xb = x + t * xrb + b * kXBlock;
       float dx;
       std::memcpy(&dx, xb + 32, 4);
-      // Two chains halve the dependent-dpbusd latency per token.
+      const __m512i lo = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb)));
+      const __m512i hi = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 16)));
+      // Weights unsigned, activations signed; two chains halve the dependent-dpbusd latency.
       __m512i s0 = F::start(pb, xb), s1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
-      for (int g = 0; g < 8; g += 2) {
-        s0 = F::dot(s0, wq[g], xb + 4 * g);
-        s1 = F::dot(s1, wq[g + 1], xb + 4 * g + 4);
-      }
+      s0 = _mm512_dpbusd_epi32(s0, wq[0], pick4<0>(lo));
+      s1 = _mm512_dpbusd_epi32(s1, wq[1], pick4<1>(lo));
+      s0 = _mm512_dpbusd_epi32(s0, wq[2], pick4<2>(lo));
+      s1 = _mm512_dpbusd_epi32(s1, wq[3], pick4<3>(lo));
+      s0 = _mm512_dpbusd_epi32(s0, wq[4], pick4<0>(hi));
+      s1 = _mm512_dpbusd_epi32(s1, wq[5], pick4<1>(hi));
+      s0 = _mm512_dpbusd_epi32(s0, wq[6], pick4<2>(hi));
+      s1 = _mm512_dpbusd_epi32(s1, wq[7], pick4<3>(hi));
       const __m512 sf = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
       acc[t] = _mm512_fmadd_ps(sf, _mm512_mul_ps(dw, _mm512_set1_ps(dx)), acc[t]);
     }
