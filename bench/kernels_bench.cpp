@@ -1,11 +1,18 @@
 // Kernel micro-benchmark (Google Benchmark): weight bytes streamed per second by matvec (one
 // token, as in generation) and matmul (a 64-token batch, as in prompt processing), per format,
-// on a matrix larger than the caches. Usage: kernels_bench [--benchmark_filter=Q4_0] …
+// on a matrix larger than the caches: `matmul/` over the file's row-major rows, `packed/` over
+// the copy a model repacks at load (what generation reads for Q4_0, Q8_0 and wide F16 on
+// AVX-512), shaped as a 1b down projection so that wide rows take their slabbed layout.
+// Usage: kernels_bench [--benchmark_filter=Q4_0] …
 #include <benchmark/benchmark.h>
 
+#include <memory>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "tensor/error.h"
 #include "tensor/matmul.h"
 #include "tensor/quant.h"
 #include "tensor/threadpool.h"
@@ -14,43 +21,60 @@ namespace {
 
 using namespace orchard;
 
-constexpr int64_t kRows = 8192, kCols = 2048, kCopies = 8;  // 8 × 16 Mi elements > any cache
+constexpr int64_t kCopies = 8;  // 8 × 16 Mi elements > any cache
+
+struct Shape {
+  int64_t rows, cols;
+};
+constexpr Shape kRowMajor{8192, 2048}, kDown{2048, 8192};
 
 struct Weights {
   std::vector<std::vector<uint8_t>> copies;
+  std::vector<std::unique_ptr<HugeBuffer>> packs;  // with `packed`: each copy repacked
+  std::vector<MatrixView> views;
   size_t bytes = 0;
 };
 
-const Weights& weights(DType t) {
-  static std::vector<std::pair<DType, Weights>> cache;
-  for (auto& [type, w] : cache)
-    if (type == t) return w;
+const Weights& weights(DType t, bool packed) {
+  static std::vector<std::pair<std::pair<DType, bool>, Weights>> cache;
+  for (auto& [key, w] : cache)
+    if (key == std::pair{t, packed}) return w;
+  const Shape shape = packed ? kDown : kRowMajor;
   Weights w;
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0, 0.02f);
-  const size_t rb = row_bytes(t, kCols);
-  std::vector<float> row(kCols);
-  std::vector<uint8_t> m(rb * kRows);
-  for (int64_t r = 0; r < kRows; ++r) {
+  const size_t rb = row_bytes(t, shape.cols);
+  std::vector<float> row(shape.cols);
+  std::vector<uint8_t> m(rb * shape.rows);
+  for (int64_t r = 0; r < shape.rows; ++r) {
     for (auto& v : row) v = nd(rng);
-    quantize_row(t, row.data(), m.data() + r * rb, kCols);
+    quantize_row(t, row.data(), m.data() + r * rb, shape.cols);
   }
   w.copies.assign(kCopies, m);
   w.bytes = m.size();
-  cache.emplace_back(t, std::move(w));
+  for (auto& c : w.copies) {
+    w.views.push_back({t, shape.rows, shape.cols, c.data()});
+    if (packed) {
+      w.packs.push_back(pack_for_cpu(w.views.back()));
+      if (!w.packs.back()) throw Error(std::string(type_name(t)) + " has no repacked layout on this CPU");
+      if (pack_replaces_original(t)) w.views.back().data = nullptr;
+    }
+  }
+  if (packed) w.copies.clear();
+  cache.emplace_back(std::pair{t, packed}, std::move(w));
   return cache.back().second;
 }
 
-void BM_Matmul(benchmark::State& state, DType t) {
+void BM_Matmul(benchmark::State& state, DType t, bool packed) {
   const int threads = static_cast<int>(state.range(0)), ntok = static_cast<int>(state.range(1));
   set_threads(threads);
-  const Weights& w = weights(t);
-  std::vector<float> x(static_cast<size_t>(kCols * ntok), 0.5f), y(static_cast<size_t>(kRows * ntok));
+  const Weights& w = weights(t, packed);
+  const int64_t rows = w.views[0].rows, cols = w.views[0].cols;
+  std::vector<float> x(static_cast<size_t>(cols * ntok), 0.5f), y(static_cast<size_t>(rows * ntok));
   std::vector<uint8_t> scratch;
   size_t i = 0;
   for (auto _ : state) {
-    MatrixView m{t, kRows, kCols, w.copies[i++ % kCopies].data()};
-    matmul(m, x.data(), ntok, y.data(), scratch);
+    matmul(w.views[i++ % kCopies], x.data(), ntok, y.data(), scratch);
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.bytes));
@@ -62,11 +86,21 @@ void register_all() {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
                   DType::Q5_0, DType::Q5_1})
     benchmark::RegisterBenchmark((std::string("matmul/") + type_name(t)).c_str(),
-                                 [t](benchmark::State& s) { BM_Matmul(s, t); })
+                                 [t](benchmark::State& s) { BM_Matmul(s, t, false); })
         ->ArgsProduct({{1, 2}, {1, 64}})
         ->ArgNames({"threads", "tokens"})
         ->UseRealTime()
         ->MinTime(0.3);
+  for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0}) {
+    MatrixView probe{t, kDown.rows, kDown.cols, &t};  // any non-null data: only sized
+    if (packed_bytes(probe) == 0) continue;
+    benchmark::RegisterBenchmark((std::string("packed/") + type_name(t)).c_str(),
+                                 [t](benchmark::State& s) { BM_Matmul(s, t, true); })
+        ->ArgsProduct({{1, 2}, {1, 64}})
+        ->ArgNames({"threads", "tokens"})
+        ->UseRealTime()
+        ->MinTime(0.3);
+  }
 }
 
 }  // namespace
