@@ -30,15 +30,15 @@ namespace {
 constexpr int64_t kSlabCols = 2048;
 constexpr int64_t kRowGroup = 16;
 
-// Slab starting at column s0 of a `rows`-row matrix; every earlier slab is full.
-const uint8_t* slab(const uint8_t* w, int64_t rows, int64_t s0) { return w + static_cast<size_t>(rows * s0) * 2; }
+// Where the slab starting at column s0 of a `rows`-row matrix begins; every earlier slab is full.
+size_t slab_offset(int64_t rows, int64_t s0) { return static_cast<size_t>(rows * s0) * 2; }
 
 size_t pack_bytes(int64_t rows, int64_t cols) { return static_cast<size_t>(rows * cols) * 2; }
 
 void pack(const uint8_t* w, size_t wrb, int64_t rows, int64_t r0, int64_t r1, int64_t cols, uint8_t* out) {
   for (int64_t s0 = 0; s0 < cols; s0 += kSlabCols) {
     const int64_t len = std::min(kSlabCols, cols - s0);
-    uint8_t* dst = out + static_cast<size_t>(rows * s0) * 2;
+    uint8_t* dst = out + slab_offset(rows, s0);
     for (int64_t r = r0; r < r1; ++r)
       std::memcpy(dst + static_cast<size_t>(r * len) * 2, w + static_cast<size_t>(r) * wrb + s0 * 2, static_cast<size_t>(len) * 2);
   }
@@ -50,7 +50,7 @@ void gemm(const uint8_t* w, int64_t rows, int64_t r0, int64_t r1, const uint8_t*
           int64_t n, float* y, int64_t ldy) {
   for (int64_t s0 = 0; s0 < n; s0 += kSlabCols) {
     const int64_t len = std::min(kSlabCols, n - s0);
-    const uint8_t* ws = slab(w, rows, s0);
+    const uint8_t* ws = w + slab_offset(rows, s0);
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t* row = ws + static_cast<size_t>(r * len) * 2;
       for (int64_t t = 0; t < ntok; ++t) {
@@ -68,7 +68,7 @@ void gemm_many(const uint8_t* w, int64_t rows, int64_t r0, int64_t r1, const uin
   for (int64_t s0 = 0; s0 < n; s0 += kSlabCols) {
     const int64_t len = std::min(kSlabCols, n - s0);
     const size_t wrb = static_cast<size_t>(len) * 2;
-    avx512_f16_panels(slab(w, rows, s0) + static_cast<size_t>(r0) * wrb, wrb, r1 - r0,
+    avx512_f16_panels(w + slab_offset(rows, s0) + static_cast<size_t>(r0) * wrb, wrb, r1 - r0,
                       x + s0 * static_cast<int64_t>(sizeof(float)), xrb, ntok, len, y, ldy, s0 > 0);
   }
 }

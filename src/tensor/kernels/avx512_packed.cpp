@@ -44,26 +44,6 @@ inline __m512i pick4(__m512i quad) {
   return _mm512_shuffle_epi32(quad, static_cast<_MM_PERM_ENUM>((k & 3) * 0x55));
 }
 
-// One block of a token's activations for a format whose weights are the unsigned operand with an
-// offset `bias` taken out (−8 for Q4_0's nibbles, −128 for Q8_0's flipped bytes): the signed
-// Q8_0 quantization (reference-exact), its scale, and the start value bias·Σq.
-inline void prepare_signed_block(const float* x, uint8_t* dst, int32_t bias) {
-  float d;
-  const __m256i q = x86::quantize_block_q8_0(x, d);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), q);
-  const int32_t sum = _mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q))) +
-                      _mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1)));
-  const int32_t c = bias * sum;
-  std::memcpy(dst + 32, &d, 4);
-  std::memcpy(dst + 36, &c, 4);
-}
-
-inline __m512i start_from_activations(const uint8_t* xb) {
-  int32_t c;
-  std::memcpy(&c, xb + 36, 4);
-  return _mm512_set1_epi32(c);
-}
-
 // Q4_0: see the file comment. Weights are the unsigned operand (nibbles 0..15), activations the
 // signed one; the −8 offset enters as the per-token start value −8·Σx.
 struct Q4_0Format {
@@ -91,8 +71,7 @@ struct Q4_0Format {
       wq[h + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
     }
   }
-  static void prepare_block(const float* x, uint8_t* dst) { prepare_signed_block(x, dst, -8); }
-  static __m512i start(const uint8_t* /*pb*/, const uint8_t* xb) { return start_from_activations(xb); }
+  static constexpr int32_t kBias = -8;
 };
 
 // Q8_0 as Q4_0, with the weights made the unsigned operand by flipping their sign bits at pack
@@ -124,8 +103,7 @@ struct Q8_0Format {
       asm("" : "+v"(wq[g]));
     }
   }
-  static void prepare_block(const float* x, uint8_t* dst) { prepare_signed_block(x, dst, -128); }
-  static __m512i start(const uint8_t* /*pb*/, const uint8_t* xb) { return start_from_activations(xb); }
+  static constexpr int32_t kBias = -128;
 };
 
 template <class F>
@@ -154,9 +132,22 @@ void pack(const uint8_t* w, size_t wrb, int64_t rows, int64_t r0, int64_t r1, in
 
 size_t prep_bytes(int64_t n) { return static_cast<size_t>(n / 32) * kXBlock; }
 
+// One token's activations: per block the signed Q8_0 quantization (reference-exact), its scale,
+// and the start value F::kBias·Σq that takes the weights' unsigned offset back out (−8 for
+// Q4_0's nibbles, −128 for Q8_0's flipped bytes).
 template <class F>
 void prepare(const float* x, int64_t n, uint8_t* out) {
-  for (int64_t b = 0; b < n / 32; ++b) F::prepare_block(x + 32 * b, out + b * kXBlock);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    uint8_t* dst = out + b * kXBlock;
+    float d;
+    const __m256i q = x86::quantize_block_q8_0(x + 32 * b, d);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), q);
+    const int32_t sum = _mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q))) +
+                        _mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1)));
+    const int32_t c = F::kBias * sum;
+    std::memcpy(dst + 32, &d, 4);
+    std::memcpy(dst + 36, &c, 4);
+  }
 }
 
 // 16 rows × TB tokens over nb blocks, continuing the sums in y unless `first` (floats parked in
@@ -175,11 +166,13 @@ void group_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb, flo
     for (int t = 0; t < TB; ++t) {
       const uint8_t* xb = x + t * xrb + b * kXBlock;
       float dx;
+      int32_t c;
       std::memcpy(&dx, xb + 32, 4);
+      std::memcpy(&c, xb + 36, 4);
       const __m512i lo = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb)));
       const __m512i hi = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 16)));
       // Weights unsigned, activations signed; two chains halve the dependent-dpbusd latency.
-      __m512i s0 = F::start(pb, xb), s1 = _mm512_setzero_si512();
+      __m512i s0 = _mm512_set1_epi32(c), s1 = _mm512_setzero_si512();
       s0 = _mm512_dpbusd_epi32(s0, wq[0], pick4<0>(lo));
       s1 = _mm512_dpbusd_epi32(s1, wq[1], pick4<1>(lo));
       s0 = _mm512_dpbusd_epi32(s0, wq[2], pick4<2>(lo));
@@ -236,14 +229,14 @@ void gemm(const uint8_t* w, int64_t rows, int64_t r0, int64_t r1, const uint8_t*
   }
 }
 
-template <class F, bool kOneToken>
-constexpr PackedKernels kernels_for{kGroup, F::kSlab * 32, pack_bytes<F>, pack<F>, prep_bytes, prepare<F>, gemm<F>, kOneToken};
+template <class F>
+constexpr PackedKernels kernels_for{kGroup, F::kSlab * 32, pack_bytes<F>, pack<F>, prep_bytes, prepare<F>, gemm<F>, /*one_token=*/true};
 
 }  // namespace
 
 const PackedKernels* avx512_packed(DType w) {
-  if (w == DType::Q4_0) return &kernels_for<Q4_0Format, true>;
-  if (w == DType::Q8_0) return &kernels_for<Q8_0Format, true>;
+  if (w == DType::Q4_0) return &kernels_for<Q4_0Format>;
+  if (w == DType::Q8_0) return &kernels_for<Q8_0Format>;
   if (w == DType::F16) return avx512_f16_slabs();
   return nullptr;
 }

@@ -55,8 +55,9 @@ struct PackedKernels {
   // Computes every token the same way whatever ntok, so a token's bits never depend on its batch.
   PackedGemmFn gemm;
   // True where the packed layout is also the faster one for a single token (measured for Q4_0
-  // and Q8_0: a 16-row group streams as one sequence with no horizontal sums), so matmul uses it
-  // for every token count and the original rows can be given back.
+  // and Q8_0, whose 16-row groups stream as one sequence with no horizontal sums, and for wide
+  // F16 rows in column slabs), so matmul uses it for every token count and the original rows can
+  // be given back.
   bool one_token;
   // Only matrices of more columns than this are packed (the layout pays only there); 0: all.
   int64_t min_cols = 0;
