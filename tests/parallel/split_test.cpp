@@ -91,12 +91,16 @@ TEST_P(SplitModel, GreedyTokensMatchTheSingleRankRunAndLogitsAgree) {
   ASSERT_EQ(got_logits.size(), want_logits.size());
   float worst = 0;
   for (size_t i = 0; i < want_logits.size(); ++i) worst = std::max(worst, std::fabs(got_logits[i] - want_logits[i]));
-  // Partial sums in f32 in another order: rounding only. But when a split cuts through a
-  // quantization block of Wo (stories260K's heads are 8 wide, Q8_0/Q4_0 blocks 32, so 3 or 4
-  // tensor ranks cut blocks), each rank quantizes its part of the activations with its own
-  // block scale, which moves the logits more; the tokens above must still agree.
-  const bool cuts_blocks = std::string(c.model).find("Q") != std::string::npos && c.tp > 2;
-  EXPECT_LT(worst, cuts_blocks ? 0.3f : 2e-3f) << plan.describe();
+  // Partial sums in f32 in another order: rounding only — for a float model. A quantized model
+  // quantizes its activations to int8 (Q8 blocks) before every Q4_0/Q8_0 product, and a value
+  // that rounding moves across a half step of that grid comes out one step apart: measured on
+  // stories260K Q4_0 split in two (F16 down in 86-column halves), every down product agreed to
+  // ≤ 2.5e-6 relative except from layer 3, position 3 on, which jumped 0.5 % at once, and the
+  // logits moved by up to 0.11. A split that cuts quantization blocks of Wo (3 or 4 ranks: heads
+  // 8 wide, blocks 32) moves them more, each rank scaling its part of a block on its own. For a
+  // quantized model the tokens above must still agree; the logits only roughly.
+  const bool quantized = std::string(c.model).find("Q") != std::string::npos;
+  EXPECT_LT(worst, quantized && c.kind != Kind::kPipeline ? 0.3f : 2e-3f) << plan.describe();
 }
 
 std::vector<Case> cases() {
