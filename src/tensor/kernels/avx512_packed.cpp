@@ -150,6 +150,17 @@ void prepare(const float* x, int64_t n, uint8_t* out) {
   }
 }
 
+// One token is bound by the weight stream, and the hardware prefetcher alone kept too few of its
+// lines in flight: asking for each block's lines kStreamAhead bytes before they are read gave
+// 1b generation 1.08–1.31× (Q4_0, 2 threads), 1.16× (Q4_0, 1 thread) and 1.06–1.09× (Q8_0,
+// 2 threads; 1.0× at 1), against the same engine without it, alternating in one process; 8 KB
+// ahead measured the same. (Always inlined: GCC 12 drops calls to a prefetch-only function.)
+template <class F>
+[[gnu::always_inline]] inline void request_block(const uint8_t* p) {
+#pragma GCC unroll 16
+  for (size_t o = 0; o < F::kBlock; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p) + o, _MM_HINT_T0);
+}
+
 // 16 rows × TB tokens over nb blocks, continuing the sums in y unless `first` (floats parked in
 // y resume the one chain exactly, so slabs do not change a bit).
 template <class F, int TB>
@@ -159,6 +170,7 @@ void group_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb, flo
   for (int t = 0; t < TB; ++t) acc[t] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(y + t * ldy);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* pb = wg + b * F::kBlock;
+    if constexpr (TB == 1) request_block<F>(pb + kStreamAhead);
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb)));
     __m512i wq[8];
     F::unpack(pb, wq);
