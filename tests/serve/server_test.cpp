@@ -221,7 +221,10 @@ bool drains(const Running& s) {
 }
 
 TEST(Server, FullQueueGets429AndHangingUpFreesTheSlot) {
-  Running s(1, 1);
+  // The model's whole context (2048), so the endless stream outlasts the test on a fast host: at
+  // 256 it ran out of context in a fraction of a second once, freeing the slot before the
+  // request meant to wait for it arrived (that one then ran at once, and the next got 200).
+  Running s(1, 1, 2048);
   json endless = {{"prompt", "hello"}, {"max_tokens", 1000000}, {"ignore_eos", true}, {"stream", true}};
   // A client that reads a few pieces of an endless stream, then hangs up.
   std::atomic<int> pieces{0};
@@ -242,7 +245,10 @@ TEST(Server, FullQueueGets429AndHangingUpFreesTheSlot) {
   while (pieces < 3) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   // The slot is busy: one more request waits in the queue, the next is refused.
   std::thread waiter([&] { s.post("/v1/completions", json{{"prompt", "hi"}, {"max_tokens", 3}}.dump(), 200); });
-  for (int i = 0; i < 200 && s.get("/health")["waiting"] != 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  bool queued = false;
+  for (int i = 0; i < 200 && !(queued = s.get("/health")["waiting"] == 1); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(queued) << "the second request never waited for the busy slot";
   auto res = s.client().Post("/v1/completions", json{{"prompt", "hi"}, {"max_tokens", 3}}.dump(), "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 429);
