@@ -78,7 +78,7 @@ void run_packed(const kernels::PackedKernels& pk, std::span<const MatrixView> ws
     }
   };
   // Slabbed rows: a stolen piece would be one short stream per slab.
-  if (pk.slab_cols && cols > pk.slab_cols)
+  if ((pk.slab_cols && cols > pk.slab_cols) || (pk.static_split && n_tokens > 1))
     pool.parallel_for(total, group, rows);
   else
     pool.parallel_for_balanced(total, group, rows);

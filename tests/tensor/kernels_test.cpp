@@ -267,7 +267,8 @@ TEST(Kernels, PackedWeightKernelsMatchScalarReference) {
     const kernels::Kernels k = kernels::lookup(wt, kernels::detect_isa());
     if (!k.packed) continue;
     const kernels::PackedKernels& pk = *k.packed;
-    // 4192 columns: two whole slabs and a short one, where slab_cols is 2048.
+    // 4192 columns: two whole slabs and a short one, where slab_cols is 2048; F16's 256-column
+    // blocks, 16 whole and a short one.
     for (int64_t cols : {32, 96, 2048, 4192})
       for (int64_t ntok : {1, 3, 4, 9}) {
         std::mt19937 rng(static_cast<uint32_t>(cols + ntok));

@@ -159,7 +159,8 @@ TEST_P(Matmul, GetRowIsDequantizeRow) {
 TEST_P(Matmul, RepackedWeightsServeEveryTokenCount) {
   const DType t = GetParam();
   // 2560 columns: where a layout stores long rows in slabs, one whole slab and a short one.
-  const int64_t rows = 48, cols = 2560, most = 33;
+  // 96 rows: whole groups for every layout (16 or 32 rows), split unevenly between 2 threads.
+  const int64_t rows = 96, cols = 2560, most = 33;
   const std::vector<uint8_t> wb = random_matrix(t, rows, cols, 61);
   MatrixView w{t, rows, cols, wb.data()};
   const std::vector<float> x = normal_floats(cols * most, 62);
@@ -193,21 +194,27 @@ TEST_P(Matmul, RepackedWeightsServeEveryTokenCount) {
   }
 }
 
-// F16 rows stored in column slabs give a prompt the bits of the row-major panels kernel: the
-// same FMA chains, resumed from one slab to the next.
-TEST(Matmul, SlabbedF16PromptsMatchRowMajorBits) {
-  const int64_t rows = 64, cols = 4192, n = 40;  // two whole slabs of 2048 and a short one
+// F16 repacked into 32-row panels gives every token count the bits the row-major panels kernel
+// gives a prompt: the same FMA chains, one per output over the columns in order.
+TEST(Matmul, PackedF16GivesEveryTokenCountThePromptBits) {
+  const int64_t rows = 64, cols = 4192, n = 40;  // 16 blocks of 256 columns and a short one
   const std::vector<uint8_t> wb = random_matrix(DType::F16, rows, cols, 91);
   MatrixView w{DType::F16, rows, cols, wb.data()};
   const std::vector<float> x = normal_floats(cols * n, 92);
   std::vector<uint8_t> scratch;
-  std::vector<float> want(rows * n), got(rows * n, -1.0f);
+  std::vector<float> want(rows * n), got(rows * n);
   matmul(w, x.data(), n, want.data(), scratch);
   const std::unique_ptr<HugeBuffer> packed = pack_for_cpu(w);
-  if (!packed) GTEST_SKIP() << "no column-slab layout for F16 on this CPU";
+  if (!packed) GTEST_SKIP() << "no repacked F16 layout on this CPU";
   w.data = nullptr;
-  matmul(w, x.data(), n, got.data(), scratch);
-  EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0);
+  for (int64_t count : {n, int64_t{1}, int64_t{2}, int64_t{13}}) {
+    std::fill(got.begin(), got.end(), -1.0f);
+    for (int64_t t0 = 0; t0 < n; t0 += count) {
+      const int64_t c = std::min(count, n - t0);
+      matmul(w, x.data() + t0 * cols, c, got.data() + t0 * rows, scratch);
+    }
+    EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << count << " tokens a pass";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, Matmul, ::testing::ValuesIn(kWeightTypes),

@@ -253,7 +253,7 @@ void attend_head(const AttendArgs& a) {
     int64_t np = 0;  // the longest visible run among these rows
     for (int r = 0; r < tb; ++r) np = std::max(np, a.len[(i0 + r) / a.group]);
     for (int64_t pi = 0; pi * kPanelRows < np; ++pi)
-      kTiles[tb - 1](k + pi * hd * kPanelRows, static_cast<int>(hd), qt.data(), s.data() + pi * kPanelRows,
+      kTiles<float>[tb - 1](k + pi * hd * kPanelRows, static_cast<int>(hd), qt.data(), s.data() + pi * kPanelRows,
                      ld, true, 0xFFFF, 0xFFFF);
     for (int r = 0; r < tb; ++r) {
       const int64_t len = a.len[(i0 + r) / a.group];

@@ -10,6 +10,9 @@
 // between column blocks are floats, so the chain is exact to resume). It therefore does not
 // depend on the tiling, the thread split or the token count — but it differs from the
 // one-token kernel's, so matmul leaves it out where a server needs batch-invariant bits.
+//
+// Matrices repacked at load (avx512_f16_packed.cpp: the same chains, transposed once) skip the
+// per-call transposition; this kernel serves the rest (--no-repack, rows not a multiple of 32).
 #if defined(__x86_64__)
 #include <algorithm>
 #include <array>
@@ -31,26 +34,27 @@ using namespace panels;
 
 constexpr int kPanelCols = 256;  // 32 KB of f32 panel: stays in L1 while tokens stream past
 
-// Requests the outputs of the tile after (t, r0) — the next tokens of this panel, or the first
-// ones of the next panel. A tile's outputs are rows a whole output row apart (8–32 KB) that no
-// stream prefetcher predicts; read cold, they stalled the start of every tile (~a sixth of the
-// tile's time in a 512-token F16 prompt), while the tile's ~3000 cycles of FMAs hide the fetch.
-// Always inlined: GCC 12 finds a function that only prefetches free of effects and drops calls.
-[[gnu::always_inline]] inline void prefetch_next_outputs(const float* y, int64_t ldy, int64_t ntok, int64_t nrows, int64_t t, int64_t r0) {
-  int64_t tn = t + kTokenTile, rn = r0;
-  if (tn >= ntok) tn = 0, rn = r0 + kPanelRows;
-  if (rn >= nrows) return;
-  const int64_t count = std::min<int64_t>(kTokenTile, ntok - tn);
-  const int64_t lines = std::min<int64_t>(kPanelRows, nrows - rn) > 16 ? 2 : 1;
-  for (int64_t i = 0; i < count; ++i)
-    for (int64_t l = 0; l < lines; ++l)
-      _mm_prefetch(reinterpret_cast<const char*>(y + (tn + i) * ldy + rn + 16 * l), _MM_HINT_T0);
+// Requests into L2 a share of the weights of the panel after (k0, r0): slice j of `slices` of
+// its rows (the next row panel at these columns, or the first one of the next column block).
+// The rows' short runs of lines defeat the stream prefetchers; waiting for them was about a
+// seventh of a 1b F16 prompt, and asking ahead gave 1.066× (1 thread) in one process.
+[[gnu::always_inline]] inline void prefetch_next_panel(const uint8_t* w, size_t wrb, int64_t nrows, int64_t nb,
+                                                       int64_t k0, int64_t r0, int64_t j, int64_t slices) {
+  int64_t kn = k0, rn = r0 + kPanelRows;
+  if (rn >= nrows) kn = k0 + kPanelCols, rn = 0;
+  if (kn >= nb) return;
+  const int64_t rows = std::min<int64_t>(kPanelRows, nrows - rn);
+  const int64_t bytes = std::min<int64_t>(kPanelCols, nb - kn) * 2;
+  for (int64_t r = rn + rows * j / slices; r < rn + rows * (j + 1) / slices; ++r) {
+    const char* p = reinterpret_cast<const char*>(w + r * wrb + kn * 2);
+    for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(p + b, _MM_HINT_T1);
+  }
 }
 
-}  // namespace
-
-void avx512_f16_panels(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* xp, size_t xrb, int64_t ntok,
-                       int64_t nb, float* y, int64_t ldy, bool resume) {
+// GemmFn over activations from avx512_f16_prepare (f32 values rounded through fp16, `xrb` bytes
+// apart); nb is the column count.
+void f16_gemm_panels(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* xp, size_t xrb, int64_t ntok,
+                     int64_t nb, float* y, int64_t ldy) {
   alignas(64) float panel[kPanelCols * kPanelRows];
   thread_local std::vector<float> xt;
   xt.resize(static_cast<size_t>(ntok) * kPanelCols);
@@ -71,22 +75,15 @@ void avx512_f16_panels(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_
           },
           rows, kc, panel);
       const __mmask16 m0 = low_mask(rows), m1 = high_mask(rows);
+      const int64_t tiles = (ntok + kTokenTile - 1) / kTokenTile;
       for (int64_t t = 0; t < ntok; t += kTokenTile) {
         const int tb = static_cast<int>(std::min<int64_t>(kTokenTile, ntok - t));
         prefetch_next_outputs(y, ldy, ntok, nrows, t, r0);
-        kTiles[tb - 1](panel, kc, xt.data() + t * kc, y + t * ldy + r0, ldy, k0 == 0 && !resume, m0, m1);
+        prefetch_next_panel(w, wrb, nrows, nb, k0, r0, t / kTokenTile, tiles);
+        kTiles<float>[tb - 1](panel, kc, xt.data() + t * kc, y + t * ldy + r0, ldy, k0 == 0, m0, m1);
       }
     }
   }
-}
-
-namespace {
-
-// GemmFn over activations from avx512_f16_prepare (f32 values rounded through fp16, `xrb` bytes
-// apart); nb is the column count.
-void f16_gemm_panels(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* xp, size_t xrb, int64_t ntok,
-                     int64_t nb, float* y, int64_t ldy) {
-  avx512_f16_panels(w, wrb, nrows, xp, xrb, ntok, nb, y, ldy, false);
 }
 
 }  // namespace

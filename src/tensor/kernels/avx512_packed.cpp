@@ -249,7 +249,7 @@ constexpr PackedKernels kernels_for{kGroup, F::kSlab * 32, pack_bytes<F>, pack<F
 const PackedKernels* avx512_packed(DType w) {
   if (w == DType::Q4_0) return &kernels_for<Q4_0Format>;
   if (w == DType::Q8_0) return &kernels_for<Q8_0Format>;
-  if (w == DType::F16) return avx512_f16_slabs();
+  if (w == DType::F16) return avx512_f16_packed();
   return nullptr;
 }
 

@@ -55,15 +55,18 @@ struct PackedKernels {
   // Computes every token the same way whatever ntok, so a token's bits never depend on its batch.
   PackedGemmFn gemm;
   // True where the packed layout is also the faster one for a single token (measured for Q4_0
-  // and Q8_0, whose 16-row groups stream as one sequence with no horizontal sums, and for wide
-  // F16 rows in column slabs), so matmul uses it for every token count and the original rows can
-  // be given back.
+  // and Q8_0, whose 16-row groups stream as one sequence with no horizontal sums, and for F16
+  // in 32-row panels), so matmul uses it for every token count and the original rows can be
+  // given back.
   bool one_token;
   // Only matrices of more columns than this are packed (the layout pays only there); 0: all.
   int64_t min_cols = 0;
   // Optional, faster for many tokens, but its rounding depends on nothing the batch-invariant
   // callers can rely on (see Kernels::gemm_many): matmul leaves it out for them.
   PackedGemmFn gemm_many = nullptr;
+  // Many tokens split the rows statically: a piece taken by another thread would repack every
+  // token's activations for itself (measured slower for F16 prompts at every piece size).
+  bool static_split = false;
 };
 
 struct Kernels {
@@ -125,13 +128,9 @@ const HalfFns* neon_half();
 // Adds the many-token kernel of avx512_f16_panels.cpp to `k` where there is one.
 void add_avx512_many(DType w, Kernels& k);
 // F16 on AVX-512, shared between its files: activations prepared as f32 values rounded through
-// fp16 (avx512.cpp); the outer-product panels for many tokens (avx512_f16_panels.cpp), which
-// with `resume` add to the sums in y instead of starting them; the column-slab layout
-// (avx512_f16_slabs.cpp).
+// fp16 (avx512.cpp); the layout of 32-row panels repacked at load (avx512_f16_packed.cpp).
 size_t avx512_f16_prep_bytes(int64_t n);
 void avx512_f16_prepare(const float* x, int64_t n, uint8_t* out);
-void avx512_f16_panels(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* xp, size_t xrb, int64_t ntok,
-                       int64_t n, float* y, int64_t ldy, bool resume);
-const PackedKernels* avx512_f16_slabs();
+const PackedKernels* avx512_f16_packed();
 
 }  // namespace orchard::kernels
