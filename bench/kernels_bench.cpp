@@ -1,8 +1,8 @@
 // Kernel micro-benchmark (Google Benchmark): weight bytes streamed per second by matvec (one
 // token, as in generation) and matmul (a 64-token batch, as in prompt processing), per format,
 // on a matrix larger than the caches: `matmul/` over the file's row-major rows, `packed/` over
-// the copy a model repacks at load (what generation reads for Q4_0, Q8_0 and wide F16 on
-// AVX-512), shaped as a 1b down projection so that wide rows take their slabbed layout.
+// the copy a model repacks at load (what generation reads for Q4_0, Q8_0 and F16 on AVX-512),
+// shaped as a 1b down projection so that the Q formats' wide rows take their slabbed layout.
 // Usage: kernels_bench [--benchmark_filter=Q4_0] …
 #include <benchmark/benchmark.h>
 
