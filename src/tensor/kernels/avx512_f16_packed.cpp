@@ -15,7 +15,6 @@
 // layout serves every token count with the same bits and the original rows can go.
 #if defined(__x86_64__)
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "tensor/kernels/kernels.h"
