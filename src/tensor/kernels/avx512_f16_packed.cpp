@@ -31,10 +31,6 @@ using namespace panels;
 
 // Columns per block of the many-token kernel: a 16 KB fp16 panel and a 12 KB token tile share L1.
 constexpr int kBlockCols = 256;
-// A one-token pass keeps this many groups' chains in flight: 8 accumulators hide the FMA latency.
-constexpr int kOneTokenGroups = 1;
-// How far ahead of its reads the one-token kernel asks for each group's lines.
-constexpr int64_t kStreamAhead = 4096;
 
 size_t pack_bytes(int64_t rows, int64_t cols) { return static_cast<size_t>(rows * cols) * 2; }
 
