@@ -77,7 +77,8 @@ void run_packed(const kernels::PackedKernels& pk, std::span<const MatrixView> ws
            ws[i].rows);
     }
   };
-  // Slabbed rows: a stolen piece would be one short stream per slab.
+  // Static where a stolen piece costs more than it saves: slabbed rows (a piece would be one
+  // short stream per slab), or a layout whose many-token passes repack every token per piece.
   if ((pk.slab_cols && cols > pk.slab_cols) || (pk.static_split && n_tokens > 1))
     pool.parallel_for(total, group, rows);
   else

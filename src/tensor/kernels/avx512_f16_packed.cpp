@@ -61,8 +61,8 @@ void group_one_token(const uint16_t* w, int64_t n, const float* x, float* y) {
     const uint16_t* col = w + c * kPanelRows;
     _mm_prefetch(reinterpret_cast<const char*>(col) + kStreamAhead, _MM_HINT_T0);
     const __m512 b = _mm512_set1_ps(x[c]);
-    a0 = _mm512_fmadd_ps(panel_half(col), b, a0);
-    a1 = _mm512_fmadd_ps(panel_half(col + 16), b, a1);
+    a0 = _mm512_fmadd_ps(panel_rows(col), b, a0);
+    a1 = _mm512_fmadd_ps(panel_rows(col + 16), b, a1);
   }
   _mm512_storeu_ps(y, a0);
   _mm512_storeu_ps(y + 16, a1);

@@ -1,7 +1,8 @@
 #pragma once
-// The AVX-512 outer-product GEMM pieces shared by the F16 prompt kernel and attention: a panel
-// of 32 rows held transposed (one column = two registers), a micro-tile that streams up to 12
-// broadcast operands past it, and the packing on both sides. Include after
+// The AVX-512 outer-product GEMM pieces shared by the F16 kernels (row-major prompts, the
+// repacked layout) and attention: a panel of 32 rows held transposed (one column = two
+// registers, f32 or fp16), a micro-tile that streams up to 12 broadcast operands past it, and
+// the packing on both sides. Include after
 // avx512_target_begin.h, outside any namespace.
 #include <algorithm>
 #include <array>
@@ -73,8 +74,8 @@ inline __mmask16 high_mask(int rows) {
 // Sixteen rows of a panel's column as f32: panels packed per call are f32 already; panels
 // repacked at load (avx512_f16_packed.cpp) stay fp16 and widen here, which costs the tile
 // nothing measurable (two conversions per 24 FMAs).
-inline __m512 panel_half(const float* p) { return _mm512_loadu_ps(p); }
-inline __m512 panel_half(const uint16_t* p) {
+inline __m512 panel_rows(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 panel_rows(const uint16_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
@@ -90,8 +91,8 @@ void panel_tile(const P* panel, int kc, const float* xt, float* y, int64_t ldy, 
     a1[t] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, y + t * ldy + 16);
   }
   for (int c = 0; c < kc; ++c) {
-    const __m512 w0 = panel_half(panel + c * kPanelRows);
-    const __m512 w1 = panel_half(panel + c * kPanelRows + 16);
+    const __m512 w0 = panel_rows(panel + c * kPanelRows);
+    const __m512 w1 = panel_rows(panel + c * kPanelRows + 16);
 #pragma GCC unroll 16
     for (int t = 0; t < TB; ++t) {
       const __m512 b = _mm512_set1_ps(xt[c * TB + t]);
