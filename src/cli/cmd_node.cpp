@@ -14,6 +14,7 @@
 #include "cli/cluster_rank.h"
 #include "cli/commands.h"
 #include "dist/make_group.h"
+#include "model/json_number.h"
 #include "model/synthetic/synthetic.h"
 #include "network/node_identity.h"
 #include "node/agent.h"
@@ -162,14 +163,18 @@ void node_status(const NodeOpts& o) {
   if (!std::filesystem::exists(path)) throw Error(path + ": no node key here (this machine has not run `orchard node`)");
   const auto identity = network::NodeIdentity::load_or_create(path);
   const auto s = node::CoordinatorClient(o.coordinator, identity).status();
+  // The coordinator's figures, checked: a float where a count belongs is a type error, not a wild cast.
+  const auto count = [&s](const char* key) -> long long {
+    return s.contains(key) ? exact_get<long long>(s[key]) : 0LL;
+  };
   std::printf("node %s (owner %s)\n", s.value("node_id", "").c_str(), s.value("owner", "").c_str());
   std::printf("  jobs served      %lld (%lld tokens generated), %lld handed back, %lld abandoned, %lld running\n",
-              s.value("jobs_served", 0LL), s.value("tokens_generated", 0LL), s.value("handed_back", 0LL),
-              s.value("abandoned", 0LL), s.value("active_jobs", 0LL));
+              count("jobs_served"), count("tokens_generated"), count("handed_back"),
+              count("abandoned"), count("active_jobs"));
   std::printf("  reliability      %.3f%s\n", s.value("reliability", 0.0), s.value("draining", false) ? " (draining)" : "");
   std::printf("  credits earned   %s by this node, %s by the owner's nodes; owner's balance %s\n",
-              credits(s.value("credits_earned", 0LL)).c_str(), credits(s.value("owner_earned", 0LL)).c_str(),
-              credits(s.value("owner_balance", 0LL)).c_str());
+              credits(count("credits_earned")).c_str(), credits(count("owner_earned")).c_str(),
+              credits(count("owner_balance")).c_str());
 
   // The ledger, checked here rather than taken on the coordinator's word.
   node::LedgerCheckOptions lo;

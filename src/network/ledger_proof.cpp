@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "model/json_number.h"
 #include "network/ledger_hash.h"
 #include "network/node_identity.h"
 #include "tensor/error.h"
@@ -16,7 +17,9 @@ template <class T>
 T field(const json& j, const char* what, const char* key) {
   if (!j.is_object() || !j.contains(key)) throw Error(std::string(what) + ": '" + key + "' is missing");
   try {
-    return j[key].get<T>();
+    return exact_get<T>(j[key]);
+  } catch (const json::out_of_range&) {
+    throw Error(std::string(what) + ": '" + key + "' is out of range");
   } catch (const json::exception&) {
     throw Error(std::string(what) + ": '" + key + "' has the wrong type");
   }

@@ -1,5 +1,6 @@
 #include "network/protocol.h"
 
+#include "model/json_number.h"
 #include "tensor/error.h"
 
 namespace orchard::network {
@@ -15,7 +16,9 @@ T field(const json& j, const char* what, const char* key) {
   const auto it = j.find(key);
   if (it == j.end()) throw Error(std::string(what) + ": '" + key + "' is missing");
   try {
-    return it->get<T>();
+    return exact_get<T>(*it);
+  } catch (const json::out_of_range&) {
+    throw Error(std::string(what) + ": '" + key + "' is out of range (" + it->dump() + ")");
   } catch (const json::exception&) {
     throw Error(std::string(what) + ": '" + key + "' has the wrong type (" + it->type_name() + ")");
   }

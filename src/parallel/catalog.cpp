@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/json_number.h"
 #include "tensor/error.h"
 
 namespace orchard::parallel {
@@ -29,7 +30,9 @@ T field(const json& j, const char* key, const std::string& where, T fallback) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
   try {
-    return it->get<T>();
+    return exact_get<T>(*it);
+  } catch (const json::out_of_range&) {
+    throw Error(where + ": field '" + key + "' is out of range (" + it->dump() + ")");
   } catch (const json::exception&) {
     throw Error(where + ": field '" + key + "' has the wrong type");
   }

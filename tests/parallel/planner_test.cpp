@@ -211,6 +211,13 @@ TEST(Catalog, MeasuredNodeRoundTripsThroughJson) {
   EXPECT_DOUBLE_EQ(back.membw_gbs.at(4), 20 + 60.0 * 3 / 7);
   EXPECT_DOUBLE_EQ(back.membw_gbs.at(16), 80);
   EXPECT_THROW(machine_from_json(nlohmann::json{{"id", "x"}}, "test"), Error);  // no memory
+  // A count written as a huge float is refused by name (nlohmann's get<int>() would cast it: UB).
+  try {
+    machine_from_json(nlohmann::json::parse(R"({"id": "x", "memory_gib": [64], "gpu_cores": 1e54})"), "test");
+    ADD_FAILURE() << "accepted gpu_cores 1e54";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gpu_cores"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Cluster, FileExpandsCountsAndRefusesBadInput) {
