@@ -1,6 +1,7 @@
 #include "parallel/cluster.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -8,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/json_number.h"
 #include "tensor/error.h"
 
 namespace orchard::parallel {
@@ -71,11 +73,15 @@ namespace {
 int count_field(const json& e, const char* key, int fallback, int lo, int hi) {
   if (!e.contains(key)) return fallback;
   const json& v = e[key];
-  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)) ||
-      v.get<int64_t>() < lo || v.get<int64_t>() > hi)
+  int n = lo - 1;
+  try {
+    n = v.is_number_integer() ? exact_get<int>(v) : n;
+  } catch (const json::exception&) {
+  }
+  if (n < lo || n > hi)
     throw Error(std::string("cluster file: \"") + key + "\" must be a whole number from " + std::to_string(lo) +
                 " to " + std::to_string(hi) + " (got " + v.dump() + ")");
-  return static_cast<int>(v.get<int64_t>());
+  return n;
 }
 
 }  // namespace
@@ -140,8 +146,12 @@ ClusterSpec ClusterSpec::parse(const std::string& text, const std::string& base_
       c.local_backend = j["local"].value("backend", c.local_backend);
       c.local_extra_latency_us = j["local"].value("extra_latency_us", 0.0);
     }
-    if (c.price_kwh < 0 || c.local_extra_latency_us < 0)
-      throw Error("cluster file: price_kwh and extra_latency_us must not be negative");
+    if (!(c.price_kwh >= 0) || !std::isfinite(c.price_kwh))
+      throw Error("cluster file: price_kwh must be a finite, non-negative price");
+    // Named as an integer in the calibration tables ("tcp+50"), so it must fit one; a second is
+    // already far beyond any link worth emulating.
+    if (!(c.local_extra_latency_us >= 0 && c.local_extra_latency_us <= 1e6))
+      throw Error("cluster file: local.extra_latency_us must lie in 0..1000000");
   } catch (const json::exception& e) {
     throw Error(std::string("cluster file: ") + e.what());
   }

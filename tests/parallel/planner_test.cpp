@@ -247,6 +247,9 @@ TEST(Cluster, FileExpandsCountsAndRefusesBadInput) {
   refused(R"({"nodes": [{"machine": "m4", "ranks": 0}]})", "ranks");
   refused(R"({"nodes": [{"file": "/nonexistent/node.json"}]})", "cannot open");
   refused(R"({"nodes": [{"machine": 5}]})", "cluster file");
+  refused(R"({"nodes": [{"machine": "m4", "ranks": 1e300}]})", "ranks");
+  refused(R"({"nodes": [{"machine": "m4"}], "local": {"extra_latency_us": 5e129}})", "extra_latency_us");
+  refused(R"({"nodes": [{"machine": "m4"}], "price_kwh": -1})", "price_kwh");
 }
 
 ClusterSpec pair(const std::string& machine, const std::string& link, int n = 2) {
