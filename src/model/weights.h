@@ -55,8 +55,9 @@ struct ModelWeights {
 
   // Repacks every matrix that has a faster layout on this CPU. Where matmul then reads only
   // the packed copy (pack_replaces_original), gives the original back — its pages of `file`'s
-  // copy, or its column slice — so memory stays one copy.
-  void pack_for_cpu(const GGUFFile* file);
+  // copy, or its column slice — so memory stays one copy; the file's pages go back each time
+  // `release_every` bytes of it are packed, so loading never holds much more than one copy.
+  void pack_for_cpu(const GGUFFile* file, size_t release_every = size_t{128} << 20);
 };
 
 }  // namespace orchard

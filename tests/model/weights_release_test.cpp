@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <string>
 #include <vector>
 
 #include "model/gguf.h"
@@ -61,6 +62,35 @@ TEST(ModelWeights, RepackingGivesBackTheFileCopyOfEveryRepackedMatrix) {
   ASSERT_EQ(norm->type, DType::F32);
   EXPECT_EQ(std::memcmp(w.layers.back().ffn_norm, fresh->tensor_data(*norm), static_cast<size_t>(hp.dim) * 4), 0);
   std::filesystem::remove(path);
+}
+
+// Pages go back while packing is under way (so a load never holds two copies), and never one
+// that a matrix still to be packed reads: releasing before every matrix must pack exactly the
+// bytes that packing without any release does.
+TEST(ModelWeights, ReleasingWhilePackingNeverTakesBytesStillToBePacked) {
+  for (DType type : {DType::F16, DType::Q4_0}) {
+    if (!pack_replaces_original(type)) continue;
+    const auto path = std::filesystem::path(::testing::TempDir()) / ("release-early-" + std::string(type_name(type)) + ".gguf");
+    write_synthetic_model(model_shape("small"), type, 9, path.string());
+    auto file = GGUFFile::open(path.string(), GGUFLoad::Read);
+    auto reference = GGUFFile::open(path.string(), GGUFLoad::Read);
+    const HParams hp = HParams::from_gguf(*file);
+    ModelWeights early = ModelWeights::bind(*file, hp), whole = ModelWeights::bind(*reference, hp);
+    early.pack_for_cpu(file.get(), 1);
+    whole.pack_for_cpu(nullptr);
+    ASSERT_EQ(early.packed.size(), 1u);
+    ASSERT_EQ(whole.packed.size(), 1u);
+    ASSERT_EQ(early.packed[0]->size(), whole.packed[0]->size());
+    EXPECT_EQ(std::memcmp(early.packed[0]->data(), whole.packed[0]->data(), whole.packed[0]->size()), 0)
+        << type_name(type) << ": a matrix was packed from pages already given back";
+    // And the pages did go back: the file's copy now holds little beyond the embedding table.
+    const GGUFTensorInfo& first = file->tensors().front();
+    const uint8_t* base = file->tensor_data(first) - file->data_offset() - first.offset;
+    const size_t embd = row_bytes(early.tok_embd.type, early.tok_embd.cols) * static_cast<size_t>(early.tok_embd.rows);
+    EXPECT_LE(resident_bytes(base, file->file_size()), file->data_offset() + embd + 4 * (size_t{2} << 20))
+        << type_name(type);
+    std::filesystem::remove(path);
+  }
 }
 
 }  // namespace
