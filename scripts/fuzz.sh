@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (ASan + UBSan) into build-fuzz/ and fuzzes the GGUF
 # reader for SECONDS (default 60), then the rank handshake, the hostfile parser, the planner's
-# cluster files, the chat-template interpreter and HTTP request bodies for a third of that each, starting from a
+# cluster files, the chat-template interpreter, HTTP request bodies and node registrations (with
+# the wire protocol's other readers) for a third of that each, starting from a
 # scratch copy of fuzz/corpus so the checked-in seeds stay small. Crash inputs land in
 # build-fuzz/artifacts/; the exit status is non-zero on any crash, leak or sanitizer report.
 set -euo pipefail
@@ -12,7 +13,7 @@ build="${FUZZ_BUILD_DIR:-build-fuzz}"
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DORCHARD_FUZZ=ON "${launcher[@]}" >/dev/null
-cmake --build "$build" --target gguf_fuzz handshake_fuzz hostfile_fuzz cluster_fuzz chat_template_fuzz request_fuzz -j "${FUZZ_JOBS:-$(nproc)}"
+cmake --build "$build" --target gguf_fuzz handshake_fuzz hostfile_fuzz cluster_fuzz chat_template_fuzz request_fuzz node_register_fuzz -j "${FUZZ_JOBS:-$(nproc)}"
 
 run_corpus=fuzz/corpus-run/gguf
 mkdir -p "$run_corpus" "$build/artifacts"
@@ -23,10 +24,10 @@ UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
   "$build/fuzz/gguf_fuzz" "$run_corpus" -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=2048 \
   -artifact_prefix="$build/artifacts/" -print_final_stats=1
 
-# The rank handshake (what a stranger's bytes reach), hostfiles, cluster files and chat templates
-# (from model files), a third of the time each.
+# The rank handshake (what a stranger's bytes reach), hostfiles, cluster files, chat templates
+# (from model files), request bodies and node registrations, a third of the time each.
 short=$(( seconds / 3 > 5 ? seconds / 3 : 5 ))
-for target in handshake hostfile cluster chat_template request; do
+for target in handshake hostfile cluster chat_template request node_register; do
   dir=fuzz/corpus-run/$target
   mkdir -p "$dir"
   [[ -d fuzz/corpus-$target ]] && cp -n fuzz/corpus-$target/* "$dir"/ 2>/dev/null || true
