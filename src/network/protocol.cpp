@@ -58,6 +58,11 @@ Work work_from_json(const json& j) {
   w.n_ctx = field<int64_t>(j, "work", "n_ctx");
   w.max_tokens = field<int64_t>(j, "work", "max_tokens");
   w.lease_deadline_ms = field<int64_t>(j, "work", "lease_deadline_ms");
+  // The job store never hands out anything else (job_store.cpp); a node checks anyway, since
+  // what is left to generate is max_tokens minus what earlier attempts produced.
+  if (w.n_ctx < 1 || w.max_tokens < 1 || w.max_tokens > w.n_ctx)
+    throw Error("work: max_tokens " + std::to_string(w.max_tokens) + " and n_ctx " + std::to_string(w.n_ctx) +
+                " must satisfy 1 <= max_tokens <= n_ctx");
   w.plan = j.value("plan", "");
   w.request = field<json>(j, "work", "request");
   for (const json& c : field<json>(j, "work", "output")) {
