@@ -74,6 +74,13 @@ uint64_t parse_bytes(const std::string& text) {
   return static_cast<uint64_t>(v * mult);
 }
 
+uint64_t saturating_u64(double x) {
+  if (!(x > 0)) return 0;
+  return x >= 18446744073709551616.0 ? UINT64_MAX : static_cast<uint64_t>(x);
+}
+
+std::string format_size(double bytes) { return format_bytes(saturating_u64(bytes)); }
+
 std::string format_bytes(uint64_t bytes) {
   char buf[32];
   if (bytes >= (1ull << 30))

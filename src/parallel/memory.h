@@ -28,5 +28,10 @@ ShardBytes shard_bytes(const GGUFFile& file, const HParams& hp, const Shard& sha
 // "512M", "8G", "1.5GiB", "300000000" → bytes; throws orchard::Error naming the text.
 uint64_t parse_bytes(const std::string& text);
 std::string format_bytes(uint64_t bytes);
+// A computed figure, rounded down to whole bytes and saturating at UINT64_MAX (0 for negative
+// or NaN): node descriptions and cluster files can describe any model, and a double beyond
+// uint64_t's range cast as it is would be undefined behaviour (node_register_fuzz).
+uint64_t saturating_u64(double x);
+std::string format_size(double bytes);
 
 }  // namespace orchard::parallel

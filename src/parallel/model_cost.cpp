@@ -146,8 +146,8 @@ ModelCost ModelCost::from_shape(const ModelSpec& s) {
     BytesByType ab{{w, bytes_of(w, active)}, {DType::F32, 4 * (norms + router)}};
     c.layer_bytes.push_back(hb);
     c.layer_active.push_back(ab);
-    c.layer_params.push_back(static_cast<uint64_t>(held + norms + router));
-    c.layer_active_params.push_back(static_cast<uint64_t>(active + norms + router));
+    c.layer_params.push_back(saturating_u64(held + norms + router));
+    c.layer_active_params.push_back(saturating_u64(active + norms + router));
     c.params += c.layer_params.back();
     c.active_params += c.layer_active_params.back();
     c.bytes += total(hb);
@@ -157,9 +157,9 @@ ModelCost ModelCost::from_shape(const ModelSpec& s) {
   c.tied = s.tied_embeddings;
   c.head_bytes[DType::F32] = 4 * d;
   if (!c.tied) c.head_bytes[w] += bytes_of(w, emb);
-  c.head_params = static_cast<uint64_t>(emb + d);
-  c.params += static_cast<uint64_t>(emb + d + (c.tied ? 0 : emb));
-  c.active_params += static_cast<uint64_t>(emb + d + (c.tied ? 0 : emb));
+  c.head_params = saturating_u64(emb + d);
+  c.params += saturating_u64(emb + d + (c.tied ? 0 : emb));
+  c.active_params += saturating_u64(emb + d + (c.tied ? 0 : emb));
   c.bytes += total(c.embed_bytes) + total(c.head_bytes);
   return c;
 }
@@ -218,7 +218,7 @@ std::string ModelCost::summary() const {
                 "%s (%s): %s parameters (%s active), %s of weights, %lld layers, dim %lld, %lld heads "
                 "(%lld KV), vocabulary %lld%s",
                 name.c_str(), arch.c_str(), count(params).c_str(), count(active_params).c_str(),
-                format_bytes(static_cast<uint64_t>(bytes)).c_str(), static_cast<long long>(n_layers),
+                format_size(bytes).c_str(), static_cast<long long>(n_layers),
                 static_cast<long long>(dim), static_cast<long long>(n_heads), static_cast<long long>(n_kv_heads),
                 static_cast<long long>(n_vocab),
                 n_experts > 0 ? (", " + std::to_string(n_experts_used) + " of " + std::to_string(n_experts) + " experts")

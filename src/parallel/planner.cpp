@@ -45,11 +45,11 @@ Prediction choose_plan(const ModelCost& m, const ClusterSpec& cl, const PredictO
     for (const NodeMemory& nm : p.memory) over += std::max(0.0, nm.need - nm.capacity);
     if (over < least_over) least_over = over, closest = &p;
   }
-  throw Error("nothing fits: " + m.name + " needs " + format_bytes(static_cast<uint64_t>(needed)) + " (weights " +
-              format_bytes(static_cast<uint64_t>(m.bytes)) + ", KV cache for " + std::to_string(o.n_ctx) +
-              " tokens " + format_bytes(static_cast<uint64_t>(m.kv_bytes(0, m.n_layers, 1, o.n_ctx, o.kv_elem_bytes()))) +
-              ") and the cluster offers " + format_bytes(static_cast<uint64_t>(offered)) + " usable" +
-              (needed > offered ? ", short by " + format_bytes(static_cast<uint64_t>(needed - offered))
+  throw Error("nothing fits: " + m.name + " needs " + format_size(needed) + " (weights " +
+              format_size(m.bytes) + ", KV cache for " + std::to_string(o.n_ctx) +
+              " tokens " + format_size(m.kv_bytes(0, m.n_layers, 1, o.n_ctx, o.kv_elem_bytes())) +
+              ") and the cluster offers " + format_size(offered) + " usable" +
+              (needed > offered ? ", short by " + format_size(needed - offered)
                                 : ", but not in pieces this model splits into") +
               ". Closest: " + closest->candidate.label() + ", where " + closest->shortfall +
               ". Add machines or memory, use a smaller quantization, or shorten --ctx.");

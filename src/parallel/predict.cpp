@@ -143,7 +143,8 @@ class Model {
   std::vector<int> node_of_;
 };
 
-std::string gib(double b) { return format_bytes(static_cast<uint64_t>(std::max(0.0, b))); }
+// Saturating: a node may describe a model far beyond any memory (node_register_fuzz).
+std::string gib(double b) { return format_size(b); }
 
 }  // namespace
 

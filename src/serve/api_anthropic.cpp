@@ -30,7 +30,7 @@ std::string text_of(const json& v, const std::string& field) {
   std::string out;
   if (v.is_array()) {
     for (const json& b : v) {
-      if (!b.is_object() || b.value("type", "") != "text" || !b.contains("text") || !b["text"].is_string())
+      if (!b.is_object() || !b.contains("type") || b["type"] != "text" || !b.contains("text") || !b["text"].is_string())
         throw ApiError::bad_request("'" + field + "' blocks must be {\"type\": \"text\", \"text\": …}", field);
       out += b["text"].get<std::string>();
     }

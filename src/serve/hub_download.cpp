@@ -12,6 +12,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "model/json_number.h"
 #include "serve/model_store.h"
 #include "tensor/error.h"
 
@@ -100,13 +101,13 @@ std::vector<RemoteFile> parse_listing(const std::string& body, const std::string
   std::vector<RemoteFile> files;
   try {
     for (const auto& e : nlohmann::json::parse(body)) {
-      if (e.value("type", "") != "file") continue;
+      if (!e.is_object() || !e.contains("type") || e["type"] != "file") continue;
       RemoteFile f;
       f.path = e.at("path").get<std::string>();
-      f.size = e.value("size", int64_t{-1});
+      f.size = e.contains("size") ? exact_get<int64_t>(e["size"]) : -1;
       if (auto lfs = e.find("lfs"); lfs != e.end() && lfs->is_object()) {
         f.sha256 = sha256_from(lfs->value("oid", ""));
-        f.size = lfs->value("size", f.size);
+        if (lfs->contains("size")) f.size = exact_get<int64_t>((*lfs)["size"]);
       }
       files.push_back(std::move(f));
     }

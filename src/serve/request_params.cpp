@@ -106,7 +106,9 @@ std::vector<ChatMessage> read_messages(const json& messages, const std::string& 
     } else if (content.is_array()) {
       // Content parts: text only; this server runs no vision models.
       for (const json& part : content) {
-        if (part.is_object() && part.value("type", "") == "text" && part.contains("text") && part["text"].is_string())
+        // Compared as JSON: value("type", "") throws when "type" is not a string (request_fuzz).
+        if (part.is_object() && part.contains("type") && part["type"] == "text" && part.contains("text") &&
+            part["text"].is_string())
           msg.content += part["text"].get<std::string>();
         else
           throw ApiError::bad_request("'" + where + ".content' parts must be {\"type\": \"text\", \"text\": …}; "

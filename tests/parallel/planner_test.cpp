@@ -16,6 +16,7 @@
 #include "parallel/auto_plan.h"
 #include "parallel/catalog.h"
 #include "parallel/cluster.h"
+#include "parallel/memory.h"
 #include "parallel/model_cost.h"
 #include "parallel/predict.h"
 #include "tensor/error.h"
@@ -218,6 +219,15 @@ TEST(Catalog, MeasuredNodeRoundTripsThroughJson) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("gpu_cores"), std::string::npos) << e.what();
   }
+}
+
+TEST(Memory, ComputedSizesSaturateInsteadOfOverflowing) {
+  EXPECT_EQ(saturating_u64(1536.7), 1536u);
+  EXPECT_EQ(saturating_u64(-5), 0u);
+  EXPECT_EQ(saturating_u64(std::nan("")), 0u);
+  EXPECT_EQ(saturating_u64(4.07508e20), UINT64_MAX);  // node_register_fuzz's model, 810 M wide
+  EXPECT_EQ(saturating_u64(18446744073709551616.0), UINT64_MAX);
+  EXPECT_EQ(format_size(2.5 * 1024 * 1024 * 1024), format_bytes(uint64_t{5} << 29));
 }
 
 TEST(Cluster, FileExpandsCountsAndRefusesBadInput) {
