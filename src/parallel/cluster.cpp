@@ -9,7 +9,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/json_number.h"
 #include "tensor/error.h"
 
 namespace orchard::parallel {
@@ -73,15 +72,11 @@ namespace {
 int count_field(const json& e, const char* key, int fallback, int lo, int hi) {
   if (!e.contains(key)) return fallback;
   const json& v = e[key];
-  int n = lo - 1;
-  try {
-    n = v.is_number_integer() ? exact_get<int>(v) : n;
-  } catch (const json::exception&) {
-  }
-  if (n < lo || n > hi)
+  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)) ||
+      v.get<int64_t>() < lo || v.get<int64_t>() > hi)
     throw Error(std::string("cluster file: \"") + key + "\" must be a whole number from " + std::to_string(lo) +
                 " to " + std::to_string(hi) + " (got " + v.dump() + ")");
-  return n;
+  return static_cast<int>(v.get<int64_t>());
 }
 
 }  // namespace

@@ -143,9 +143,6 @@ class Model {
   std::vector<int> node_of_;
 };
 
-// Saturating: a node may describe a model far beyond any memory (node_register_fuzz).
-std::string gib(double b) { return format_size(b); }
-
 }  // namespace
 
 std::string Candidate::label() const {
@@ -198,7 +195,7 @@ Prediction predict(const ModelCost& m, const ClusterSpec& cl, const Candidate& c
     if (need[static_cast<size_t>(n)] > ns.capacity_bytes()) {
       p.fits = false;
       if (!p.shortfall.empty()) p.shortfall += "; ";
-      p.shortfall += ns.name + " needs " + gib(need[static_cast<size_t>(n)]) + " but offers " + gib(ns.capacity_bytes()) +
+      p.shortfall += ns.name + " needs " + format_size(need[static_cast<size_t>(n)]) + " but offers " + format_size(ns.capacity_bytes()) +
                      " (" + fmt("%.0f%%", ns.machine.usable_memory * 100) + " of " + fmt("%.0f GiB", ns.memory_gib) + ")";
     }
   }
@@ -239,7 +236,7 @@ Prediction predict(const ModelCost& m, const ClusterSpec& cl, const Candidate& c
     p.comm_s += sync + hop;
     p.terms.push_back(fmt("stage %.0f: layers %.0f-%.0f, each rank reads ", s, static_cast<double>(b),
                           static_cast<double>(e - 1)) +
-                      gib(read) + fmt(" per token: %.2f ms; syncs %.3f ms; hop %.3f ms", slowest * 1e3, sync * 1e3, hop * 1e3));
+                      format_size(read) + fmt(" per token: %.2f ms; syncs %.3f ms; hop %.3f ms", slowest * 1e3, sync * 1e3, hop * 1e3));
   }
   if (c.ranks() > 1) p.comm_s += md.broadcast();
   p.token_s = p.compute_s + p.comm_s;
