@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "model/gguf.h"
+#include "model/hparams.h"
 #include "serve/model_store.h"
 #include "tensor/types.h"
 
@@ -124,11 +125,14 @@ std::string human_bytes(uint64_t n) {
   return buf;
 }
 
+void print_architecture(const GGUFFile& f);
+
 void print_info(const GGUFFile& f) {
   std::printf("%s: GGUF version %" PRIu32 ", %zu bytes (%s)\n", f.path().c_str(), f.version(), f.file_size(),
               human_bytes(f.file_size()).c_str());
   std::printf("alignment:   %" PRIu64 "%s\n", f.alignment(), f.has("general.alignment") ? "" : " (default)");
   std::printf("data offset: %" PRIu64 "\n", f.data_offset());
+  print_architecture(f);
 
   size_t key_width = 0, type_width = 0;
   for (const auto& [key, value] : f.metadata()) {
@@ -174,6 +178,49 @@ void print_info(const GGUFFile& f) {
   }
   std::printf("total: %zu tensors, %" PRIu64 " params, %" PRIu64 " bytes (%s)\n", all.tensors, all.params, all.bytes,
               human_bytes(all.bytes).c_str());
+}
+
+// What the forward pass will make of the file: its family, attention and experts, the
+// parameters one token reads, and the KV cache a position costs.
+void print_architecture(const GGUFFile& f) {
+  HParams hp;
+  try {
+    hp = HParams::from_gguf(f);
+  } catch (const std::exception& e) {
+    std::printf("\narchitecture: cannot run: %s\n", e.what());
+    return;
+  }
+  std::printf("\narchitecture: %s, %" PRId64 " layers, dim %" PRId64 ", %" PRId64 " heads (%" PRId64 " KV) of %" PRId64,
+              hp.arch.c_str(), hp.n_layers, hp.dim, hp.n_heads, hp.n_kv_heads, hp.head_dim);
+  if (hp.mla())
+    std::printf(", latent attention (kv rank %" PRId64 ", q rank %" PRId64 ", value %" PRId64 ", rope %" PRId64 ")",
+                hp.kv_lora_rank, hp.q_lora_rank, hp.v_head_dim, hp.n_rot);
+  std::printf("\n");
+  uint64_t total = 0, experts = 0;
+  for (const auto& t : f.tensors()) {
+    total += static_cast<uint64_t>(t.n_elements());
+    if (t.name.find("_exps.") != std::string::npos) experts += static_cast<uint64_t>(t.n_elements());
+  }
+  if (hp.moe()) {
+    std::printf("experts:      %" PRId64 " routed per MoE layer, %" PRId64 " used per token, %s shared; FFN %" PRId64
+                " per expert; %" PRId64 " of %" PRId64 " layers dense first; %s scores%s%s\n",
+                hp.n_expert, hp.n_expert_used, hp.shared_ffn_dim > 0 ? (hp.shared_gate ? "1 gated" : "1") : "none",
+                hp.expert_ffn_dim, hp.n_dense_lead, hp.n_layers, hp.gating == ExpertGating::Sigmoid ? "sigmoid" : "softmax",
+                hp.expert_weights_norm ? ", weights normalised" : "",
+                hp.n_expert_groups > 1 ? (", " + std::to_string(hp.n_group_used) + " of " +
+                                          std::to_string(hp.n_expert_groups) + " expert groups").c_str()
+                                       : "");
+  }
+  const double unused = hp.moe() ? static_cast<double>(experts) * (1.0 - static_cast<double>(hp.n_expert_used) /
+                                                                             static_cast<double>(hp.n_expert))
+                                 : 0.0;
+  const auto active = static_cast<uint64_t>(static_cast<double>(total) - unused);
+  std::printf("parameters:   %" PRIu64 " total, %" PRIu64 " active per token (%.1f %%)\n", total, active,
+              total ? 100.0 * static_cast<double>(active) / static_cast<double>(total) : 0.0);
+  const int64_t per_layer = hp.mla() ? hp.kv_lora_rank + hp.n_rot : 2 * hp.kv_dim();
+  const auto kv_f32 = static_cast<uint64_t>(per_layer * hp.n_layers) * 4;
+  std::printf("KV cache:     %" PRIu64 " bytes per token in f32, %" PRIu64 " in f16%s\n", kv_f32, kv_f32 / 2,
+              hp.mla() ? " (the compressed latent and the RoPE key)" : "");
 }
 
 }  // namespace

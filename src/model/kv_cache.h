@@ -19,11 +19,13 @@ class KVCache {
  public:
   KVCache(const HParams& hp, int64_t n_ctx, KVType type = KVType::F32)
       : KVCache(hp.n_layers, hp.n_kv_heads, hp.head_dim, n_ctx, type) {}
-  // A shard's cache: its layers (indexed from 0) and its KV heads.
-  KVCache(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, int64_t n_ctx, KVType type = KVType::F32)
+  // A shard's cache: its layers (indexed from 0) and its KV heads. `values` false: keys only
+  // (latent attention keeps one row per position, its values being part of its keys).
+  KVCache(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, int64_t n_ctx, KVType type = KVType::F32,
+          bool values = true)
       : type_(type), elem_(kv_type_bytes(type)), n_ctx_(n_ctx), kv_dim_(n_kv_heads * head_dim), head_dim_(head_dim),
         head_keys_(key_panels_size(n_ctx, head_dim)),
-        elems_(static_cast<size_t>(n_layers * n_ctx * kv_dim_)),
+        elems_(values ? static_cast<size_t>(n_layers * n_ctx * kv_dim_) : 0),
         k_elems_(static_cast<size_t>(n_layers * n_kv_heads * head_keys_)),
         n_kv_heads_(n_kv_heads),
         // Mapped, not touched: only positions already written are ever read (a key panel is

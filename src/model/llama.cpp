@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "model/forward.h"
+#include "model/blocks/latent_attention.h"
 #include "model/gguf.h"
 #include "tensor/attention.h"
 #include "tensor/error.h"
@@ -22,6 +23,7 @@ LlamaModel::LlamaModel(const GGUFFile& file, bool repack, const Shard& shard, Pa
   q_dim_ = n_heads_ * hp_.head_dim;
   kv_dim_ = n_kv_heads_ * hp_.head_dim;
   ffn_dim_ = s.n_ffn();
+  router_ = RouterConfig::of(hp_);
   if (repack) w_.pack_for_cpu(&file);
 }
 
@@ -30,6 +32,7 @@ void LocalForward::feed(std::span<const TokenId> tokens, std::vector<float>& log
 }
 
 std::unique_ptr<KVCache> LlamaModel::new_cache(int64_t n_ctx, KVType type) const {
+  if (hp_.mla()) return LatentAttention::new_cache(hp_, shard().n_layers(), n_ctx, type);
   return std::make_unique<KVCache>(shard().n_layers(), n_kv_heads_, hp_.head_dim, n_ctx, type);
 }
 
@@ -116,16 +119,14 @@ void LlamaModel::run_layers(float* x, std::span<KVCache* const> kvs, std::span<c
   }
   if (n == 0) throw Error("forward: no tokens to process");
   const int64_t dim = hp_.dim, qd = q_dim_, kvd = kv_dim_, ffn = ffn_dim_;
-  const int64_t hd = hp_.head_dim;
-  const bool neox = hp_.rope_order == RopeOrder::NeoX;
   // Activations live in buffers kept across calls: fresh ones every call cost page faults.
   Buffers& b = buf_;
   for (auto* vec : {&b.xn, &b.proj}) vec->resize(static_cast<size_t>(n * dim));
-  for (auto* vec : {&b.q, &b.att}) vec->resize(static_cast<size_t>(n * qd));
+  b.q.resize(static_cast<size_t>(n * qd));
+  b.att.resize(static_cast<size_t>(n * std::max(qd, n_heads_ * hp_.v_head_dim)));
   for (auto* vec : {&b.k, &b.v}) vec->resize(static_cast<size_t>(n * kvd));
   for (auto* vec : {&b.gate, &b.up}) vec->resize(static_cast<size_t>(n * ffn));
-  ActivationVector &xn = b.xn, &q = b.q, &k = b.k, &v = b.v, &att = b.att, &proj = b.proj, &gate = b.gate,
-                   &up = b.up;
+  ActivationVector &xn = b.xn, &att = b.att, &proj = b.proj, &gate = b.gate, &up = b.up;
   const int64_t n_rot = hp_.n_rot;
   b.rope_cs.resize(static_cast<size_t>(n * n_rot));
   for (int64_t t = 0; t < n; ++t)
@@ -138,45 +139,26 @@ void LlamaModel::run_layers(float* x, std::span<KVCache* const> kvs, std::span<c
     // xn = rmsnorm(x) · attn_norm
     for (int64_t t = 0; t < n; ++t) rms_norm(&x[t * dim], L.attn_norm, &xn[t * dim], dim, hp_.rms_eps);
 
-    // q = Wq·xn (+bq), k = Wk·xn (+bk), v = Wv·xn (+bv)   (this shard's heads only)
-    {
-      const MatrixView ws[] = {L.wq, L.wk, L.wv};
-      float* const ys[] = {q.data(), k.data(), v.data()};
-      matmul_shared(ws, xn.data(), n, ys, scratch_, batch_invariant_);
+    if (hp_.mla()) {
+      // att = latent attention (blocks/latent_attention.h); x = x + Wo·att
+      mla_.forward(hp_, L, li, xn.data(), n, kvs, seq_of_, pos_of_, b.rope_cs.data(), att.data(), scratch_,
+                   batch_invariant_);
+      matmul(L.wo, att.data(), n, proj.data(), scratch_, batch_invariant_);
+    } else {
+      attention_block(L, li, n, kvs);
     }
-    if (L.bq) {
-      for (int64_t t = 0; t < n; ++t) {
-        for (int64_t i = 0; i < qd; ++i) q[t * qd + i] += L.bq[i];
-        for (int64_t i = 0; i < kvd; ++i) k[t * kvd + i] += L.bk[i], v[t * kvd + i] += L.bv[i];
-      }
-    }
-
-    for (int64_t t = 0; t < n; ++t) {
-      // qwen3: q_h = rmsnorm(q_h) · q_norm, k_h = rmsnorm(k_h) · k_norm, per head
-      if (L.q_norm) {
-        for (int64_t h = 0; h < n_heads_; ++h) rms_norm(&q[t * qd + h * hd], L.q_norm, &q[t * qd + h * hd], hd, hp_.rms_eps);
-        for (int64_t h = 0; h < n_kv_heads_; ++h) rms_norm(&k[t * kvd + h * hd], L.k_norm, &k[t * kvd + h * hd], hd, hp_.rms_eps);
-      }
-      // q_h, k_h = rope(q_h, pos), rope(k_h, pos)
-      const int64_t pos = pos_of_[static_cast<size_t>(t)];
-      KVCache& kv = *kvs[static_cast<size_t>(seq_of_[static_cast<size_t>(t)])];
-      const float* cs = &b.rope_cs[static_cast<size_t>(t * n_rot)];
-      for (int64_t h = 0; h < n_heads_; ++h) rope_rotate(&q[t * qd + h * hd], n_rot, cs, neox);
-      for (int64_t h = 0; h < n_kv_heads_; ++h) rope_rotate(&k[t * kvd + h * hd], n_rot, cs, neox);
-      kv.store_k(li, pos, &k[t * kvd]);
-      kv.store_v(li, pos, &v[t * kvd]);
-    }
-
-    // att = softmax(q·Kᵀ / √head_dim + causal mask) · V, per head (GQA: heads share KV heads)
-    attention(li, q.data(), n, kvs, seq_of_, pos_of_, att.data());
-
-    // x = x + Σ_ranks Wo·att   (each tensor-parallel rank holds some heads' columns of Wo)
-    matmul_cols(L.wo, L.wo_offset, att.data(), qd, n, proj.data());
     if (partial_sum_) partial_sum_->sum(proj.data(), static_cast<size_t>(n * dim));
     axpy(1.0f, proj.data(), x, n * dim);
 
-    // x = x + Σ_ranks W_down·(silu(W_gate·xn) ⊙ W_up·xn), xn = rmsnorm(x) · ffn_norm
+    // x = x + FFN(xn), xn = rmsnorm(x) · ffn_norm: dense, or routed experts (blocks/moe_ffn.h)
     for (int64_t t = 0; t < n; ++t) rms_norm(&x[t * dim], L.ffn_norm, &xn[t * dim], dim, hp_.rms_eps);
+    if (L.is_moe()) {
+      moe_.forward(L.moe, router_, xn.data(), n, dim, proj.data(), scratch_, batch_invariant_);
+      if (routing_observer_) routing_observer_(shard().layer_begin + li, moe_.experts(), moe_.weights());
+      axpy(1.0f, proj.data(), x, n * dim);
+      continue;
+    }
+    // Dense: x = x + Σ_ranks W_down·(silu(W_gate·xn) ⊙ W_up·xn)
     {
       const MatrixView ws[] = {L.w_gate, L.w_up};
       float* const ys[] = {gate.data(), up.data()};
@@ -188,6 +170,48 @@ void LlamaModel::run_layers(float* x, std::span<KVCache* const> kvs, std::span<c
     axpy(1.0f, proj.data(), x, n * dim);
   }
   for (size_t s = 0; s < kvs.size(); ++s) kvs[s]->advance(lengths[s]);
+}
+
+// Grouped-query attention with RoPE: proj = Σ_ranks Wo·attention(q, k, v) for the layer's rows.
+void LlamaModel::attention_block(const LayerWeights& L, int64_t li, int64_t n, std::span<KVCache* const> kvs) {
+  const int64_t qd = q_dim_, kvd = kv_dim_, hd = hp_.head_dim, n_rot = hp_.n_rot;
+  const bool neox = hp_.rope_order == RopeOrder::NeoX;
+  Buffers& b = buf_;
+  ActivationVector &xn = b.xn, &q = b.q, &k = b.k, &v = b.v, &att = b.att, &proj = b.proj;
+  // q = Wq·xn (+bq), k = Wk·xn (+bk), v = Wv·xn (+bv)   (this shard's heads only)
+  {
+    const MatrixView ws[] = {L.wq, L.wk, L.wv};
+    float* const ys[] = {q.data(), k.data(), v.data()};
+    matmul_shared(ws, xn.data(), n, ys, scratch_, batch_invariant_);
+  }
+  if (L.bq) {
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t i = 0; i < qd; ++i) q[t * qd + i] += L.bq[i];
+      for (int64_t i = 0; i < kvd; ++i) k[t * kvd + i] += L.bk[i], v[t * kvd + i] += L.bv[i];
+    }
+  }
+
+  for (int64_t t = 0; t < n; ++t) {
+    // qwen3: q_h = rmsnorm(q_h) · q_norm, k_h = rmsnorm(k_h) · k_norm, per head
+    if (L.q_norm) {
+      for (int64_t h = 0; h < n_heads_; ++h) rms_norm(&q[t * qd + h * hd], L.q_norm, &q[t * qd + h * hd], hd, hp_.rms_eps);
+      for (int64_t h = 0; h < n_kv_heads_; ++h) rms_norm(&k[t * kvd + h * hd], L.k_norm, &k[t * kvd + h * hd], hd, hp_.rms_eps);
+    }
+    // q_h, k_h = rope(q_h, pos), rope(k_h, pos)
+    const int64_t pos = pos_of_[static_cast<size_t>(t)];
+    KVCache& kv = *kvs[static_cast<size_t>(seq_of_[static_cast<size_t>(t)])];
+    const float* cs = &b.rope_cs[static_cast<size_t>(t * n_rot)];
+    for (int64_t h = 0; h < n_heads_; ++h) rope_rotate(&q[t * qd + h * hd], n_rot, cs, neox);
+    for (int64_t h = 0; h < n_kv_heads_; ++h) rope_rotate(&k[t * kvd + h * hd], n_rot, cs, neox);
+    kv.store_k(li, pos, &k[t * kvd]);
+    kv.store_v(li, pos, &v[t * kvd]);
+  }
+
+  // att = softmax(q·Kᵀ / √head_dim + causal mask) · V, per head (GQA: heads share KV heads)
+  attention(li, q.data(), n, kvs, seq_of_, pos_of_, att.data());
+
+  // proj = Wo·att   (each tensor-parallel rank holds some heads' columns of Wo)
+  matmul_cols(L.wo, L.wo_offset, att.data(), qd, n, proj.data());
 }
 
 void LlamaModel::project(const float* x, int64_t n, bool all_logits, std::vector<float>& logits) {

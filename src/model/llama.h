@@ -1,11 +1,17 @@
 #pragma once
-// The Llama-family forward pass (llama, qwen2, qwen3) over a batch of consecutive tokens, for
-// the whole model or one rank's shard of it (a run of layers, a slice of every layer).
+// The forward pass of every supported family (llama and mixtral, qwen2/qwen2moe, qwen3/qwen3moe,
+// deepseek2) over a batch of consecutive tokens, for the whole model or one rank's shard of it
+// (a run of layers, a slice of every layer). Each layer is an attention block (grouped-query, or
+// latent: blocks/latent_attention.h) and a feed-forward block (dense, or routed experts:
+// blocks/moe_ffn.h); the file's hyper-parameters pick them.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
 
+#include "model/blocks/latent_attention.h"
+#include "model/blocks/moe_ffn.h"
 #include "model/hparams.h"
 #include "model/kv_cache.h"
 #include "model/shard.h"
@@ -46,6 +52,11 @@ class LlamaModel {
   // Batch-invariant results (for serving): every token takes the same kernels whether it runs
   // alone or in a batch of many. Costs single-stream speed where the one-token kernel is faster.
   void set_batch_invariant(bool on) { batch_invariant_ = on; }
+  // Called after every MoE layer with its rows' chosen experts and weights (n_expert_used per
+  // row, in routing order): for tests and debugging against a reference's routing.
+  using RoutingObserver = std::function<void(int64_t layer, const std::vector<int32_t>& experts,
+                                             const std::vector<float>& weights)>;
+  void set_routing_observer(RoutingObserver f) { routing_observer_ = std::move(f); }
   const ModelWeights& weights() const { return w_; }
   const Shard& shard() const { return w_.shard; }
 
@@ -76,6 +87,7 @@ class LlamaModel {
   // Row r of q belongs to cache kvs[seq_of[r]] at position pos_of[r].
   void attention(int64_t layer, const float* q, int64_t n, std::span<KVCache* const> kvs,
                  std::span<const int32_t> seq_of, std::span<const int64_t> pos_of, float* out);
+  void attention_block(const LayerWeights& L, int64_t layer, int64_t n, std::span<KVCache* const> kvs);
   // y = W·x for a column slice (see LayerWeights::wo_offset): x is placed into zero padding.
   void matmul_cols(const MatrixView& w, int64_t offset, const float* x, int64_t width, int64_t n, float* y);
 
@@ -83,6 +95,10 @@ class LlamaModel {
   ModelWeights w_;
   PartialSum* partial_sum_;
   bool batch_invariant_ = false;
+  RouterConfig router_;
+  MoeFfn moe_;
+  LatentAttention mla_;
+  RoutingObserver routing_observer_;
   // Local sizes: this shard's heads, KV heads and FFN columns.
   int64_t n_heads_, n_kv_heads_, q_dim_, kv_dim_, ffn_dim_;
   std::vector<uint8_t> scratch_;

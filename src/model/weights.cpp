@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <string_view>
+#include <type_traits>
 
 #include "model/gguf.h"
 #include "tensor/error.h"
@@ -38,12 +40,35 @@ class Binder {
   MatrixView matrix(const std::string& name, int64_t rows, int64_t cols, bool required = true) {
     const GGUFTensorInfo* t = find(name, required);
     if (!t) return {};
-    if (t->ne.size() != 2 || t->ne[0] != cols || t->ne[1] != rows)
+    // A one-row matrix may be stored as a vector (qwen2moe's shared-expert gate).
+    const bool vector_row = rows == 1 && t->ne.size() == 1 && t->ne[0] == cols;
+    if (!vector_row && (t->ne.size() != 2 || t->ne[0] != cols || t->ne[1] != rows))
       throw Error(f_.path() + ": tensor '" + name + "' has shape " + shape_str(t->ne) +
                   ", expected " + shape_str({cols, rows}));
     check_computable(*t);
     return MatrixView{t->type, rows, cols, f_.tensor_data(*t)};
   }
+
+  // A 3-D tensor of `n` stacked rows × cols matrices (GGUF's ffn_*_exps): one view per expert.
+  std::vector<MatrixView> experts(const std::string& name, int64_t rows, int64_t cols, int64_t n) {
+    const GGUFTensorInfo* t = find(name, true);
+    if (t->ne.size() != 3 || t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != n)
+      throw Error(f_.path() + ": tensor '" + name + "' has shape " + shape_str(t->ne) + ", expected " +
+                  shape_str({cols, rows, n}) + " (" + std::to_string(n) + " experts)");
+    check_computable(*t);
+    const size_t bytes = row_bytes(t->type, cols) * static_cast<size_t>(rows);
+    std::vector<MatrixView> out;
+    for (int64_t e = 0; e < n; ++e)
+      out.push_back(MatrixView{t->type, rows, cols, f_.tensor_data(*t) + bytes * static_cast<size_t>(e)});
+    return out;
+  }
+
+  // Floats owned by the weights (n of them, zeroed).
+  std::vector<float>& owned_floats(size_t n) {
+    w_.owned.push_back(std::make_unique<std::vector<float>>(n));
+    return *w_.owned.back();
+  }
+  const GGUFFile& file() const { return f_; }
 
   // Rows [r0, r1) of a rows × cols matrix: a view into the file.
   MatrixView rows_of(const std::string& name, int64_t rows, int64_t cols, int64_t r0, int64_t r1) {
@@ -105,11 +130,64 @@ HeadRows head_rows(const HParams& hp, const Shard& s) {
   return {s.kv_head_begin * group * hd, s.kv_head_end * group * hd, s.kv_head_begin * hd, s.kv_head_end * hd};
 }
 
+// Latent attention (deepseek2). attn_kv_b is taken apart into absorbed float matrices: the
+// cache then holds the latent, and no step expands it into per-head keys and values.
+void bind_latent_attention(Binder& b, const HParams& hp, const std::string& p, LayerWeights& L) {
+  LatentAttentionWeights& m = L.mla;
+  const int64_t lora = hp.kv_lora_rank, nope = hp.head_dim_nope(), vd = hp.v_head_dim, heads = hp.n_heads;
+  if (hp.q_lora_rank > 0) {
+    m.wq_a = b.matrix(p + "attn_q_a.weight", hp.q_lora_rank, hp.dim);
+    m.q_a_norm = b.vector(p + "attn_q_a_norm.weight", hp.q_lora_rank);
+    m.wq_b = b.matrix(p + "attn_q_b.weight", hp.q_dim(), hp.q_lora_rank);
+  } else {
+    L.wq = b.matrix(p + "attn_q.weight", hp.q_dim(), hp.dim);
+  }
+  m.wkv_a = b.matrix(p + "attn_kv_a_mqa.weight", lora + hp.n_rot, hp.dim);
+  m.kv_a_norm = b.vector(p + "attn_kv_a_norm.weight", lora);
+  const MatrixView kvb = b.matrix(p + "attn_kv_b.weight", heads * (nope + vd), lora);
+  m.kv_b_type = kvb.type;
+  std::vector<float> row(static_cast<size_t>(lora));
+  std::vector<float>& kt = b.owned_floats(static_cast<size_t>(heads * lora * nope));
+  std::vector<float>& v = b.owned_floats(static_cast<size_t>(heads * vd * lora));
+  const size_t rb = row_bytes(kvb.type, lora);
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t j = 0; j < nope + vd; ++j) {
+      const int64_t r = h * (nope + vd) + j;
+      dequantize_row(kvb.type, static_cast<const uint8_t*>(kvb.data) + rb * static_cast<size_t>(r), row.data(), lora);
+      for (int64_t i = 0; i < lora; ++i) {
+        if (j < nope) kt[static_cast<size_t>((h * lora + i) * nope + j)] = row[static_cast<size_t>(i)];
+        else v[static_cast<size_t>((h * vd + j - nope) * lora + i)] = row[static_cast<size_t>(i)];
+      }
+    }
+  b.file().release(kvb.data, rb * static_cast<size_t>(kvb.rows));
+  m.wk_t = MatrixView{DType::F32, lora, nope, kt.data()};
+  m.wv = MatrixView{DType::F32, vd, lora, v.data()};
+  L.wo = b.matrix(p + "attn_output.weight", hp.dim, heads * vd);
+}
+
+void bind_moe(Binder& b, const HParams& hp, const std::string& p, LayerWeights& L) {
+  MoeWeights& m = L.moe;
+  m.router = b.matrix(p + "ffn_gate_inp.weight", hp.n_expert, hp.dim);
+  m.selection_bias = b.vector(p + "exp_probs_b.bias", hp.n_expert, /*required=*/false);
+  m.gate = b.experts(p + "ffn_gate_exps.weight", hp.expert_ffn_dim, hp.dim, hp.n_expert);
+  m.up = b.experts(p + "ffn_up_exps.weight", hp.expert_ffn_dim, hp.dim, hp.n_expert);
+  m.down = b.experts(p + "ffn_down_exps.weight", hp.dim, hp.expert_ffn_dim, hp.n_expert);
+  if (hp.shared_ffn_dim > 0) {
+    m.shared.gate = b.matrix(p + "ffn_gate_shexp.weight", hp.shared_ffn_dim, hp.dim);
+    m.shared.up = b.matrix(p + "ffn_up_shexp.weight", hp.shared_ffn_dim, hp.dim);
+    m.shared.down = b.matrix(p + "ffn_down_shexp.weight", hp.dim, hp.shared_ffn_dim);
+  }
+  if (hp.shared_gate) m.shared_gate = b.matrix(p + "ffn_gate_inp_shexp.weight", 1, hp.dim);
+}
+
 }  // namespace
 
 ModelWeights ModelWeights::bind(const GGUFFile& f, const HParams& hp, const Shard& requested) {
   ModelWeights w;
   const Shard s = requested.resolved(hp);
+  if ((hp.moe() || hp.mla()) && s.splits_tensors(hp))
+    throw Error(f.path() + ": splitting the tensors of a " + hp.arch +
+                " model with experts or latent attention is not supported yet; split it by layers (pipeline)");
   w.shard = s;
   Binder b(f, w);
   const auto [q0, q1, k0, k1] = head_rows(hp, s);
@@ -126,6 +204,18 @@ ModelWeights ModelWeights::bind(const GGUFFile& f, const HParams& hp, const Shar
     const std::string p = "blk." + std::to_string(l) + ".";
     LayerWeights L;
     L.attn_norm = b.vector(p + "attn_norm.weight", hp.dim);
+    L.ffn_norm = b.vector(p + "ffn_norm.weight", hp.dim);
+    if (hp.moe_layer(l)) bind_moe(b, hp, p, L);
+    if (hp.mla()) bind_latent_attention(b, hp, p, L);
+    if (!hp.moe_layer(l)) {
+      L.w_gate = b.rows_of(p + "ffn_gate.weight", hp.ffn_dim, hp.dim, s.ffn_begin, s.ffn_end);
+      L.w_up = b.rows_of(p + "ffn_up.weight", hp.ffn_dim, hp.dim, s.ffn_begin, s.ffn_end);
+      L.w_down = b.cols_of(p + "ffn_down.weight", hp.dim, hp.ffn_dim, s.ffn_begin, s.ffn_end, &L.down_offset);
+    }
+    if (hp.mla()) {
+      w.layers.push_back(L);
+      continue;
+    }
     L.wq = b.rows_of(p + "attn_q.weight", hp.q_dim(), hp.dim, q0, q1);
     L.wk = b.rows_of(p + "attn_k.weight", hp.kv_dim(), hp.dim, k0, k1);
     L.wv = b.rows_of(p + "attn_v.weight", hp.kv_dim(), hp.dim, k0, k1);
@@ -139,10 +229,6 @@ ModelWeights ModelWeights::bind(const GGUFFile& f, const HParams& hp, const Shar
       L.q_norm = b.vector(p + "attn_q_norm.weight", hp.head_dim);
       L.k_norm = b.vector(p + "attn_k_norm.weight", hp.head_dim);
     }
-    L.ffn_norm = b.vector(p + "ffn_norm.weight", hp.dim);
-    L.w_gate = b.rows_of(p + "ffn_gate.weight", hp.ffn_dim, hp.dim, s.ffn_begin, s.ffn_end);
-    L.w_up = b.rows_of(p + "ffn_up.weight", hp.ffn_dim, hp.dim, s.ffn_begin, s.ffn_end);
-    L.w_down = b.cols_of(p + "ffn_down.weight", hp.dim, hp.ffn_dim, s.ffn_begin, s.ffn_end, &L.down_offset);
     w.layers.push_back(L);
   }
   return w;
@@ -171,16 +257,20 @@ std::vector<std::pair<uint64_t, uint64_t>> ModelWeights::byte_ranges(const GGUFF
     add(f.find_tensor("output.weight") ? "output.weight" : "token_embd.weight", s.vocab_begin, s.vocab_end);
   }
   add("rope_freqs.weight");
+  // A layer's tensors whole, except those whose rows a tensor-parallel shard splits (column
+  // slices are copied out of whole tensors; vectors are small).
+  const std::pair<const char*, std::pair<int64_t, int64_t>> split_rows[] = {
+      {"attn_q.weight", {q0, q1}}, {"attn_k.weight", {k0, k1}}, {"attn_v.weight", {k0, k1}},
+      {"ffn_gate.weight", {s.ffn_begin, s.ffn_end}}, {"ffn_up.weight", {s.ffn_begin, s.ffn_end}}};
   for (int64_t l = s.layer_begin; l < s.layer_end; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    for (const char* v : {"attn_norm.weight", "ffn_norm.weight", "attn_q_norm.weight", "attn_k_norm.weight",
-                          "attn_output.weight", "ffn_down.weight", "attn_q.bias", "attn_k.bias", "attn_v.bias"})
-      add(p + v);  // column slices are copied out of whole tensors; vectors are small
-    add(p + "attn_q.weight", q0, q1);
-    add(p + "attn_k.weight", k0, k1);
-    add(p + "attn_v.weight", k0, k1);
-    add(p + "ffn_gate.weight", s.ffn_begin, s.ffn_end);
-    add(p + "ffn_up.weight", s.ffn_begin, s.ffn_end);
+    for (const GGUFTensorInfo& t : f.tensors()) {
+      if (t.name.compare(0, p.size(), p) != 0) continue;
+      const std::string_view rest = std::string_view(t.name).substr(p.size());
+      auto it = std::find_if(std::begin(split_rows), std::end(split_rows), [&](const auto& e) { return rest == e.first; });
+      if (it != std::end(split_rows) && !hp.mla()) add(t.name, it->second.first, it->second.second);
+      else add(t.name);
+    }
   }
   return out;
 }
@@ -192,7 +282,13 @@ using ByteSpan = std::pair<const uint8_t*, const uint8_t*>;
 // A layer's matrices (const or not, as L is).
 template <class Layer>
 auto layer_matrices(Layer& L) {
-  return std::array{&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down};
+  using View = std::conditional_t<std::is_const_v<Layer>, const MatrixView, MatrixView>;
+  std::vector<View*> ms = {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down,
+                           &L.mla.wq_a, &L.mla.wq_b, &L.mla.wkv_a, &L.moe.router,
+                           &L.moe.shared.gate, &L.moe.shared.up, &L.moe.shared.down};
+  for (auto* experts : {&L.moe.gate, &L.moe.up, &L.moe.down})
+    for (auto& m : *experts) ms.push_back(&m);
+  return ms;
 }
 
 // Safe to call while packing is under way: the matrices not yet packed still have their data,

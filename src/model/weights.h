@@ -1,6 +1,6 @@
 #pragma once
-// Views of a Llama-family model's tensors inside the mapped GGUF file, checked for shape and
-// format once at load so the forward pass can trust them.
+// Views of a model's tensors inside the mapped GGUF file, checked for shape and format once at
+// load so the forward passes can trust them.
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,9 +14,39 @@ namespace orchard {
 
 class GGUFFile;
 
+// A feed-forward network down·(silu(gate·x) ⊙ up·x): gate/up ffn × dim, down dim × ffn.
+struct FfnWeights {
+  MatrixView gate, up, down;
+};
+
+// Latent attention's weights (deepseek2): queries through q_a/q_b (or a plain wq), keys and
+// values from one compressed latent per position that the cache holds.
+struct LatentAttentionWeights {
+  MatrixView wq_a, wq_b;               // q_lora × dim, q_dim × q_lora (absent: LayerWeights::wq)
+  const float* q_a_norm = nullptr;     // [q_lora]
+  MatrixView wkv_a;                    // (kv_lora + n_rot) × dim: the latent and the shared RoPE key
+  const float* kv_a_norm = nullptr;    // [kv_lora]
+  // attn_kv_b (n_heads·(nope + v) × kv_lora) taken apart and absorbed, as floats: per head its
+  // key rows transposed (kv_lora × nope), so a query is moved into the latent space once, and
+  // its value rows (v × kv_lora), applied once to the attention-weighted latent.
+  MatrixView wk_t, wv;                 // F32: head h's matrix starts h·rows·cols floats in
+  DType kv_b_type = DType::F32;        // the latent is rounded as llama.cpp rounds it for kv_b
+};
+
+// A mixture-of-experts FFN: a router, the routed experts and optionally a shared expert.
+struct MoeWeights {
+  MatrixView router;                   // n_expert × dim
+  const float* selection_bias = nullptr;  // exp_probs_b [n_expert]: shifts selection, not weights
+  std::vector<MatrixView> gate, up, down; // per expert: slices of the 3-D ffn_*_exps tensors
+  FfnWeights shared;                   // absent (no data) when the model has none
+  MatrixView shared_gate;              // qwen2moe: 1 × dim, the shared expert's sigmoid gate
+};
+
 struct LayerWeights {
   const float* attn_norm = nullptr;  // [dim]
-  MatrixView wq, wk, wv, wo;         // wq: q_dim × dim, wk/wv: kv_dim × dim, wo: dim × q_dim
+  MatrixView wq, wk, wv, wo;         // wq: q_dim × dim, wk/wv: kv_dim × dim, wo: dim × (n_heads·v_dim)
+  LatentAttentionWeights mla;        // deepseek2 (then wk and wv are absent)
+  MoeWeights moe;                    // MoE layers (then w_gate, w_up, w_down are absent)
   const float* bq = nullptr;         // qwen2 biases (nullptr elsewhere)
   const float* bk = nullptr;
   const float* bv = nullptr;
@@ -27,6 +57,7 @@ struct LayerWeights {
   // Tensor parallel: wo and w_down keep whole quantization blocks around this rank's input
   // columns, which start at these offsets inside them (0 and full width when unsplit).
   int64_t wo_offset = 0, down_offset = 0;
+  bool is_moe() const { return !moe.gate.empty(); }
 };
 
 struct ModelWeights {
@@ -42,7 +73,8 @@ struct ModelWeights {
   // cannot compute with. Row ranges are views into the file; column ranges are copies.
   static ModelWeights bind(const GGUFFile& file, const HParams& hp, const Shard& shard = Shard{});
 
-  // Small 1-D tensors (norms, biases) stored in F16/BF16 are converted once and kept here.
+  // Small 1-D tensors (norms, biases) and latent attention's absorbed matrices, converted to
+  // floats once and kept here.
   std::vector<std::unique_ptr<std::vector<float>>> owned;
   // The file byte ranges bind() reads for `shard`: what a rank must load.
   static std::vector<std::pair<uint64_t, uint64_t>> byte_ranges(const GGUFFile& file, const HParams& hp,

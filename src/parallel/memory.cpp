@@ -27,13 +27,19 @@ ShardBytes shard_bytes(const GGUFFile& f, const HParams& hp, const Shard& reques
   const int64_t kvh = s.n_kv_heads();
   for (int64_t l = s.layer_begin; l < s.layer_end; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    for (const char* m : {"attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight", "attn_q.bias",
-                          "attn_k.bias", "attn_v.bias"})
-      b.weights += share(tensor_bytes(f, p + m), kvh, hp.n_kv_heads);
-    for (const char* m : {"ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"})
-      b.weights += share(tensor_bytes(f, p + m), s.n_ffn(), hp.ffn_dim);
-    for (const char* m : {"attn_norm.weight", "ffn_norm.weight", "attn_q_norm.weight", "attn_k_norm.weight"})
-      b.weights += tensor_bytes(f, p + m);
+    // Attention follows the shard's KV heads, the dense FFN its columns; everything else of the
+    // layer (norms, experts, latent attention) is held whole.
+    for (const GGUFTensorInfo& t : f.tensors()) {
+      if (t.name.compare(0, p.size(), p) != 0) continue;
+      const std::string m = t.name.substr(p.size());
+      if (m == "attn_q.weight" || m == "attn_k.weight" || m == "attn_v.weight" || m == "attn_output.weight" ||
+          m == "attn_q.bias" || m == "attn_k.bias" || m == "attn_v.bias")
+        b.weights += share(t.nbytes, kvh, hp.n_kv_heads);
+      else if (m == "ffn_gate.weight" || m == "ffn_up.weight" || m == "ffn_down.weight")
+        b.weights += share(t.nbytes, s.n_ffn(), hp.ffn_dim);
+      else
+        b.weights += t.nbytes;
+    }
   }
   if (s.embed) b.weights += tensor_bytes(f, "token_embd.weight");
   if (s.head) {
@@ -42,8 +48,10 @@ ShardBytes shard_bytes(const GGUFFile& f, const HParams& hp, const Shard& reques
     if (!(tied && s.embed && s.n_vocab() == hp.n_vocab)) b.weights += share(out, s.n_vocab(), hp.n_vocab);
     b.weights += tensor_bytes(f, "output_norm.weight");
   }
-  // K and V in f32 for every position of every local layer and KV head.
-  b.kv = 2ull * static_cast<uint64_t>(s.n_layers() * n_ctx * kvh * hp.head_dim) * kv_elem_bytes;
+  // K and V for every position of every local layer and KV head; latent attention keeps one
+  // row of kv_lora_rank + n_rot per position instead.
+  b.kv = hp.mla() ? static_cast<uint64_t>(s.n_layers() * n_ctx * (hp.kv_lora_rank + hp.n_rot)) * kv_elem_bytes
+                  : 2ull * static_cast<uint64_t>(s.n_layers() * n_ctx * kvh * hp.head_dim) * kv_elem_bytes;
   b.scratch = static_cast<uint64_t>(static_cast<double>(chunk) *
                                     activation_bytes_per_token(hp.dim, hp.q_dim(), 2 * hp.kv_dim(), hp.ffn_dim, s.n_vocab()));
   return b;

@@ -1,0 +1,87 @@
+#include "model/blocks/moe_ffn.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "tensor/ops.h"
+
+namespace orchard {
+
+void dense_ffn(const FfnWeights& w, const float* x, int64_t n, float* out, ActivationVector& gate, ActivationVector& up,
+               std::vector<uint8_t>& scratch, bool batch_invariant) {
+  const int64_t ffn = w.gate.rows;
+  gate.resize(static_cast<size_t>(n * ffn));
+  up.resize(static_cast<size_t>(n * ffn));
+  const MatrixView ws[] = {w.gate, w.up};
+  float* const ys[] = {gate.data(), up.data()};
+  matmul_shared(ws, x, n, ys, scratch, batch_invariant);
+  swiglu(gate.data(), up.data(), gate.data(), n * ffn);
+  matmul(w.down, gate.data(), n, out, scratch, batch_invariant);
+}
+
+void MoeFfn::forward(const MoeWeights& w, const RouterConfig& c, const float* xn, int64_t n, int64_t dim, float* out,
+                     std::vector<uint8_t>& scratch, bool batch_invariant) {
+  const int64_t k = c.n_used, n_exp = c.n_expert;
+  // l = router · x, then each token's experts and weights
+  logits_.resize(static_cast<size_t>(n * n_exp));
+  matmul(w.router, xn, n, logits_.data(), scratch, batch_invariant);
+  experts_.resize(static_cast<size_t>(n * k));
+  weights_.resize(static_cast<size_t>(n * k));
+  for (int64_t t = 0; t < n; ++t)
+    route_token(c, &logits_[static_cast<size_t>(t * n_exp)], w.selection_bias, &experts_[static_cast<size_t>(t * k)],
+                &weights_[static_cast<size_t>(t * k)], route_scratch_);
+
+  // Group the (token, slot) entries by expert (a counting sort keeps tokens in order).
+  first_of_.assign(static_cast<size_t>(n_exp + 1), 0);
+  for (int32_t e : experts_) ++first_of_[static_cast<size_t>(e) + 1];
+  for (int64_t e = 0; e < n_exp; ++e) first_of_[static_cast<size_t>(e + 1)] += first_of_[static_cast<size_t>(e)];
+  rows_of_.resize(experts_.size());
+  {
+    std::vector<int64_t> next(first_of_.begin(), first_of_.end() - 1);
+    for (size_t i = 0; i < experts_.size(); ++i) rows_of_[static_cast<size_t>(next[static_cast<size_t>(experts_[i])]++)] = static_cast<int64_t>(i);
+  }
+
+  // y_slot = expert(x_t) for every entry, one batched product per expert
+  slots_.resize(static_cast<size_t>(n * k * dim));
+  for (int64_t e = 0; e < n_exp; ++e) {
+    const int64_t begin = first_of_[static_cast<size_t>(e)], m = first_of_[static_cast<size_t>(e + 1)] - begin;
+    if (m == 0) continue;
+    x_.resize(static_cast<size_t>(m * dim));
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t t = rows_of_[static_cast<size_t>(begin + i)] / k;
+      std::copy_n(xn + t * dim, dim, &x_[static_cast<size_t>(i * dim)]);
+    }
+    y_.resize(static_cast<size_t>(m * dim));
+    const FfnWeights expert{w.gate[static_cast<size_t>(e)], w.up[static_cast<size_t>(e)], w.down[static_cast<size_t>(e)]};
+    dense_ffn(expert, x_.data(), m, y_.data(), gate_, up_, scratch, batch_invariant);
+    for (int64_t i = 0; i < m; ++i)
+      std::copy_n(&y_[static_cast<size_t>(i * dim)], dim, &slots_[static_cast<size_t>(rows_of_[static_cast<size_t>(begin + i)] * dim)]);
+  }
+
+  // out_t = Σ_k w_tk · y_tk, in routing order
+  for (int64_t t = 0; t < n; ++t) {
+    float* o = out + t * dim;
+    for (int64_t s = 0; s < k; ++s) {
+      const float wk = weights_[static_cast<size_t>(t * k + s)];
+      const float* y = &slots_[static_cast<size_t>((t * k + s) * dim)];
+      if (s == 0)
+        for (int64_t i = 0; i < dim; ++i) o[i] = wk * y[i];
+      else
+        for (int64_t i = 0; i < dim; ++i) o[i] += wk * y[i];
+    }
+  }
+
+  if (!w.shared.gate.data && !w.shared.gate.packed) return;
+  // + g_t · shared(x_t)
+  shared_.resize(static_cast<size_t>(n * dim));
+  dense_ffn(w.shared, xn, n, shared_.data(), gate_, up_, scratch, batch_invariant);
+  std::vector<float> g(static_cast<size_t>(n), 1.0f);
+  if (w.shared_gate.data || w.shared_gate.packed) {
+    matmul(w.shared_gate, xn, n, g.data(), scratch, batch_invariant);
+    for (float& v : g) v = 1.0f / (1.0f + std::exp(-v));
+  }
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t i = 0; i < dim; ++i) out[t * dim + i] += g[static_cast<size_t>(t)] * shared_[static_cast<size_t>(t * dim + i)];
+}
+
+}  // namespace orchard
