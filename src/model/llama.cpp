@@ -24,6 +24,11 @@ LlamaModel::LlamaModel(const GGUFFile& file, bool repack, const Shard& shard, Pa
   kv_dim_ = n_kv_heads_ * hp_.head_dim;
   ffn_dim_ = s.n_ffn();
   router_ = RouterConfig::of(hp_);
+  // Partial results are summed across ranks only where this shard holds a part: replicated
+  // parts (attention under expert parallel, experts under tensor parallel) are whole already.
+  split_heads_ = s.n_kv_heads() != hp_.n_kv_heads;
+  split_ffn_ = s.n_ffn() != hp_.ffn_dim;
+  split_experts_ = s.n_experts() != hp_.n_expert;
   if (repack) w_.pack_for_cpu(&file);
 }
 
@@ -147,7 +152,7 @@ void LlamaModel::run_layers(float* x, std::span<KVCache* const> kvs, std::span<c
     } else {
       attention_block(L, li, n, kvs);
     }
-    if (partial_sum_) partial_sum_->sum(proj.data(), static_cast<size_t>(n * dim));
+    if (split_heads_) partial_sum_->sum(proj.data(), static_cast<size_t>(n * dim));
     axpy(1.0f, proj.data(), x, n * dim);
 
     // x = x + FFN(xn), xn = rmsnorm(x) · ffn_norm: dense, or routed experts (blocks/moe_ffn.h)
@@ -155,6 +160,8 @@ void LlamaModel::run_layers(float* x, std::span<KVCache* const> kvs, std::span<c
     if (L.is_moe()) {
       moe_.forward(L.moe, router_, xn.data(), n, dim, proj.data(), scratch_, batch_invariant_);
       if (routing_observer_) routing_observer_(shard().layer_begin + li, moe_.experts(), moe_.weights());
+      // expert parallel: each rank added its own experts' outputs; Σ over ranks in fixed order
+      if (split_experts_) partial_sum_->sum(proj.data(), static_cast<size_t>(n * dim));
       axpy(1.0f, proj.data(), x, n * dim);
       continue;
     }
@@ -166,7 +173,7 @@ void LlamaModel::run_layers(float* x, std::span<KVCache* const> kvs, std::span<c
     }
     swiglu(gate.data(), up.data(), gate.data(), n * ffn);
     matmul_cols(L.w_down, L.down_offset, gate.data(), ffn, n, proj.data());
-    if (partial_sum_) partial_sum_->sum(proj.data(), static_cast<size_t>(n * dim));
+    if (split_ffn_) partial_sum_->sum(proj.data(), static_cast<size_t>(n * dim));
     axpy(1.0f, proj.data(), x, n * dim);
   }
   for (size_t s = 0; s < kvs.size(); ++s) kvs[s]->advance(lengths[s]);

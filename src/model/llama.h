@@ -95,6 +95,7 @@ class LlamaModel {
   ModelWeights w_;
   PartialSum* partial_sum_;
   bool batch_invariant_ = false;
+  bool split_heads_ = false, split_ffn_ = false, split_experts_ = false;
   RouterConfig router_;
   MoeFfn moe_;
   LatentAttention mla_;

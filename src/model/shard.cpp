@@ -20,12 +20,15 @@ Shard Shard::resolved(const HParams& hp) const {
   fix(s.kv_head_begin, s.kv_head_end, hp.n_kv_heads, "KV head");
   fix(s.ffn_begin, s.ffn_end, hp.ffn_dim, "FFN column");
   fix(s.vocab_begin, s.vocab_end, hp.n_vocab, "vocabulary");
+  if (hp.n_expert > 0) fix(s.expert_begin, s.expert_end, hp.n_expert, "expert");
+  else s.expert_begin = s.expert_end = 0;
   return s;
 }
 
 bool Shard::splits_tensors(const HParams& hp) const {
   const Shard s = resolved(hp);
-  return s.n_kv_heads() != hp.n_kv_heads || s.n_ffn() != hp.ffn_dim || s.n_vocab() != hp.n_vocab;
+  return s.n_kv_heads() != hp.n_kv_heads || s.n_ffn() != hp.ffn_dim || s.n_vocab() != hp.n_vocab ||
+         s.n_experts() != hp.n_expert;
 }
 
 std::string Shard::describe() const {
@@ -35,6 +38,7 @@ std::string Shard::describe() const {
   d += ", KV heads " + std::to_string(kv_head_begin) + "-" + std::to_string(kv_head_end - 1) + ", FFN " +
        std::to_string(ffn_begin) + "-" + std::to_string(ffn_end - 1) + ", vocab " + std::to_string(vocab_begin) +
        "-" + std::to_string(vocab_end - 1);
+  if (expert_end > 0) d += ", experts " + std::to_string(expert_begin) + "-" + std::to_string(expert_end - 1);
   return d;
 }
 

@@ -18,6 +18,9 @@ struct Shard {
   int64_t kv_head_begin = 0, kv_head_end = -1;  // query heads follow their KV heads
   int64_t ffn_begin = 0, ffn_end = -1;
   int64_t vocab_begin = 0, vocab_end = -1;
+  // Expert parallel: the routed experts of every MoE layer this rank holds (the shared expert
+  // goes with expert 0); attention and dense layers stay whole.
+  int64_t expert_begin = 0, expert_end = -1;
 
   // -1 ends replaced by the model's sizes; throws orchard::Error on an empty or bad range.
   Shard resolved(const HParams& hp) const;
@@ -25,7 +28,8 @@ struct Shard {
   int64_t n_kv_heads() const { return kv_head_end - kv_head_begin; }
   int64_t n_ffn() const { return ffn_end - ffn_begin; }
   int64_t n_vocab() const { return vocab_end - vocab_begin; }
-  // True when heads, FFN or vocabulary are split (the rank needs its peers' partial sums).
+  int64_t n_experts() const { return expert_end - expert_begin; }
+  // True when heads, FFN, experts or vocabulary are split (the rank needs its peers' partial sums).
   bool splits_tensors(const HParams& hp) const;
   std::string describe() const;
 };

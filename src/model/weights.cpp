@@ -50,7 +50,9 @@ class Binder {
   }
 
   // A 3-D tensor of `n` stacked rows × cols matrices (GGUF's ffn_*_exps): one view per expert.
-  std::vector<MatrixView> experts(const std::string& name, int64_t rows, int64_t cols, int64_t n) {
+  // Only experts [e0, e1) are bound (expert parallel: this rank's share).
+  std::vector<MatrixView> experts(const std::string& name, int64_t rows, int64_t cols, int64_t n, int64_t e0,
+                                  int64_t e1) {
     const GGUFTensorInfo* t = find(name, true);
     if (t->ne.size() != 3 || t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != n)
       throw Error(f_.path() + ": tensor '" + name + "' has shape " + shape_str(t->ne) + ", expected " +
@@ -58,7 +60,7 @@ class Binder {
     check_computable(*t);
     const size_t bytes = row_bytes(t->type, cols) * static_cast<size_t>(rows);
     std::vector<MatrixView> out;
-    for (int64_t e = 0; e < n; ++e)
+    for (int64_t e = e0; e < e1; ++e)
       out.push_back(MatrixView{t->type, rows, cols, f_.tensor_data(*t) + bytes * static_cast<size_t>(e)});
     return out;
   }
@@ -165,13 +167,18 @@ void bind_latent_attention(Binder& b, const HParams& hp, const std::string& p, L
   L.wo = b.matrix(p + "attn_output.weight", hp.dim, heads * vd);
 }
 
-void bind_moe(Binder& b, const HParams& hp, const std::string& p, LayerWeights& L) {
+// A MoE layer: the router whole (every rank routes every token), the shard's experts, and the
+// shared expert on the rank holding expert 0.
+void bind_moe(Binder& b, const HParams& hp, const Shard& s, const std::string& p, LayerWeights& L) {
   MoeWeights& m = L.moe;
+  const int64_t e0 = s.expert_begin, e1 = s.expert_end;
   m.router = b.matrix(p + "ffn_gate_inp.weight", hp.n_expert, hp.dim);
   m.selection_bias = b.vector(p + "exp_probs_b.bias", hp.n_expert, /*required=*/false);
-  m.gate = b.experts(p + "ffn_gate_exps.weight", hp.expert_ffn_dim, hp.dim, hp.n_expert);
-  m.up = b.experts(p + "ffn_up_exps.weight", hp.expert_ffn_dim, hp.dim, hp.n_expert);
-  m.down = b.experts(p + "ffn_down_exps.weight", hp.dim, hp.expert_ffn_dim, hp.n_expert);
+  m.first_expert = e0;
+  m.gate = b.experts(p + "ffn_gate_exps.weight", hp.expert_ffn_dim, hp.dim, hp.n_expert, e0, e1);
+  m.up = b.experts(p + "ffn_up_exps.weight", hp.expert_ffn_dim, hp.dim, hp.n_expert, e0, e1);
+  m.down = b.experts(p + "ffn_down_exps.weight", hp.dim, hp.expert_ffn_dim, hp.n_expert, e0, e1);
+  if (e0 != 0) return;
   if (hp.shared_ffn_dim > 0) {
     m.shared.gate = b.matrix(p + "ffn_gate_shexp.weight", hp.shared_ffn_dim, hp.dim);
     m.shared.up = b.matrix(p + "ffn_up_shexp.weight", hp.shared_ffn_dim, hp.dim);
@@ -185,9 +192,9 @@ void bind_moe(Binder& b, const HParams& hp, const std::string& p, LayerWeights& 
 ModelWeights ModelWeights::bind(const GGUFFile& f, const HParams& hp, const Shard& requested) {
   ModelWeights w;
   const Shard s = requested.resolved(hp);
-  if ((hp.moe() || hp.mla()) && s.splits_tensors(hp))
-    throw Error(f.path() + ": splitting the tensors of a " + hp.arch +
-                " model with experts or latent attention is not supported yet; split it by layers (pipeline)");
+  if (hp.mla() && s.n_kv_heads() != hp.n_kv_heads)
+    throw Error(f.path() + ": splitting the heads of latent attention (" + hp.arch +
+                ") is not supported yet; split it by layers (pipeline) or by experts");
   w.shard = s;
   Binder b(f, w);
   const auto [q0, q1, k0, k1] = head_rows(hp, s);
@@ -205,7 +212,7 @@ ModelWeights ModelWeights::bind(const GGUFFile& f, const HParams& hp, const Shar
     LayerWeights L;
     L.attn_norm = b.vector(p + "attn_norm.weight", hp.dim);
     L.ffn_norm = b.vector(p + "ffn_norm.weight", hp.dim);
-    if (hp.moe_layer(l)) bind_moe(b, hp, p, L);
+    if (hp.moe_layer(l)) bind_moe(b, hp, s, p, L);
     if (hp.mla()) bind_latent_attention(b, hp, p, L);
     if (!hp.moe_layer(l)) {
       L.w_gate = b.rows_of(p + "ffn_gate.weight", hp.ffn_dim, hp.dim, s.ffn_begin, s.ffn_end);
@@ -238,8 +245,9 @@ std::vector<std::pair<uint64_t, uint64_t>> ModelWeights::byte_ranges(const GGUFF
                                                                      const Shard& requested) {
   const Shard s = requested.resolved(hp);
   std::vector<std::pair<uint64_t, uint64_t>> out;
-  // Rows [r0, r1) of a tensor whose rows hold `cols` elements (r1 < 0: the whole tensor).
-  auto add = [&](const std::string& name, int64_t r0 = 0, int64_t r1 = -1) {
+  // Rows [r0·per, r1·per) of a tensor (r1 < 0: the whole tensor); `per` > 1 counts whole
+  // matrices of a 3-D tensor (experts).
+  auto add = [&](const std::string& name, int64_t r0 = 0, int64_t r1 = -1, int64_t per = 1) {
     const GGUFTensorInfo* t = f.find_tensor(name);
     if (!t) return;
     const uint64_t start = f.data_offset() + t->offset;
@@ -248,7 +256,8 @@ std::vector<std::pair<uint64_t, uint64_t>> ModelWeights::byte_ranges(const GGUFF
       return;
     }
     const uint64_t row = row_bytes(t->type, t->ne[0]);
-    out.emplace_back(start + row * static_cast<uint64_t>(r0), start + row * static_cast<uint64_t>(r1));
+    const uint64_t step = row * static_cast<uint64_t>(per);
+    out.emplace_back(start + step * static_cast<uint64_t>(r0), start + step * static_cast<uint64_t>(r1));
   };
   const auto [q0, q1, k0, k1] = head_rows(hp, s);
   if (s.embed) add("token_embd.weight");
@@ -269,6 +278,8 @@ std::vector<std::pair<uint64_t, uint64_t>> ModelWeights::byte_ranges(const GGUFF
       const std::string_view rest = std::string_view(t.name).substr(p.size());
       auto it = std::find_if(std::begin(split_rows), std::end(split_rows), [&](const auto& e) { return rest == e.first; });
       if (it != std::end(split_rows) && !hp.mla()) add(t.name, it->second.first, it->second.second);
+      else if (rest.find("_exps.") != std::string_view::npos) add(t.name, s.expert_begin, s.expert_end, /*per=*/t.ne.size() == 3 ? t.ne[1] : 1);
+      else if (rest.find("_shexp.") != std::string_view::npos && s.expert_begin > 0) continue;
       else add(t.name);
     }
   }

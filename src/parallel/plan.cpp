@@ -12,7 +12,8 @@ Kind parse_kind(const std::string& text) {
   if (text == "pipeline") return Kind::kPipeline;
   if (text == "tensor") return Kind::kTensor;
   if (text == "hybrid") return Kind::kHybrid;
-  throw Error("--parallel must be auto, pipeline, tensor or hybrid, not '" + text + "'");
+  if (text == "expert") return Kind::kExpert;
+  throw Error("--parallel must be auto, pipeline, tensor, hybrid or expert, not '" + text + "'");
 }
 
 const char* kind_name(Kind k) {
@@ -20,6 +21,7 @@ const char* kind_name(Kind k) {
     case Kind::kPipeline: return "pipeline";
     case Kind::kTensor: return "tensor";
     case Kind::kHybrid: return "hybrid";
+    case Kind::kExpert: return "expert";
   }
   return "?";
 }
@@ -45,7 +47,8 @@ std::vector<std::pair<int64_t, int64_t>> split_range(int64_t n, int parts, int64
   return out;
 }
 
-Plan make_plan(const HParams& hp, Kind kind, int ranks, int tp, const std::vector<double>& weights) {
+Plan make_plan(const HParams& hp, Kind kind, int ranks, int tp, const std::vector<double>& weights,
+               const std::vector<double>& group_weights) {
   Plan plan;
   plan.kind = kind;
   if (ranks < 1) throw Error("a plan needs at least one rank");
@@ -55,6 +58,17 @@ Plan make_plan(const HParams& hp, Kind kind, int ranks, int tp, const std::vecto
   } else if (kind == Kind::kTensor) {
     plan.stages = 1;
     plan.tp = ranks;
+  } else if (kind == Kind::kExpert) {
+    if (!hp.moe()) throw Error("expert parallel needs a model with experts; " + hp.name + " (" + hp.arch + ") has none");
+    if (tp < 1) tp = ranks;
+    if (ranks % tp != 0)
+      throw Error("expert: " + std::to_string(ranks) + " ranks do not form stages of " + std::to_string(tp) +
+                  " expert-parallel ranks");
+    if (tp > hp.n_expert)
+      throw Error("expert parallel over " + std::to_string(tp) + " ranks needs at least as many experts; the model has " +
+                  std::to_string(hp.n_expert));
+    plan.tp = tp;
+    plan.stages = ranks / tp;
   } else {
     if (tp < 1) tp = ranks % 2 == 0 ? 2 : 1;
     if (ranks % tp != 0)
@@ -66,18 +80,24 @@ Plan make_plan(const HParams& hp, Kind kind, int ranks, int tp, const std::vecto
   if (plan.stages > hp.n_layers)
     throw Error("pipeline of " + std::to_string(plan.stages) + " stages needs at least as many layers; the model has " +
                 std::to_string(hp.n_layers));
-  if (plan.tp > hp.n_kv_heads)
+  if (!group_weights.empty() && static_cast<int>(group_weights.size()) != plan.tp)
+    throw Error("got " + std::to_string(group_weights.size()) + " memory weights for groups of " +
+                std::to_string(plan.tp) + " ranks");
+  const bool expert = kind == Kind::kExpert;
+  if (!expert && plan.tp > hp.n_kv_heads)
     throw Error("tensor parallel over " + std::to_string(plan.tp) + " ranks needs at least " +
                 std::to_string(plan.tp) + " KV heads; the model has " + std::to_string(hp.n_kv_heads));
   if (!weights.empty() && static_cast<int>(weights.size()) != plan.stages)
     throw Error("got " + std::to_string(weights.size()) + " memory weights for " + std::to_string(plan.stages) +
                 " stages");
   const auto layers = split_range(hp.n_layers, plan.stages, 1, weights);
-  const auto heads = split_range(hp.n_kv_heads, plan.tp);
+  const int split = expert ? 1 : plan.tp;  // expert plans keep attention and dense FFNs whole
+  const auto heads = split_range(hp.n_kv_heads, split);
   // FFN columns in steps of 32 so Q4_0/Q8_0 column slices need no padding; vocabulary in rows.
   const int64_t ffn_unit = hp.ffn_dim % 32 == 0 && hp.ffn_dim / 32 >= plan.tp ? 32 : 1;
-  const auto ffn = split_range(hp.ffn_dim, plan.tp, ffn_unit);
+  const auto ffn = split_range(hp.ffn_dim, split, ffn_unit);
   const auto vocab = split_range(hp.n_vocab, plan.tp);
+  const auto experts = expert ? split_range(hp.n_expert, plan.tp, 1, group_weights) : decltype(vocab){};
   for (int s = 0; s < plan.stages; ++s)
     for (int t = 0; t < plan.tp; ++t) {
       RankRole role;
@@ -88,10 +108,15 @@ Plan make_plan(const HParams& hp, Kind kind, int ranks, int tp, const std::vecto
       sh.layer_end = layers[static_cast<size_t>(s)].second;
       sh.embed = s == 0;
       sh.head = s == plan.stages - 1;
-      sh.kv_head_begin = heads[static_cast<size_t>(t)].first;
-      sh.kv_head_end = heads[static_cast<size_t>(t)].second;
-      sh.ffn_begin = ffn[static_cast<size_t>(t)].first;
-      sh.ffn_end = ffn[static_cast<size_t>(t)].second;
+      if (expert) {
+        sh.expert_begin = experts[static_cast<size_t>(t)].first;
+        sh.expert_end = experts[static_cast<size_t>(t)].second;
+      } else {
+        sh.kv_head_begin = heads[static_cast<size_t>(t)].first;
+        sh.kv_head_end = heads[static_cast<size_t>(t)].second;
+        sh.ffn_begin = ffn[static_cast<size_t>(t)].first;
+        sh.ffn_end = ffn[static_cast<size_t>(t)].second;
+      }
       sh.vocab_begin = vocab[static_cast<size_t>(t)].first;
       sh.vocab_end = vocab[static_cast<size_t>(t)].second;
       plan.ranks.push_back(role);
@@ -101,7 +126,7 @@ Plan make_plan(const HParams& hp, Kind kind, int ranks, int tp, const std::vecto
 
 std::string Plan::describe() const {
   std::string d = std::string(kind_name(kind)) + ": " + std::to_string(stages) + " stage(s) × " + std::to_string(tp) +
-                  " tensor-parallel rank(s)\n";
+                  (kind == Kind::kExpert ? " expert-parallel rank(s)\n" : " tensor-parallel rank(s)\n");
   for (size_t r = 0; r < ranks.size(); ++r)
     d += "  rank " + std::to_string(r) + ": stage " + std::to_string(ranks[r].stage) + ", " +
          ranks[r].shard.describe() + "\n";

@@ -4,6 +4,10 @@
 //   pipeline P:   P stages of consecutive layers, sized in proportion to each stage's memory
 //   tensor T:     one stage; every layer's heads, FFN columns and vocabulary split T ways
 //   hybrid P×T:   P stages, each a tensor-parallel group of T ranks (rank = stage·T + t)
+//   expert P×E:   P stages (1 by default), each an expert-parallel group of E ranks: every MoE
+//                 layer's routed experts split E ways (in proportion to memory weights), the
+//                 attention and dense layers whole on each, the vocabulary split
+// In a group, the ranks' partial outputs are summed by the group's fixed-order all_sum.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -13,7 +17,7 @@
 
 namespace orchard::parallel {
 
-enum class Kind { kPipeline, kTensor, kHybrid };
+enum class Kind { kPipeline, kTensor, kHybrid, kExpert };
 
 Kind parse_kind(const std::string& text);
 const char* kind_name(Kind k);
@@ -40,7 +44,10 @@ struct Plan {
 // `weights[s]`: relative memory of stage s (equal when empty); every stage gets at least one
 // layer. Throws orchard::Error when the plan cannot exist (more stages than layers, more
 // tensor ranks than KV heads, …), saying why.
-Plan make_plan(const HParams& hp, Kind kind, int ranks, int tp = 0, const std::vector<double>& weights = {});
+// `group_weights[t]`: relative memory of the t-th rank of each group (expert plans: the share of
+// the experts it holds; equal when empty).
+Plan make_plan(const HParams& hp, Kind kind, int ranks, int tp = 0, const std::vector<double>& weights = {},
+               const std::vector<double>& group_weights = {});
 
 // Splits [0, n) into `parts` contiguous ranges whose lengths follow `weights` (equal when
 // empty), each at least `min_len` and a multiple of `unit` except the last.

@@ -57,16 +57,21 @@ std::unique_ptr<Session> Session::start(dist::Group& world, const SessionOptions
     const HParams hp = HParams::from_gguf(*header);
     const int64_t n_ctx = o.engine.n_ctx > 0 ? o.engine.n_ctx : std::min<int64_t>(hp.n_ctx_train, 4096);
     // Pipeline stages get layers in proportion to their budgets.
-    std::vector<double> weights;
+    std::vector<double> weights, group_weights;
     if (!mem.empty() && kind != Kind::kTensor) {
-      const int per = kind == Kind::kHybrid ? (tp > 0 ? tp : (n % 2 == 0 ? 2 : 1)) : 1;
+      const int per = kind == Kind::kHybrid ? (tp > 0 ? tp : (n % 2 == 0 ? 2 : 1))
+                      : kind == Kind::kExpert ? (tp > 0 ? tp : n)
+                                              : 1;
+      // Expert groups: each rank's share of the experts follows its budget (the first stage's).
+      if (kind == Kind::kExpert)
+        for (int t = 0; t < per; ++t) group_weights.push_back(static_cast<double>(mem[static_cast<size_t>(t)]));
       for (int st = 0; st < n / per; ++st) {
         uint64_t least = mem[static_cast<size_t>(st * per)];
         for (int t = 1; t < per; ++t) least = std::min(least, mem[static_cast<size_t>(st * per + t)]);
         weights.push_back(static_cast<double>(least));
       }
     }
-    s->plan_ = make_plan(hp, kind, n, tp, weights);
+    s->plan_ = make_plan(hp, kind, n, tp, weights, group_weights);
     check_budgets(*header, hp, s->plan_, mem, n_ctx, o.chunk, o.engine.kv_type);
   }
   const RankRole& role = s->plan_.ranks[static_cast<size_t>(world.rank())];

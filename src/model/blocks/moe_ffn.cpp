@@ -41,9 +41,10 @@ void MoeFfn::forward(const MoeWeights& w, const RouterConfig& c, const float* xn
     for (size_t i = 0; i < experts_.size(); ++i) rows_of_[static_cast<size_t>(next[static_cast<size_t>(experts_[i])]++)] = static_cast<int64_t>(i);
   }
 
-  // y_slot = expert(x_t) for every entry, one batched product per expert
+  // y_slot = expert(x_t) for every entry of an expert held here, one batched product per expert
   slots_.resize(static_cast<size_t>(n * k * dim));
-  for (int64_t e = 0; e < n_exp; ++e) {
+  const int64_t e0 = w.first_expert, e1 = e0 + static_cast<int64_t>(w.gate.size());
+  for (int64_t e = e0; e < e1; ++e) {
     const int64_t begin = first_of_[static_cast<size_t>(e)], m = first_of_[static_cast<size_t>(e + 1)] - begin;
     if (m == 0) continue;
     x_.resize(static_cast<size_t>(m * dim));
@@ -52,23 +53,29 @@ void MoeFfn::forward(const MoeWeights& w, const RouterConfig& c, const float* xn
       std::copy_n(xn + t * dim, dim, &x_[static_cast<size_t>(i * dim)]);
     }
     y_.resize(static_cast<size_t>(m * dim));
-    const FfnWeights expert{w.gate[static_cast<size_t>(e)], w.up[static_cast<size_t>(e)], w.down[static_cast<size_t>(e)]};
+    const auto local = static_cast<size_t>(e - e0);
+    const FfnWeights expert{w.gate[local], w.up[local], w.down[local]};
     dense_ffn(expert, x_.data(), m, y_.data(), gate_, up_, scratch, batch_invariant);
     for (int64_t i = 0; i < m; ++i)
       std::copy_n(&y_[static_cast<size_t>(i * dim)], dim, &slots_[static_cast<size_t>(rows_of_[static_cast<size_t>(begin + i)] * dim)]);
   }
 
-  // out_t = Σ_k w_tk · y_tk, in routing order
+  // out_t = Σ_k w_tk · y_tk, in routing order (over the experts held here)
   for (int64_t t = 0; t < n; ++t) {
     float* o = out + t * dim;
+    bool first = true;
     for (int64_t s = 0; s < k; ++s) {
+      const int32_t e = experts_[static_cast<size_t>(t * k + s)];
+      if (e < e0 || e >= e1) continue;
       const float wk = weights_[static_cast<size_t>(t * k + s)];
       const float* y = &slots_[static_cast<size_t>((t * k + s) * dim)];
-      if (s == 0)
+      if (first)
         for (int64_t i = 0; i < dim; ++i) o[i] = wk * y[i];
       else
         for (int64_t i = 0; i < dim; ++i) o[i] += wk * y[i];
+      first = false;
     }
+    if (first) std::fill_n(o, dim, 0.0f);
   }
 
   if (!w.shared.gate.data && !w.shared.gate.packed) return;
