@@ -1,12 +1,16 @@
 // libFuzzer target for the GGUF reader: any input must either parse or raise orchard::Error.
 // On success every metadata value and the first and last byte of every tensor are read, so
-// ASan catches any bound the reader accepted without checking.
+// ASan catches any bound the reader accepted without checking; then the hyper-parameters are
+// read and every weight bound (dense, experts, latent attention), as loading a model does, and
+// each shard's byte ranges are computed.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <span>
 
 #include "model/gguf.h"
+#include "model/hparams.h"
+#include "model/weights.h"
 #include "tensor/error.h"
 
 namespace {
@@ -43,6 +47,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       sink = sink + p[0] + p[t.nbytes - 1] + static_cast<uint64_t>(t.n_elements());
       if (file->find_tensor(t.name) == nullptr) __builtin_trap();
     }
+    const orchard::HParams hp = orchard::HParams::from_gguf(*file);
+    const orchard::ModelWeights w = orchard::ModelWeights::bind(*file, hp);
+    sink = sink + w.layers.size();
+    orchard::Shard half;  // the second half of the experts, as an expert-parallel rank holds
+    half.expert_begin = hp.n_expert / 2;
+    if (hp.n_expert > 1) sink = sink + orchard::ModelWeights::byte_ranges(*file, hp, half).size();
   } catch (const orchard::Error&) {
     // Refusing a malformed file is the expected outcome.
   }

@@ -9,11 +9,16 @@
 namespace orchard {
 namespace {
 
+// Sizes above this are refused: no real model comes near, and products of two stay far from
+// overflowing int64.
+constexpr int64_t kMaxSize = int64_t{1} << 24;
+
 int64_t required_int(const GGUFFile& f, const std::string& key) {
   auto v = f.get_int(key);
   if (!v) throw Error(f.path() + ": missing metadata key '" + key + "'");
-  if (*v <= 0) throw Error(f.path() + ": metadata key '" + key + "' must be positive, got " +
-                           std::to_string(*v));
+  if (*v <= 0 || *v > kMaxSize)
+    throw Error(f.path() + ": metadata key '" + key + "' must lie in 1.." + std::to_string(kMaxSize) + ", got " +
+                std::to_string(*v));
   return *v;
 }
 
@@ -45,11 +50,11 @@ void read_experts(const GGUFFile& f, const std::string& p, HParams& h) {
     throw Error(f.path() + ": metadata key '" + p + "expert_used_count' is " + std::to_string(h.n_expert_used) +
                 ", more than expert_count " + std::to_string(h.n_expert));
   const int64_t ff_default = h.arch == "llama" ? h.ffn_dim : h.arch == "deepseek2" ? 0 : h.ffn_dim / h.n_expert_used;
-  h.expert_ffn_dim = count_in(f, p + "expert_feed_forward_length", ff_default, 1, int64_t{1} << 24);
+  h.expert_ffn_dim = count_in(f, p + "expert_feed_forward_length", ff_default, 1, kMaxSize);
   if (h.expert_ffn_dim <= 0) throw Error(f.path() + ": missing metadata key '" + p + "expert_feed_forward_length'");
 
   if (h.arch == "qwen2moe") {
-    h.shared_ffn_dim = count_in(f, p + "expert_shared_feed_forward_length", h.ffn_dim, 1, int64_t{1} << 24);
+    h.shared_ffn_dim = count_in(f, p + "expert_shared_feed_forward_length", h.ffn_dim, 1, kMaxSize);
     h.shared_gate = true;
   }
   if (h.arch == "deepseek2") {
@@ -88,7 +93,7 @@ void read_experts(const GGUFFile& f, const std::string& p, HParams& h) {
 // Multi-head latent attention: queries through an optional low-rank pair, keys and values
 // expanded per head from a compressed latent of kv_lora_rank values.
 void read_latent_attention(const GGUFFile& f, const std::string& p, HParams& h) {
-  h.q_lora_rank = count_in(f, p + "attention.q_lora_rank", 0, 0, int64_t{1} << 20);
+  h.q_lora_rank = count_in(f, p + "attention.q_lora_rank", 0, 0, kMaxSize);
   h.kv_lora_rank = required_int(f, p + "attention.kv_lora_rank");
   h.head_dim = required_int(f, p + "attention.key_length");
   h.v_head_dim = required_int(f, p + "attention.value_length");
@@ -113,17 +118,16 @@ HParams HParams::from_gguf(const GGUFFile& f) {
   h.dim = required_int(f, p + "embedding_length");
   h.n_layers = required_int(f, p + "block_count");
   h.n_heads = required_int(f, p + "attention.head_count");
-  h.n_kv_heads = f.get_int(p + "attention.head_count_kv").value_or(h.n_heads);
+  h.n_kv_heads = count_in(f, p + "attention.head_count_kv", h.n_heads, 1, h.n_heads);
   h.ffn_dim = required_int(f, p + "feed_forward_length");
-  h.n_ctx_train = f.get_int(p + "context_length").value_or(2048);
-  h.head_dim = f.get_int(p + "attention.key_length").value_or(h.dim / h.n_heads);
-  if (h.head_dim <= 0) throw Error(f.path() + ": attention.key_length must be positive");
+  h.n_ctx_train = count_in(f, p + "context_length", 2048, 1, int64_t{1} << 40);
+  h.head_dim = count_in(f, p + "attention.key_length", std::max<int64_t>(1, h.dim / h.n_heads), 1, kMaxSize);
   if (h.n_kv_heads <= 0 || h.n_heads % h.n_kv_heads != 0)
     throw Error(f.path() + ": head_count " + std::to_string(h.n_heads) +
                 " is not a multiple of head_count_kv " + std::to_string(h.n_kv_heads));
   h.rms_eps = static_cast<float>(f.get_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
   h.rope_base = static_cast<float>(f.get_float(p + "rope.freq_base").value_or(10000.0));
-  h.n_rot = f.get_int(p + "rope.dimension_count").value_or(h.head_dim);
+  h.n_rot = count_in(f, p + "rope.dimension_count", h.head_dim, 0, kMaxSize);
   if (h.arch == "deepseek2") {
     read_latent_attention(f, p, h);
   } else {
@@ -151,7 +155,8 @@ HParams HParams::from_gguf(const GGUFFile& f) {
 
   if (const auto* tokens = f.get_string_array("tokenizer.ggml.tokens"))
     h.n_vocab = static_cast<int64_t>(tokens->size());
-  if (auto v = f.get_int(p + "vocab_size")) h.n_vocab = *v;
+  h.n_vocab = count_in(f, p + "vocab_size", h.n_vocab, 1, kMaxSize);
+  if (h.n_vocab <= 0) throw Error(f.path() + ": no vocabulary (neither tokenizer.ggml.tokens nor " + p + "vocab_size)");
   return h;
 }
 

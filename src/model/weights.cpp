@@ -56,7 +56,7 @@ class Binder {
     const GGUFTensorInfo* t = find(name, true);
     if (t->ne.size() != 3 || t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != n)
       throw Error(f_.path() + ": tensor '" + name + "' has shape " + shape_str(t->ne) + ", expected " +
-                  shape_str({cols, rows, n}) + " (" + std::to_string(n) + " experts)");
+                  shape_str({cols, rows, n}) + " (expert_count " + std::to_string(n) + ")");
     check_computable(*t);
     const size_t bytes = row_bytes(t->type, cols) * static_cast<size_t>(rows);
     std::vector<MatrixView> out;
@@ -172,12 +172,13 @@ void bind_latent_attention(Binder& b, const HParams& hp, const std::string& p, L
 void bind_moe(Binder& b, const HParams& hp, const Shard& s, const std::string& p, LayerWeights& L) {
   MoeWeights& m = L.moe;
   const int64_t e0 = s.expert_begin, e1 = s.expert_end;
-  m.router = b.matrix(p + "ffn_gate_inp.weight", hp.n_expert, hp.dim);
-  m.selection_bias = b.vector(p + "exp_probs_b.bias", hp.n_expert, /*required=*/false);
+  // The experts first: a count that does not match the file is named by their shape check.
   m.first_expert = e0;
   m.gate = b.experts(p + "ffn_gate_exps.weight", hp.expert_ffn_dim, hp.dim, hp.n_expert, e0, e1);
   m.up = b.experts(p + "ffn_up_exps.weight", hp.expert_ffn_dim, hp.dim, hp.n_expert, e0, e1);
   m.down = b.experts(p + "ffn_down_exps.weight", hp.dim, hp.expert_ffn_dim, hp.n_expert, e0, e1);
+  m.router = b.matrix(p + "ffn_gate_inp.weight", hp.n_expert, hp.dim);
+  m.selection_bias = b.vector(p + "exp_probs_b.bias", hp.n_expert, /*required=*/false);
   if (e0 != 0) return;
   if (hp.shared_ffn_dim > 0) {
     m.shared.gate = b.matrix(p + "ffn_gate_shexp.weight", hp.shared_ffn_dim, hp.dim);

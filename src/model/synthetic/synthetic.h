@@ -11,10 +11,18 @@
 
 namespace orchard {
 
+// A DeepSeek-like mixture of experts (GGUF `deepseek2`): latent attention, sigmoid routing
+// with a selection bias, normalised and scaled weights, one shared expert, dense first layers.
+struct MoeShape {
+  int64_t n_expert = 0, n_expert_used = 0, expert_ffn_dim = 0, n_shared = 1, n_dense_lead = 1;
+  int64_t q_lora_rank = 0, kv_lora_rank = 0, nope_dim = 0, rope_dim = 0, v_head_dim = 0;
+};
+
 struct ModelShape {
   std::string name;
   std::string description;
   int64_t dim, n_layers, n_heads, n_kv_heads, ffn_dim, n_vocab, n_ctx;
+  MoeShape moe = {};  // n_expert == 0: a dense llama
 };
 
 const std::vector<ModelShape>& model_shapes();
