@@ -134,8 +134,11 @@ void register_generate(CLI::App& app) {
   cmd->add_flag("--special", o->special, "Parse special-token text such as <|eot_id|> in the prompt");
   cmd->add_option("--parallel", o->parallel,
                   "Split the model over the ranks of this job (under orchard run or orchard launch): "
-                  "auto (the planner picks from predicted speed and memory), pipeline, tensor or hybrid");
-  cmd->add_option("--tp", o->tp, "hybrid: tensor-parallel ranks per pipeline stage (default 2)");
+                  "auto (the planner picks from predicted speed and memory), pipeline, tensor, hybrid or expert "
+                  "(a mixture's experts spread over the ranks)");
+  cmd->add_option("--tp", o->tp,
+                  "hybrid: tensor-parallel ranks per pipeline stage (default 2); expert: expert-parallel ranks per "
+                  "pipeline stage (default all ranks, one stage)");
   cmd->add_option("--mem", o->mem,
                   "Memory budget per rank, e.g. 4G or 2G,6G: pipeline stages are sized to it, and a model "
                   "that does not fit is refused");

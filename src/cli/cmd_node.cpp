@@ -231,7 +231,7 @@ void register_node(CLI::App& app) {
                   "Memory this node lends, e.g. 16G (default: the machine's; placement fits models into it)")
       ->type_name("SIZE");
   cmd->add_option("--parallel", o->parallel,
-                  "As the ranks of a job, one cabled group: auto, pipeline, tensor or hybrid "
+                  "As the ranks of a job, one cabled group: auto, pipeline, tensor, hybrid or expert "
                   "(start with `orchard run --nodes N --node …`)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   cmd->add_option("--tp", o->tp, "hybrid: tensor-parallel ranks per stage");

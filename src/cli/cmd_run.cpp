@@ -26,7 +26,7 @@ void register_run(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("run", "Run one model split over N local ranks (a local cluster)");
   cmd->add_option("--nodes", o->nodes, "Number of ranks")->capture_default_str();
-  cmd->add_option("--parallel", o->parallel, "auto (the planner picks), pipeline, tensor or hybrid")->capture_default_str();
+  cmd->add_option("--parallel", o->parallel, "auto (the planner picks), pipeline, tensor, hybrid or expert")->capture_default_str();
   cmd->add_option("--backend", o->backend, "tcp or shm between the ranks")->capture_default_str();
   cmd->add_option("--link-latency-us", o->latency_us, "tcp: emulated per-message latency");
   cmd->add_option("--link-gbps", o->gbps, "tcp: emulated link bandwidth");
@@ -39,6 +39,7 @@ void register_run(CLI::App& app) {
       "Every other option goes to `orchard generate` on each rank, e.g.\n"
       "  orchard run --nodes 2 --parallel tensor -m model.gguf -p \"Hello\" -n 32 -t 1\n"
       "  orchard run --nodes 4 --parallel hybrid --tp 2 --backend tcp --link-latency-us 50\n"
+      "  orchard run --nodes 2 --parallel expert -m moe.gguf -p \"Hello\"   # a mixture's experts over 2 ranks\n"
       "  orchard run --nodes 2 --serve --port 8080 -m model.gguf     # `orchard serve` over 2 ranks\n"
       "  orchard run --nodes 2 --node --parallel tensor --coordinator http://coord:8090 -m model.gguf");
   cmd->callback([o, cmd] {

@@ -188,8 +188,8 @@ void register_serve(CLI::App& app) {
   cmd->add_flag("--no-repack", o->no_repack, "Keep one weight layout only (less memory; slower prompts and batches)");
   add_kv_type_option(cmd, o->kv_type);
   cmd->add_option("--parallel", o->parallel,
-                  "As a rank of a job: auto, pipeline, tensor or hybrid (start with `orchard run --serve`)");
-  cmd->add_option("--tp", o->tp, "hybrid: tensor-parallel ranks per stage");
+                  "As a rank of a job: auto, pipeline, tensor, hybrid or expert (start with `orchard run --serve`)");
+  cmd->add_option("--tp", o->tp, "hybrid: tensor-parallel ranks per stage; expert: expert-parallel ranks per stage");
   cmd->add_option("--chunk", o->chunk, "Prompt tokens per pipeline step")->capture_default_str();
   cmd->footer(
       "Examples:\n"

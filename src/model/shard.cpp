@@ -32,13 +32,17 @@ bool Shard::splits_tensors(const HParams& hp) const {
 }
 
 std::string Shard::describe() const {
-  std::string d = "layers " + std::to_string(layer_begin) + "-" + std::to_string(layer_end - 1);
+  // A range left at -1 (not resolved against a model) means all of it.
+  auto range = [](int64_t begin, int64_t end) {
+    return end < 0 ? (begin == 0 ? std::string("all") : std::to_string(begin) + "-end")
+                   : std::to_string(begin) + "-" + std::to_string(end - 1);
+  };
+  std::string d = "layers " + range(layer_begin, layer_end);
   if (embed) d += " +embeddings";
   if (head) d += " +head";
-  d += ", KV heads " + std::to_string(kv_head_begin) + "-" + std::to_string(kv_head_end - 1) + ", FFN " +
-       std::to_string(ffn_begin) + "-" + std::to_string(ffn_end - 1) + ", vocab " + std::to_string(vocab_begin) +
-       "-" + std::to_string(vocab_end - 1);
-  if (expert_end > 0) d += ", experts " + std::to_string(expert_begin) + "-" + std::to_string(expert_end - 1);
+  d += ", KV heads " + range(kv_head_begin, kv_head_end) + ", FFN " + range(ffn_begin, ffn_end) + ", vocab " +
+       range(vocab_begin, vocab_end);
+  if (expert_end > 0 || expert_begin > 0) d += ", experts " + range(expert_begin, expert_end);
   return d;
 }
 
