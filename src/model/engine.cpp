@@ -31,7 +31,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opts) {
       return ModelWeights::byte_ranges(header, HParams::from_gguf(header), opts.shard);
     });
   e->tok_ = Tokenizer::from_gguf(*e->file_);
-  e->model_ = std::make_unique<LlamaModel>(*e->file_, opts.repack, opts.shard, opts.partial_sum);
+  e->model_ = std::make_unique<Model>(*e->file_, opts.repack, opts.shard, opts.partial_sum);
   const HParams& hp = e->model_->hparams();
   if (e->tok_->vocab_size() != hp.n_vocab)
     throw Error(opts.model_path + ": tokenizer has " + std::to_string(e->tok_->vocab_size()) +

@@ -10,7 +10,7 @@
 #include "model/forward.h"
 #include "model/gguf.h"
 #include "model/kv_cache.h"
-#include "model/llama.h"
+#include "model/model.h"
 #include "model/sampler.h"
 #include "model/tokenizer/tokenizer.h"
 
@@ -56,7 +56,7 @@ class Engine {
   static std::unique_ptr<Engine> load(const EngineOptions& opts);
 
   const Tokenizer& tokenizer() const { return *tok_; }
-  LlamaModel& model() { return *model_; }
+  Model& model() { return *model_; }
   const GGUFFile& file() const { return *file_; }
   const HParams& hparams() const { return model_->hparams(); }
   int64_t n_ctx() const { return n_ctx_; }
@@ -91,7 +91,7 @@ class Engine {
                      const OnPiece& on_piece);
   std::unique_ptr<GGUFFile> file_;
   std::unique_ptr<Tokenizer> tok_;
-  std::unique_ptr<LlamaModel> model_;
+  std::unique_ptr<Model> model_;
   int64_t n_ctx_ = 0;
   KVType kv_type_ = KVType::F32;
   double load_ms_ = 0;

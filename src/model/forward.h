@@ -1,6 +1,6 @@
 #pragma once
 // What the generation loop needs from a model: feed tokens, get the next-token logits. On one
-// machine that is LlamaModel::forward; across machines (src/parallel) the ranks run their
+// machine that is Model::forward; across machines (src/parallel) the ranks run their
 // shards in step and one of them, the sampler, gets the logits and decides every next token,
 // which agree() hands to all the others.
 #include <cstdint>
@@ -12,7 +12,7 @@
 
 namespace orchard {
 
-class LlamaModel;
+class Model;
 
 class Forward {
  public:
@@ -31,13 +31,13 @@ class Forward {
 // One machine, the whole model.
 class LocalForward : public Forward {
  public:
-  LocalForward(LlamaModel& model, KVCache& kv) : model_(model), kv_(kv) {}
+  LocalForward(Model& model, KVCache& kv) : model_(model), kv_(kv) {}
   void feed(std::span<const TokenId> tokens, std::vector<float>& logits) override;
   int64_t positions() const override { return kv_.size(); }
   int64_t capacity() const override { return kv_.capacity(); }
 
  private:
-  LlamaModel& model_;
+  Model& model_;
   KVCache& kv_;
 };
 

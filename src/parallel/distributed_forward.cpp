@@ -6,7 +6,7 @@
 
 namespace orchard::parallel {
 
-DistributedForward::DistributedForward(LlamaModel& model, KVCache& kv, dist::Group& world, dist::Group* tp_group,
+DistributedForward::DistributedForward(Model& model, KVCache& kv, dist::Group& world, dist::Group* tp_group,
                                        const Plan& plan, int64_t chunk)
     : model_(model), kv_(kv), world_(world), tp_(tp_group), plan_(plan), chunk_(std::max<int64_t>(1, chunk)) {
   if (world.size() != plan.size())

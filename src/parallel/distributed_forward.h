@@ -9,7 +9,7 @@
 
 #include "dist/group.h"
 #include "model/forward.h"
-#include "model/llama.h"
+#include "model/model.h"
 #include "model/shard.h"
 #include "parallel/plan.h"
 
@@ -33,7 +33,7 @@ class DistributedForward : public Forward {
  public:
   // `tp_group`: this rank's stage group (from world.split(stage, tp_rank)); `chunk`: prompt
   // tokens per pipeline step.
-  DistributedForward(LlamaModel& model, KVCache& kv, dist::Group& world, dist::Group* tp_group, const Plan& plan,
+  DistributedForward(Model& model, KVCache& kv, dist::Group& world, dist::Group* tp_group, const Plan& plan,
                      int64_t chunk = 64);
   void feed(std::span<const TokenId> tokens, std::vector<float>& logits) override;
   // Several sequences in one pass through every stage (continuous batching), each with its own
@@ -49,7 +49,7 @@ class DistributedForward : public Forward {
   // The sampler's full rows from the tensor ranks' vocabulary slices (local_: rows × slice).
   void gather_logits(std::vector<float>& logits, int64_t rows = 1);
 
-  LlamaModel& model_;
+  Model& model_;
   KVCache& kv_;
   dist::Group& world_;
   dist::Group* tp_;

@@ -56,7 +56,7 @@ class BatchForward : public ::testing::TestWithParam<DType> {};
 
 TEST_P(BatchForward, EachSequenceGetsTheLogitsItGetsAlone) {
   auto e = tiny_engine(GetParam());
-  LlamaModel& m = e->model();
+  Model& m = e->model();
   const int64_t nv = m.hparams().n_vocab;
   // Three sequences with different histories: one fresh, two already some way in.
   std::vector<std::vector<int32_t>> history = {{}, {5, 9, 13, 2, 7}, {3, 3, 8}};
@@ -102,7 +102,7 @@ INSTANTIATE_TEST_SUITE_P(Formats, BatchForward, ::testing::Values(DType::F32, DT
 
 TEST(BatchForward, FullCacheIsRefusedBeforeAnythingChanges) {
   auto e = tiny_engine(DType::Q8_0);
-  LlamaModel& m = e->model();
+  Model& m = e->model();
   auto a = m.new_cache(4), b = m.new_cache(4);
   std::vector<int32_t> two = {1, 2}, five = {1, 2, 3, 4, 5};
   std::vector<BatchSeq> batch = {{two, a.get()}, {five, b.get()}};

@@ -16,7 +16,7 @@
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
 #include "model/hparams.h"
-#include "model/llama.h"
+#include "model/model.h"
 #include "model/weights.h"
 #include "tensor/error.h"
 
@@ -127,7 +127,7 @@ std::string load_error(const Micro& m) {
   const auto bytes = build(m);
   try {
     auto f = GGUFFile::from_memory(bytes, "micro.gguf");
-    LlamaModel model(*f, /*repack=*/false);
+    Model model(*f, /*repack=*/false);
     auto kv = model.new_cache(16);
     std::vector<float> logits;
     const int32_t ids[] = {1, 2, 3};

@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "model/blocks/gqa_attention.h"
 #include "model/blocks/latent_attention.h"
 #include "model/blocks/moe_ffn.h"
 #include "model/hparams.h"
@@ -39,13 +40,13 @@ struct BatchRows {
   void last_rows(const float* x, int64_t dim, std::vector<float>& out) const;
 };
 
-class LlamaModel {
+class Model {
  public:
   // Binds weights inside `file`, which must outlive the model. `repack`: also keep copies of
   // the matrices in this CPU's fastest prompt-processing layout (more memory, faster prompts).
   // `shard`: the part this rank holds; `partial_sum` (required when the shard splits tensors)
   // adds the tensor-parallel partial results up across ranks.
-  explicit LlamaModel(const GGUFFile& file, bool repack = true, const Shard& shard = Shard{},
+  explicit Model(const GGUFFile& file, bool repack = true, const Shard& shard = Shard{},
                       PartialSum* partial_sum = nullptr);
 
   const HParams& hparams() const { return hp_; }
@@ -84,10 +85,11 @@ class LlamaModel {
   void project(const float* x, int64_t n, bool all_logits, std::vector<float>& logits);
 
  private:
-  // Row r of q belongs to cache kvs[seq_of[r]] at position pos_of[r].
-  void attention(int64_t layer, const float* q, int64_t n, std::span<KVCache* const> kvs,
-                 std::span<const int32_t> seq_of, std::span<const int64_t> pos_of, float* out);
-  void attention_block(const LayerWeights& L, int64_t layer, int64_t n, std::span<KVCache* const> kvs);
+  // One layer of each family (families/*.cpp), over the rows set up by run_layers.
+  void llama_layer(int64_t layer, float* x, int64_t n, std::span<KVCache* const> kvs);
+  void deepseek2_layer(int64_t layer, float* x, int64_t n, std::span<KVCache* const> kvs);
+  // x = x + FFN(rmsnorm(x) · ffn_norm), dense or routed experts: what every family ends a layer with.
+  void ffn_sublayer(int64_t layer, float* x, int64_t n);
   // y = W·x for a column slice (see LayerWeights::wo_offset): x is placed into zero padding.
   void matmul_cols(const MatrixView& w, int64_t offset, const float* x, int64_t width, int64_t n, float* y);
 
@@ -98,18 +100,18 @@ class LlamaModel {
   bool split_heads_ = false, split_ffn_ = false, split_experts_ = false;
   RouterConfig router_;
   MoeFfn moe_;
+  GqaAttention gqa_;
   LatentAttention mla_;
   RoutingObserver routing_observer_;
   // Local sizes: this shard's heads, KV heads and FFN columns.
-  int64_t n_heads_, n_kv_heads_, q_dim_, kv_dim_, ffn_dim_;
+  int64_t n_heads_, n_kv_heads_, q_dim_, ffn_dim_;
   std::vector<uint8_t> scratch_;
   struct Buffers {
-    ActivationVector x, xn, q, k, v, att, proj, gate, up, padded;
+    ActivationVector x, xn, att, proj, gate, up, padded;
     std::vector<float> rope_cs;  // per row: rope_angles at its position, for every layer
   } buf_;
   std::vector<int32_t> seq_of_;
   std::vector<int64_t> pos_of_;
-  std::vector<int64_t> len_of_;  // positions each row sees (pos + 1), for the attention kernel
 };
 
 }  // namespace orchard
