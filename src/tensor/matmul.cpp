@@ -85,6 +85,41 @@ void run_packed(const kernels::PackedKernels& pk, std::span<const MatrixView> ws
     pool.parallel_for_balanced(total, group, rows);
 }
 
+// The plain GEMM tiles over several row-major matrices of one type and width against one input
+// (a layer's q/k/v or gate/up; a token's chosen experts): the activations are quantized once and
+// the rows of all of them split in one fork. Each row is computed exactly as matmul computes
+// it. False, doing nothing, where that path is not the one matmul would take.
+bool run_quantized_shared(const kernels::Kernels& k, std::span<const MatrixView> ws, const float* x, int64_t n_tokens,
+                          std::span<float* const> ys, std::vector<uint8_t>& scratch) {
+  if (ws.size() < 2 || !k.gemm || k.prepare) return false;
+  int64_t total = 0;
+  for (const MatrixView& w : ws) {
+    if (w.type != ws[0].type || w.cols != ws[0].cols || !w.data || (w.packed && k.packed)) return false;
+    total += w.rows;
+  }
+  const int64_t cols = ws[0].cols;
+  const DType xt = vec_dot_type(ws[0].type);
+  const size_t x_row = row_bytes(xt, cols), w_row = row_bytes(ws[0].type, cols);
+  ThreadPool& pool = total * cols * n_tokens < kMinParallelMacs ? serial_pool() : global_pool();
+  scratch.resize(x_row * static_cast<size_t>(n_tokens));
+  pool.parallel_for(n_tokens, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      quantize_row(xt, x + t * cols, scratch.data() + static_cast<size_t>(t) * x_row, cols);
+  });
+  const int64_t nb = cols / type_info(ws[0].type).block_elems;
+  const uint8_t* xq = scratch.data();
+  pool.parallel_for(total, 16, [&](int64_t r0, int64_t r1) {
+    int64_t first = 0;  // row of the concatenation where matrix i starts
+    for (size_t i = 0; i < ws.size() && r0 < r1; first += ws[i].rows, ++i) {
+      const int64_t lo = std::max(r0, first), hi = std::min(r1, first + ws[i].rows);
+      if (lo >= hi) continue;
+      const auto* wbytes = static_cast<const uint8_t*>(ws[i].data) + static_cast<size_t>(lo - first) * w_row;
+      k.gemm(wbytes, w_row, hi - lo, xq, x_row, n_tokens, nb, ys[i] + (lo - first), ws[i].rows);
+    }
+  });
+  return true;
+}
+
 }  // namespace
 
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
@@ -170,6 +205,7 @@ void matmul_shared(std::span<const MatrixView> ws, const float* x, int64_t n_tok
     total += w.rows;
   }
   if (!shared) {
+    if (run_quantized_shared(k, ws, x, n_tokens, ys, scratch)) return;
     for (size_t i = 0; i < ws.size(); ++i) matmul(ws[i], x, n_tokens, ys[i], scratch, batch_invariant);
     return;
   }

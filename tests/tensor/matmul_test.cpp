@@ -302,10 +302,12 @@ namespace orchard {
 namespace {
 
 // Several matrices against one input (a layer's q, k and v): the bits of one matmul each,
-// whether they share the packed pass (same type, repacked) or fall back (mixed types, one token).
+// whether they share the packed pass (same type, repacked), one quantization of the input (same
+// type, row-major: the K-quants, and everything on a CPU without packed layouts) or fall back
+// (mixed types).
 TEST(Matmul, SharedInputProductsEqualSeparateOnes) {
   const int64_t cols = 256;
-  for (DType t : {DType::Q8_0, DType::Q4_0, DType::F16}) {
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::F16, DType::Q4_K, DType::Q6_K, DType::Q5_0}) {
     for (bool mixed : {false, true}) {
       const int64_t rows[] = {64, 32, 48};
       std::vector<std::vector<uint8_t>> bytes;

@@ -9,6 +9,21 @@
 #include "tensor/threadpool.h"
 
 namespace orchard {
+namespace {
+
+// acc[j] += Σ_d q[d] · panel[d][j] over a key panel's `rows` dims: 32 positions' scores at once.
+void panel_scores(float* __restrict acc, const float* __restrict q, const float* __restrict panel, int64_t rows) {
+  for (int64_t d = 0; d < rows; ++d)
+    for (int64_t j = 0; j < kKeyPanel; ++j) acc[j] += q[d] * panel[d * kKeyPanel + j];
+}
+
+// lanes[d][j] += w[j] · panel[d][j]: the panel's positions weighted, kept apart per lane.
+void panel_mix(float* __restrict lanes, const float* __restrict w, const float* __restrict panel, int64_t rows) {
+  for (int64_t d = 0; d < rows; ++d)
+    for (int64_t j = 0; j < kKeyPanel; ++j) lanes[d * kKeyPanel + j] += w[j] * panel[d * kKeyPanel + j];
+}
+
+}  // namespace
 
 std::unique_ptr<KVCache> LatentAttention::new_cache(const HParams& hp, int64_t n_layers, int64_t n_ctx, KVType type) {
   return std::make_unique<KVCache>(n_layers, 1, hp.kv_lora_rank + hp.n_rot, n_ctx, type, /*values=*/false);
@@ -69,12 +84,18 @@ void LatentAttention::forward(const HParams& hp, const LayerWeights& L, int64_t 
     }
   }
 
-  // lat_h = Σ_p softmax_p(query_h · key_p / √key_length) · c_p, every (row, head) on its own
+  // lat_h = Σ_p softmax_p(query_h · key_p / √key_length) · c_p. Jobs are a row × a run of heads:
+  // a decoding step's one row still spreads over every thread, and a half-float cache is
+  // widened once per job.
   lat_.resize(static_cast<size_t>(n * heads * lora));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  global_pool().parallel_for(n, 1, [&](int64_t t0, int64_t t1) {
-    std::vector<float> keys, scores;
-    for (int64_t t = t0; t < t1; ++t) {
+  const int64_t threads = global_pool().size();
+  const int64_t per_job = n >= threads ? heads : std::max<int64_t>(1, heads * n / (2 * threads));
+  const int64_t chunks = (heads + per_job - 1) / per_job;
+  global_pool().parallel_for(n * chunks, 1, [&](int64_t j0, int64_t j1) {
+    std::vector<float> keys, scores, lanes;
+    for (int64_t job = j0; job < j1; ++job) {
+      const int64_t t = job / chunks, h0 = job % chunks * per_job, h1 = std::min(heads, h0 + per_job);
       const KVCache& kv = *kvs[static_cast<size_t>(seq_of[static_cast<size_t>(t)])];
       const int64_t len = pos_of[static_cast<size_t>(t)] + 1;
       const float* kp = static_cast<const float*>(kv.k_panels(layer, 0));
@@ -84,21 +105,30 @@ void LatentAttention::forward(const HParams& hp, const LayerWeights& L, int64_t 
         kp = keys.data();
       }
       scores.resize(static_cast<size_t>(len));
-      for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t h = h0; h < h1; ++h) {
         const float* qr = &query_[static_cast<size_t>((t * heads + h) * kd)];
+        // scores[p] = query_h · key_p, a panel of 32 positions at a time (positions in lanes)
         for (int64_t p0 = 0; p0 < len; p0 += kKeyPanel) {
           float acc[kKeyPanel] = {};
-          const float* panel = kp + key_offset(p0, 0, kd);
-          for (int64_t d = 0; d < kd; ++d)
-            for (int64_t j = 0; j < kKeyPanel; ++j) acc[j] += qr[d] * panel[d * kKeyPanel + j];
+          panel_scores(acc, qr, kp + key_offset(p0, 0, kd), kd);
           std::copy_n(acc, std::min<int64_t>(kKeyPanel, len - p0), &scores[static_cast<size_t>(p0)]);
         }
         for (int64_t p = 0; p < len; ++p) scores[static_cast<size_t>(p)] *= scale;
         softmax(scores.data(), len);
+        // lat[d] = Σ_p scores[p] · c_p[d]: the latent is the key's first kv_lora_rank values.
+        // Summed lane by lane across the panels (element-wise, so it vectorises), each lane
+        // row reduced once at the end.
+        lanes.assign(static_cast<size_t>(lora * kKeyPanel), 0.0f);
+        for (int64_t p0 = 0; p0 < len; p0 += kKeyPanel) {
+          const float* panel = kp + key_offset(p0, 0, kd);
+          float w[kKeyPanel] = {};
+          std::copy_n(&scores[static_cast<size_t>(p0)], std::min<int64_t>(kKeyPanel, len - p0), w);
+          panel_mix(lanes.data(), w, panel, lora);
+        }
         float* lat = &lat_[static_cast<size_t>((t * heads + h) * lora)];
         for (int64_t d = 0; d < lora; ++d) {
           float acc = 0;
-          for (int64_t p = 0; p < len; ++p) acc += scores[static_cast<size_t>(p)] * kp[key_offset(p, d, kd)];
+          for (int64_t j = 0; j < kKeyPanel; ++j) acc += lanes[static_cast<size_t>(d * kKeyPanel + j)];
           lat[d] = acc;
         }
       }

@@ -19,6 +19,33 @@ void dense_ffn(const FfnWeights& w, const float* x, int64_t n, float* out, Activ
   matmul(w.down, gate.data(), n, out, scratch, batch_invariant);
 }
 
+// A decoding step: every chosen expert held here takes the same input, so their gate and up
+// matrices go through one matmul_shared (one preparation of x, one fork), then each down.
+void MoeFfn::one_token(const MoeWeights& w, const float* x, int64_t dim, int64_t e0, int64_t e1,
+                       std::vector<uint8_t>& scratch, bool batch_invariant) {
+  std::vector<MatrixView> ws;
+  std::vector<int64_t> slots;
+  for (size_t s = 0; s < experts_.size(); ++s)
+    if (experts_[s] >= e0 && experts_[s] < e1) {
+      const auto local = static_cast<size_t>(experts_[s] - e0);
+      ws.push_back(w.gate[local]);
+      ws.push_back(w.up[local]);
+      slots.push_back(static_cast<int64_t>(s));
+    }
+  if (slots.empty()) return;
+  const int64_t ffn = ws[0].rows;
+  gate_.resize(static_cast<size_t>(2 * ffn) * slots.size());
+  std::vector<float*> ys;
+  for (size_t i = 0; i < ws.size(); ++i) ys.push_back(&gate_[i * static_cast<size_t>(ffn)]);
+  matmul_shared(ws, x, 1, ys, scratch, batch_invariant);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    float* g = ys[2 * i];
+    swiglu(g, ys[2 * i + 1], g, ffn);
+    matmul(w.down[static_cast<size_t>(experts_[static_cast<size_t>(slots[i])] - e0)], g, 1,
+           &slots_[static_cast<size_t>(slots[i] * dim)], scratch, batch_invariant);
+  }
+}
+
 void MoeFfn::forward(const MoeWeights& w, const RouterConfig& c, const float* xn, int64_t n, int64_t dim, float* out,
                      std::vector<uint8_t>& scratch, bool batch_invariant) {
   const int64_t k = c.n_used, n_exp = c.n_expert;
@@ -44,7 +71,8 @@ void MoeFfn::forward(const MoeWeights& w, const RouterConfig& c, const float* xn
   // y_slot = expert(x_t) for every entry of an expert held here, one batched product per expert
   slots_.resize(static_cast<size_t>(n * k * dim));
   const int64_t e0 = w.first_expert, e1 = e0 + static_cast<int64_t>(w.gate.size());
-  for (int64_t e = e0; e < e1; ++e) {
+  if (n == 1) one_token(w, xn, dim, e0, e1, scratch, batch_invariant);
+  for (int64_t e = e0; e < e1 && n > 1; ++e) {
     const int64_t begin = first_of_[static_cast<size_t>(e)], m = first_of_[static_cast<size_t>(e + 1)] - begin;
     if (m == 0) continue;
     x_.resize(static_cast<size_t>(m * dim));

@@ -26,6 +26,9 @@ class MoeFfn {
   const std::vector<float>& weights() const { return weights_; }
 
  private:
+  void one_token(const MoeWeights& w, const float* x, int64_t dim, int64_t e0, int64_t e1,
+                 std::vector<uint8_t>& scratch, bool batch_invariant);
+
   std::vector<int32_t> experts_;
   std::vector<float> weights_, route_scratch_;
   std::vector<int64_t> rows_of_;       // per expert, its (token · n_used + slot) entries, grouped
