@@ -16,9 +16,7 @@
 namespace orchard {
 namespace {
 
-// Below this many multiply-adds a product runs on one thread: a fork/join costs a few µs,
-// about what 100k int8 multiply-adds take on one core.
-constexpr int64_t kMinParallelMacs = 100'000;
+constexpr int64_t kMinParallelMacs = kSerialMatmulMacs;
 // From this many tokens a kernel's gemm_many (outer-product panels) beats its dot-product
 // tiles; below, converting and transposing each panel costs more than it saves.
 constexpr int64_t kManyTokens = 16;

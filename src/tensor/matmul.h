@@ -36,6 +36,11 @@ bool pack_into(MatrixView& w, uint8_t* dst);
 // rows are no longer needed once packed.
 bool pack_replaces_original(DType type);
 
+// Products of fewer multiply-adds than this run on the calling thread (a fork/join costs a few
+// µs, about what 100k int8 multiply-adds take on one core), so callers may run several such
+// products in parallel jobs of their own.
+constexpr int64_t kSerialMatmulMacs = 100'000;
+
 // y[r] = sum_c W[r, c] * x[c] for every row r.  `scratch` is reused between calls.
 void matvec(const MatrixView& w, const float* x, float* y, std::vector<uint8_t>& scratch);
 

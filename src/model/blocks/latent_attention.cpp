@@ -11,16 +11,41 @@
 namespace orchard {
 namespace {
 
-// acc[j] += Σ_d q[d] · panel[d][j] over a key panel's `rows` dims: 32 positions' scores at once.
-void panel_scores(float* __restrict acc, const float* __restrict q, const float* __restrict panel, int64_t rows) {
+// out[j] = Σ_d q[d] · panel[d][j] over a key panel's `rows` dims: 32 positions' scores at once,
+// summed in a local array the compiler keeps in registers.
+void panel_scores(float* __restrict out, const float* __restrict q, const float* __restrict panel, int64_t rows) {
+  float acc[kKeyPanel] = {};
   for (int64_t d = 0; d < rows; ++d)
     for (int64_t j = 0; j < kKeyPanel; ++j) acc[j] += q[d] * panel[d * kKeyPanel + j];
+  std::copy_n(acc, kKeyPanel, out);
 }
 
 // lanes[d][j] += w[j] · panel[d][j]: the panel's positions weighted, kept apart per lane.
 void panel_mix(float* __restrict lanes, const float* __restrict w, const float* __restrict panel, int64_t rows) {
   for (int64_t d = 0; d < rows; ++d)
     for (int64_t j = 0; j < kKeyPanel; ++j) lanes[d * kKeyPanel + j] += w[j] * panel[d * kKeyPanel + j];
+}
+
+// One product per head: y_h = W_h · x_h for n rows, W_h at w.data + h·rows·cols floats, x_h's
+// row t (cols values) at src + t·src_stride + h·src_head, y_h's at dst + t·dst_stride + h·rows. Heads run as
+// parallel jobs when each product is small enough to stay on one thread (a decoding step),
+// else one after another, each product forking on its own.
+void per_head_products(const MatrixView& w, int64_t heads, int64_t n, const float* src, int64_t src_stride, float* dst,
+                       int64_t dst_stride, bool batch_invariant, int64_t src_head) {
+  const int64_t rows = w.rows, cols = w.cols;
+  auto run = [&](int64_t h0, int64_t h1) {
+    std::vector<uint8_t> scratch;
+    ActivationVector x(static_cast<size_t>(n * cols)), y(static_cast<size_t>(n * rows));
+    for (int64_t h = h0; h < h1; ++h) {
+      for (int64_t t = 0; t < n; ++t) std::copy_n(src + t * src_stride + h * src_head, cols, &x[static_cast<size_t>(t * cols)]);
+      MatrixView wh = w;
+      wh.data = static_cast<const float*>(w.data) + h * rows * cols;
+      matmul(wh, x.data(), n, y.data(), scratch, batch_invariant);
+      for (int64_t t = 0; t < n; ++t) std::copy_n(&y[static_cast<size_t>(t * rows)], rows, dst + t * dst_stride + h * rows);
+    }
+  };
+  if (rows * cols * n < kSerialMatmulMacs) global_pool().parallel_for(heads, 1, run);
+  else run(0, heads);
 }
 
 }  // namespace
@@ -69,20 +94,15 @@ void LatentAttention::forward(const HParams& hp, const LayerWeights& L, int64_t 
 
   // query_h = [W_k,hᵀ q_nope_h | q_pe_h], kd values per head
   query_.resize(static_cast<size_t>(n * heads * kd));
-  nope_.resize(static_cast<size_t>(n * nope));
-  qabs_.resize(static_cast<size_t>(n * lora));
-  for (int64_t h = 0; h < heads; ++h) {
-    for (int64_t t = 0; t < n; ++t)
-      std::copy_n(&q_[static_cast<size_t>(t * qd + h * hd)], nope, &nope_[static_cast<size_t>(t * nope)]);
-    MatrixView wk = w.wk_t;
-    wk.data = static_cast<const float*>(w.wk_t.data) + h * lora * nope;
-    matmul(wk, nope_.data(), n, qabs_.data(), scratch, batch_invariant);
-    for (int64_t t = 0; t < n; ++t) {
+  qabs_.resize(static_cast<size_t>(n * heads * lora));
+  // (q_nope_h: the first nope values of head h's hd)
+  per_head_products(w.wk_t, heads, n, q_.data(), qd, qabs_.data(), heads * lora, batch_invariant, hd);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t h = 0; h < heads; ++h) {
       float* qr = &query_[static_cast<size_t>((t * heads + h) * kd)];
-      std::copy_n(&qabs_[static_cast<size_t>(t * lora)], lora, qr);
+      std::copy_n(&qabs_[static_cast<size_t>((t * heads + h) * lora)], lora, qr);
       std::copy_n(&q_[static_cast<size_t>(t * qd + h * hd + nope)], rot, qr + lora);
     }
-  }
 
   // lat_h = Σ_p softmax_p(query_h · key_p / √key_length) · c_p. Jobs are a row × a run of heads:
   // a decoding step's one row still spreads over every thread, and a half-float cache is
@@ -136,16 +156,7 @@ void LatentAttention::forward(const HParams& hp, const LayerWeights& L, int64_t 
   });
 
   // out_h = W_v,h · lat_h
-  v_.resize(static_cast<size_t>(n * vd));
-  for (int64_t h = 0; h < heads; ++h) {
-    for (int64_t t = 0; t < n; ++t)
-      std::copy_n(&lat_[static_cast<size_t>((t * heads + h) * lora)], lora, &qabs_[static_cast<size_t>(t * lora)]);
-    MatrixView wv = w.wv;
-    wv.data = static_cast<const float*>(w.wv.data) + h * vd * lora;
-    matmul(wv, qabs_.data(), n, v_.data(), scratch, batch_invariant);
-    for (int64_t t = 0; t < n; ++t)
-      std::copy_n(&v_[static_cast<size_t>(t * vd)], vd, out + t * heads * vd + h * vd);
-  }
+  per_head_products(w.wv, heads, n, lat_.data(), heads * lora, out, heads * vd, batch_invariant, lora);
 }
 
 }  // namespace orchard

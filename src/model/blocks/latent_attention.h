@@ -34,7 +34,7 @@ class LatentAttention {
                const float* rope_cs, float* out, std::vector<uint8_t>& scratch, bool batch_invariant);
 
  private:
-  ActivationVector qa_, q_, kva_, key_, nope_, qabs_, query_, lat_, v_;
+  ActivationVector qa_, q_, kva_, qabs_, query_, lat_;
 };
 
 }  // namespace orchard
