@@ -1,5 +1,5 @@
-// `orchard bench comm`: all_sum latency and bus bandwidth against message
-// size, per backend and rank count, in the layout of nccl-tests. Outside a
+// `orchard bench comm`: all_sum and all_to_all latency and bus bandwidth against
+// message size, per backend and rank count, in the layout of nccl-tests. Outside a
 // job it starts the ranks itself (orchard launch, or mpirun for mpi); inside
 // one (ORCHARD_RANK set, or under mpirun) it measures and rank 0 prints.
 
@@ -26,7 +26,7 @@ struct CommOpts {
   std::string backends = "tcp,shm,mpi";
   std::string ranks = "2,3,4";
   std::string min_bytes = "4", max_bytes = "64M";
-  std::string dtype = "f32", algo = "auto";
+  std::string dtype = "f32", algo = "auto", ops = "all_sum,all_to_all";
   int iters = 0;
   bool worker = false;
 };
@@ -39,6 +39,33 @@ dist::DType parse_dtype(const std::string& s) {
 }
 
 bool under_mpirun() { return std::getenv("OMPI_COMM_WORLD_RANK") || std::getenv("PMI_RANK"); }
+
+// Times `one` at each size from lo to hi bytes (doubling) and prints a row per size; `elems`
+// turns bytes into the element count shown, `bus` algbw into nccl-tests' bus bandwidth.
+template <class One>
+void time_sizes(dist::Group& g, size_t lo, size_t hi, size_t step_unit, int fixed_iters, const One& one, size_t es,
+                double bus) {
+  for (size_t bytes = lo; bytes <= hi; bytes *= 2) {
+    const size_t used = bytes / step_unit * step_unit;
+    if (used == 0) continue;
+    int iters = fixed_iters;
+    if (iters <= 0) iters = bytes <= (64 << 10) ? 2000 : bytes <= (1 << 20) ? 200 : bytes <= (16 << 20) ? 20 : 5;
+    for (int i = 0; i < std::max(2, iters / 10); ++i) one(used);
+    g.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) one(used);
+    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+    // The slowest rank's time is the collective's time.
+    std::vector<double> all(static_cast<size_t>(g.size()));
+    g.all_gather(&us, all.data(), sizeof us);
+    const double t = *std::max_element(all.begin(), all.end());
+    const double algbw = static_cast<double>(used) / (t * 1e3);
+    if (g.rank() == 0) {
+      std::printf("  %10zu %12zu %11.2f %12.3f %12.3f\n", used, used / es, t, algbw, algbw * bus);
+      std::fflush(stdout);
+    }
+  }
+}
 
 void run_worker(const CommOpts& o) {
   dist::Config cfg = dist::Config::from_env();
@@ -53,46 +80,37 @@ void run_worker(const CommOpts& o) {
   else if (o.algo == "ring") algo = dist::TransportGroup::Algo::kRing;
   else if (o.algo != "auto") throw Error("--algo must be auto, direct or ring");
   const size_t lo = std::max(es, parallel::parse_bytes(o.min_bytes)), hi = parallel::parse_bytes(o.max_bytes);
-  std::vector<uint8_t> buf(std::max(hi, es), 0);
+  std::vector<uint8_t> buf(std::max(hi, es), 0), out(std::max(hi, es), 0);
   const std::string label = std::string(g.backend()) + (std::getenv("ORCHARD_BENCH_LABEL") ? std::string(" ") + std::getenv("ORCHARD_BENCH_LABEL") : "");
-  if (g.rank() == 0) {
-    std::printf("# all_sum %s | backend %s | %d ranks | algorithm %s", o.dtype.c_str(), label.c_str(), g.size(),
-                tcp ? o.algo.c_str() : "built-in");
-    if (tcp) std::printf(" (ring from %zu bytes)", tcp->ring_bytes());
-    std::printf("\n# %10s %12s %11s %12s %12s\n", "bytes", "elements", "time(us)", "algbw(GB/s)", "busbw(GB/s)");
-  }
-  for (size_t bytes = lo; bytes <= hi; bytes *= 2) {
-    const size_t count = bytes / es;
-    int iters = o.iters;
-    if (iters <= 0) iters = bytes <= (64 << 10) ? 2000 : bytes <= (1 << 20) ? 200 : bytes <= (16 << 20) ? 20 : 5;
-    auto one = [&] {
-      if (tcp)
-        tcp->all_sum_with(buf.data(), count, type, algo);
-      else
-        g.all_sum(buf.data(), count, type);
-    };
-    for (int i = 0; i < std::max(2, iters / 10); ++i) one();
-    g.barrier();
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) one();
-    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
-    // The slowest rank's time is the collective's time.
-    std::vector<double> all(static_cast<size_t>(g.size()));
-    g.all_gather(&us, all.data(), sizeof us);
-    const double t = *std::max_element(all.begin(), all.end());
-    const double algbw = static_cast<double>(count * es) / (t * 1e3);
-    const double busbw = algbw * 2.0 * (g.size() - 1) / g.size();
+  const int n = g.size();
+  for (const std::string& op : split_commas(o.ops)) {
+    if (op != "all_sum" && op != "all_to_all") throw Error("--op must list all_sum and/or all_to_all, not '" + op + "'");
     if (g.rank() == 0) {
-      std::printf("  %10zu %12zu %11.2f %12.3f %12.3f\n", count * es, count, t, algbw, busbw);
-      std::fflush(stdout);
+      std::printf("# %s %s | backend %s | %d ranks | algorithm %s", op.c_str(), o.dtype.c_str(), label.c_str(), n,
+                  tcp && op == "all_sum" ? o.algo.c_str() : tcp ? "direct" : "built-in");
+      if (tcp && op == "all_sum") std::printf(" (ring from %zu bytes)", tcp->ring_bytes());
+      if (op == "all_to_all") std::printf(" | bytes: each rank's whole send buffer, %d blocks", n);
+      std::printf("\n# %10s %12s %11s %12s %12s\n", "bytes", "elements", "time(us)", "algbw(GB/s)", "busbw(GB/s)");
     }
+    if (op == "all_sum") {
+      time_sizes(g, lo, hi, es, o.iters, [&](size_t bytes) {
+        if (tcp) tcp->all_sum_with(buf.data(), bytes / es, type, algo);
+        else g.all_sum(buf.data(), bytes / es, type);
+      }, es, 2.0 * (n - 1) / n);
+    } else {
+      // As nccl-tests: every rank sends (n-1)/n of its buffer away.
+      time_sizes(g, lo, hi, es * static_cast<size_t>(n), o.iters,
+                 [&](size_t bytes) { g.all_to_all(buf.data(), out.data(), bytes / static_cast<size_t>(n)); }, es,
+                 static_cast<double>(n - 1) / n);
+    }
+    if (g.rank() == 0) std::printf("\n");
   }
 }
 
 std::vector<std::string> worker_args(const CommOpts& o) {
   std::vector<std::string> a = {self_executable(), "bench", "comm", "--worker", "--min-bytes", o.min_bytes,
                                 "--max-bytes", o.max_bytes, "--dtype", o.dtype, "--algo", o.algo,
-                                "--iters", std::to_string(o.iters)};
+                                "--iters", std::to_string(o.iters), "--op", o.ops};
   return a;
 }
 
@@ -109,11 +127,12 @@ int run_mpi(const CommOpts& o, int n, bool tcp_only) {
 
 void register_bench_comm(CLI::App& bench) {
   auto o = std::make_shared<CommOpts>();
-  auto* cmd = bench.add_subcommand("comm", "all_sum latency and bus bandwidth per backend, nccl-tests style");
+  auto* cmd = bench.add_subcommand("comm", "all_sum and all_to_all latency and bus bandwidth per backend, nccl-tests style");
   cmd->footer(
       "Examples:\n"
       "  orchard bench comm                          # tcp, shm, mpi with 2, 3, 4 local ranks\n"
       "  orchard bench comm --backend tcp,shm,mpi,mpi-tcp -n 2 --min-bytes 8K --max-bytes 8K\n"
+      "  orchard bench comm --op all_to_all -n 4     # expert parallel's token exchange\n"
       "  orchard launch --hostfile hosts.json -- orchard bench comm   # across machines\n"
       "mpi runs under mpirun with its default transports; mpi-tcp forces --mca btl tcp,self.\n"
       "Link emulation: ORCHARD_LINK_LATENCY_US=50 ORCHARD_LINK_GBPS=40 orchard bench comm --backend tcp");
@@ -124,6 +143,7 @@ void register_bench_comm(CLI::App& bench) {
   cmd->add_option("--dtype", o->dtype, "f32, f16 or bf16")->capture_default_str();
   cmd->add_option("--algo", o->algo, "tcp all_sum algorithm: auto, direct or ring")->capture_default_str();
   cmd->add_option("--iters", o->iters, "Timed iterations per size (0: by size)");
+  cmd->add_option("--op", o->ops, "Comma-separated collectives: all_sum, all_to_all")->capture_default_str();
   cmd->add_flag("--worker", o->worker, "Internal: measure as one rank of a running job");
   cmd->callback([o] {
     if (o->worker || dist::Config::in_job() || under_mpirun()) {

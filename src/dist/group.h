@@ -41,6 +41,10 @@ class Group {
   virtual void all_sum(void* buf, size_t count, DType type) = 0;
   // recv holds size() * bytes: rank r's `send` lands at recv + r * bytes.
   virtual void all_gather(const void* send, void* recv, size_t bytes) = 0;
+  // send and recv hold size() blocks of `bytes`: block r of send goes to rank r, and block r of
+  // recv is what rank r sent this rank (expert parallel: tokens to the ranks holding their
+  // experts). send and recv must not overlap.
+  virtual void all_to_all(const void* send, void* recv, size_t bytes) = 0;
   virtual void broadcast(void* buf, size_t bytes, int root) = 0;
   virtual void send(const void* buf, size_t bytes, int dst) = 0;
   virtual void recv(void* buf, size_t bytes, int src) = 0;

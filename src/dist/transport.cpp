@@ -12,6 +12,7 @@ const char* op_name(Op op) {
     case Op::kBroadcast: return "broadcast";
     case Op::kBarrier: return "barrier";
     case Op::kSplit: return "split";
+    case Op::kAllToAll: return "all_to_all";
   }
   return "unknown operation";
 }

@@ -9,7 +9,7 @@
 
 namespace orchard::dist {
 
-enum class Op : uint8_t { kSend = 1, kAllSum, kAllGather, kBroadcast, kBarrier, kSplit };
+enum class Op : uint8_t { kSend = 1, kAllSum, kAllGather, kBroadcast, kBarrier, kSplit, kAllToAll };
 const char* op_name(Op op);
 
 struct Tag {

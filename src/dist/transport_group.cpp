@@ -34,6 +34,10 @@ void TransportGroup::all_gather(const void* send, void* recv, size_t bytes) {
     all_gather_direct(t_, send, recv, bytes, tag);
 }
 
+void TransportGroup::all_to_all(const void* send, void* recv, size_t bytes) {
+  all_to_all_direct(t_, send, recv, bytes, next(Op::kAllToAll));
+}
+
 void TransportGroup::broadcast(void* buf, size_t bytes, int root) {
   if (root < 0 || root >= size()) throw CommError("broadcast: root " + std::to_string(root) + " is not a rank");
   const Tag tag = next(Op::kBroadcast);

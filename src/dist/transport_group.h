@@ -20,6 +20,7 @@ class TransportGroup : public Group {
   int size() const override { return t_.size(); }
   void all_sum(void* buf, size_t count, DType type) override;
   void all_gather(const void* send, void* recv, size_t bytes) override;
+  void all_to_all(const void* send, void* recv, size_t bytes) override;
   void broadcast(void* buf, size_t bytes, int root) override;
   void send(const void* buf, size_t bytes, int dst) override;
   void recv(void* buf, size_t bytes, int src) override;

@@ -108,3 +108,39 @@ TEST_F(Bench, RefusesZeroRepetitionsAndAMissingModel) {
 
 }  // namespace
 }  // namespace orchard
+
+namespace orchard {
+namespace {
+
+// `orchard bench comm` times both collectives on every backend asked for: a header and one row
+// per size each, the all_to_all sizes whole blocks per rank.
+TEST(BenchComm, AllSumAndAllToAllRowsForEachBackend) {
+  const Out r = run("bench comm --backend tcp,shm -n 2 --min-bytes 1K --max-bytes 4K --iters 3");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* backend : {"tcp", "shm"})
+    for (const char* op : {"all_sum", "all_to_all"}) {
+      const std::string header = std::string("# ") + op + " f32 | backend " + backend + " | 2 ranks";
+      const size_t at = r.out.find(header);
+      ASSERT_NE(at, std::string::npos) << header << "\n" << r.out;
+      std::istringstream lines(r.out.substr(at));
+      std::string line;
+      std::getline(lines, line);  // the header
+      std::getline(lines, line);  // the column names
+      for (const char* bytes : {"1024", "2048", "4096"}) {
+        ASSERT_TRUE(std::getline(lines, line)) << header;
+        std::istringstream cells(line);
+        std::string first;
+        double elements = 0, us = 0;
+        cells >> first >> elements >> us;
+        EXPECT_EQ(first, bytes) << header << ": " << line;
+        EXPECT_EQ(elements, std::stod(bytes) / 4) << line;
+        EXPECT_GT(us, 0) << line;
+      }
+    }
+  const Out bad = run("bench comm --backend tcp -n 2 --op all_gather --max-bytes 8");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("all_gather"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace orchard

@@ -90,6 +90,29 @@ TEST_P(Collectives, AllGatherBroadcastSendRecvBarrier) {
   });
 }
 
+// Block r of every rank's send lands in block `rank` of rank r's recv, at every size from one
+// byte to blocks larger than the shared-memory slot and the rdma rings.
+TEST_P(Collectives, AllToAllDeliversEveryBlockToItsRank) {
+  const Case c = GetParam();
+  run_ranks(c.backend, c.ranks, [&](Group& g) {
+    const int n = g.size(), me = g.rank();
+    auto value = [](int from, int to, size_t i) { return static_cast<uint8_t>(from * 37 + to * 11 + i * 7 + (i >> 8)); };
+    for (size_t bytes : {size_t{0}, size_t{1}, size_t{100}, size_t{70000}, size_t{3} << 20}) {
+      std::vector<uint8_t> send(bytes * static_cast<size_t>(n)), recv(send.size(), 0xEE);
+      for (int to = 0; to < n; ++to)
+        for (size_t i = 0; i < bytes; ++i) send[static_cast<size_t>(to) * bytes + i] = value(me, to, i);
+      g.all_to_all(send.data(), recv.data(), bytes);
+      for (int from = 0; from < n; ++from)
+        for (size_t i = 0; i < bytes; i += (bytes > 1000 ? 991 : 1))
+          ASSERT_EQ(recv[static_cast<size_t>(from) * bytes + i], value(from, me, i))
+              << "block from rank " << from << ", byte " << i << " of " << bytes << ", on rank " << me;
+      if (bytes > 0) {
+        ASSERT_EQ(recv[static_cast<size_t>(n) * bytes - 1], value(n - 1, me, bytes - 1));
+      }
+    }
+  });
+}
+
 TEST_P(Collectives, SplitFormsSubgroupsByColorOrderedByKey) {
   const Case c = GetParam();
   run_ranks(c.backend, c.ranks, [&](Group& g) {

@@ -40,6 +40,16 @@ int check(Group& g, size_t big) {
     g.broadcast(b.data(), bytes, n - 1);
     if (b[0] != 42 || b[bytes - 1] != 42) return fail("broadcast");
   }
+  {
+    // all_to_all: block r to rank r, tagged with (sender, receiver)
+    const size_t bytes = 5000;
+    std::vector<uint8_t> send(bytes * static_cast<size_t>(n)), recv(send.size(), 0);
+    for (int r = 0; r < n; ++r) std::memset(&send[static_cast<size_t>(r) * bytes], me * 16 + r, bytes);
+    g.all_to_all(send.data(), recv.data(), bytes);
+    for (int r = 0; r < n; ++r)
+      if (recv[static_cast<size_t>(r) * bytes] != r * 16 + me || recv[static_cast<size_t>(r + 1) * bytes - 1] != r * 16 + me)
+        return fail("all_to_all block from rank " + std::to_string(r));
+  }
   std::vector<int32_t> out(4096, me), in(4096, -1);
   const int next = (me + 1) % n, prev = (me + n - 1) % n;
   if (me % 2 == 0) {

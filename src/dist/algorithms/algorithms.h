@@ -39,6 +39,10 @@ void all_gather_direct(Transport& t, const void* send, void* recv, size_t bytes,
 // n-1 ring steps, each moving one block: bandwidth-optimal.
 void all_gather_ring(Transport& t, const void* send, void* recv, size_t bytes, const Tag& tag);
 
+// Block r of send to rank r, block r of recv from rank r: every pair exchanges its two blocks
+// at once, all pairs posted together (full duplex; one round).
+void all_to_all_direct(Transport& t, const void* send, void* recv, size_t bytes, const Tag& tag);
+
 // Root sends to each rank directly (small), or a pipelined chain passes
 // chunks along rank order starting at the root (large).
 void broadcast_direct(Transport& t, void* buf, size_t bytes, int root, const Tag& tag);

@@ -92,6 +92,11 @@ class MpiGroup : public Group {
     check(MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE, comm_),
           "MPI_Allgather");
   }
+  void all_to_all(const void* send, void* recv, size_t bytes) override {
+    if (bytes > INT_MAX) throw CommError("mpi: all_to_all of more than 2 GiB per block");
+    check(MPI_Alltoall(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE, comm_),
+          "MPI_Alltoall");
+  }
   void broadcast(void* buf, size_t bytes, int root) override {
     if (root < 0 || root >= size_) throw CommError("broadcast: root " + std::to_string(root) + " is not a rank");
     for (size_t off = 0; off == 0 || off < bytes; off += kMaxPiece) {

@@ -272,6 +272,26 @@ void ShmGroup::all_gather(const void* send, void* recv, size_t bytes) {
   leave();
 }
 
+// Each round a rank's slot holds a piece of every block it sends, side by side (the piece for
+// rank r at r·m); after the round's arrival it reads its own piece from every rank's slot.
+void ShmGroup::all_to_all(const void* send, void* recv, size_t bytes) {
+  const uint32_t seq = seq_++;
+  enter(Op::kAllToAll, -1, seq);
+  const size_t n = static_cast<size_t>(n_), piece = seg_.slot_bytes() / n;
+  const uint8_t* in = static_cast<const uint8_t*>(send);
+  uint8_t* out = static_cast<uint8_t*>(recv);
+  for (size_t off = 0; off == 0 || off < bytes; off += piece) {
+    const size_t m = std::min(piece, bytes - off);
+    const int set = set_for_round();
+    for (size_t r = 0; r < n; ++r) std::memcpy(seg_.slot(me_, set) + r * piece, in + bytes * r + off, m);
+    sync(Op::kAllToAll, seq, bytes);
+    for (size_t r = 0; r < n; ++r)
+      std::memcpy(out + bytes * r + off, seg_.slot(static_cast<int>(r), set) + static_cast<size_t>(me_) * piece, m);
+    if (bytes == 0) break;
+  }
+  leave();
+}
+
 void ShmGroup::broadcast(void* buf, size_t bytes, int root) {
   if (root < 0 || root >= n_) throw CommError("broadcast: root " + std::to_string(root) + " is not a rank");
   const uint32_t seq = seq_++;
