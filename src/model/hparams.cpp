@@ -144,11 +144,22 @@ HParams HParams::from_gguf(const GGUFFile& f) {
     double factor = f.get_float(p + "rope.scaling.factor").value_or(1.0);
     if (factor <= 0) throw Error(f.path() + ": rope.scaling.factor must be positive");
     h.rope_freq_scale = static_cast<float>(1.0 / factor);
+  } else if (scaling == "yarn") {
+    const double factor = f.get_float(p + "rope.scaling.factor").value_or(1.0);
+    if (!(factor >= 1.0 && factor < 1e6)) throw Error(f.path() + ": rope.scaling.factor must lie in 1..1e6 for yarn");
+    h.rope_freq_scale = static_cast<float>(1.0 / factor);
+    h.rope_yarn = true;
+    h.yarn_orig_ctx = count_in(f, p + "rope.scaling.original_context_length", h.n_ctx_train, 1, int64_t{1} << 40);
   } else if (scaling != "none" && scaling != "llama3") {
     // llama3 scaling arrives as the rope_freqs tensor, read with the weights.
     throw Error(f.path() + ": rope scaling '" + scaling + "' is not supported");
   }
   h.rope_order = (h.arch == "llama" || h.arch == "deepseek2") ? RopeOrder::Normal : RopeOrder::NeoX;
+  if (h.arch == "deepseek2") {
+    const double mul = f.get_float(p + "rope.scaling.yarn_log_multiplier").value_or(0.0);
+    if (!(mul >= 0 && mul < 10)) throw Error(f.path() + ": rope.scaling.yarn_log_multiplier must lie in 0..10");
+    h.yarn_log_mul = static_cast<float>(mul);
+  }
   h.attn_bias = h.arch == "qwen2" || h.arch == "qwen2moe";
   h.qk_norm = h.arch == "qwen3" || h.arch == "qwen3moe";
   read_experts(f, p, h);

@@ -31,7 +31,10 @@ struct HParams {
   int64_t n_ctx_train = 0;
   float rms_eps = 1e-5f;
   float rope_base = 10000.0f;
-  float rope_freq_scale = 1.0f;  // linear rope scaling: positions multiplied by this
+  float rope_freq_scale = 1.0f;  // linear or YaRN rope scaling: positions multiplied by this
+  bool rope_yarn = false;        // YaRN: the blend of interpolated and original angles (tensor/ops.h)
+  int64_t yarn_orig_ctx = 0;     // the context the model was trained on before scaling
+  float yarn_log_mul = 0.0f;     // deepseek2: attention scale (1 + yarn_log_mul·ln(factor))²/√d
   int64_t n_rot = 0;             // rotated dimensions per head (rope.dimension_count)
   RopeOrder rope_order = RopeOrder::Normal;
   bool attn_bias = false;        // qwen2, qwen2moe: biases on Q, K, V

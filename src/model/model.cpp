@@ -23,6 +23,12 @@ Model::Model(const GGUFFile& file, bool repack, const Shard& shard, PartialSum* 
   q_dim_ = n_heads_ * hp_.head_dim;
   ffn_dim_ = s.n_ffn();
   router_ = RouterConfig::of(hp_);
+  if (hp_.rope_yarn) {
+    // deepseek2 moves YaRN's magnitude correction into the attention scale (latent_attention),
+    // so its rotation gets 1 / (1 + 0.1·ln(1/freq_scale)), which cancels the one YaRN adds.
+    const float attn = hp_.mla() ? 1.0f / (1.0f + 0.1f * std::log(1.0f / hp_.rope_freq_scale)) : 1.0f;
+    yarn_ = RopeYarn::make(hp_.n_rot, hp_.yarn_orig_ctx, hp_.rope_base, attn);
+  }
   // Partial results are summed across ranks only where this shard holds a part: replicated
   // parts (attention under expert parallel, experts under tensor parallel) are whole already.
   split_heads_ = s.n_kv_heads() != hp_.n_kv_heads;
@@ -131,7 +137,7 @@ void Model::run_layers(float* x, std::span<KVCache* const> kvs, std::span<const 
   const int64_t n_rot = hp_.n_rot;
   b.rope_cs.resize(static_cast<size_t>(n * n_rot));
   for (int64_t t = 0; t < n; ++t)
-    rope_angles(n_rot, pos_of_[static_cast<size_t>(t)], hp_.rope_base, hp_.rope_freq_scale, w_.rope_freqs,
+    rope_angles(n_rot, pos_of_[static_cast<size_t>(t)], hp_.rope_base, hp_.rope_freq_scale, w_.rope_freqs, yarn_,
                 &b.rope_cs[static_cast<size_t>(t * n_rot)]);
 
   // Each family's layer reads top to bottom in its own file (families/).

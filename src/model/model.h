@@ -18,6 +18,7 @@
 #include "model/shard.h"
 #include "model/weights.h"
 #include "tensor/huge_buffer.h"
+#include "tensor/ops.h"
 
 namespace orchard {
 
@@ -99,6 +100,7 @@ class Model {
   bool batch_invariant_ = false;
   bool split_heads_ = false, split_ffn_ = false, split_experts_ = false;
   RouterConfig router_;
+  RopeYarn yarn_;  // plain rotation unless the file asks for YaRN
   MoeFfn moe_;
   GqaAttention gqa_;
   LatentAttention mla_;

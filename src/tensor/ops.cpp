@@ -1,6 +1,8 @@
 #include "tensor/ops.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <cstring>
 #include <vector>
 
@@ -80,6 +82,43 @@ void rope_angles(int64_t n_rot, int64_t pos, float base, float freq_scale, const
     const float angle = freq_scale * (theta / ff);
     cs[i] = std::cos(angle);
     cs[half + i] = std::sin(angle);
+    theta *= theta_scale;
+  }
+}
+
+RopeYarn RopeYarn::make(int64_t n_rot, int64_t n_ctx_orig, float base, float mscale, float beta_fast, float beta_slow) {
+  // The dim whose wavelength spans the original context `rotations` times.
+  const auto dim_for = [&](float rotations) {
+    return static_cast<float>(n_rot) *
+           std::log(static_cast<float>(n_ctx_orig) / (rotations * 2.0f * std::numbers::pi_v<float>)) /
+           (2.0f * std::log(base));
+  };
+  RopeYarn y;
+  y.ext_factor = 1.0f;
+  y.corr_low = std::max(0.0f, std::floor(dim_for(beta_fast)));
+  y.corr_high = std::min(static_cast<float>(n_rot - 1), std::ceil(dim_for(beta_slow)));
+  y.mscale = mscale;
+  return y;
+}
+
+void rope_angles(int64_t n_rot, int64_t pos, float base, float freq_scale, const float* freq_factors,
+                 const RopeYarn& yarn, float* cs) {
+  if (yarn.ext_factor == 0.0f) {
+    rope_angles(n_rot, pos, base, freq_scale, freq_factors, cs);
+    return;
+  }
+  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
+  const float mscale = yarn.mscale * (1.0f + 0.1f * std::log(1.0f / freq_scale));
+  float theta = static_cast<float>(pos);
+  const int64_t half = n_rot / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const float extrap = theta / (freq_factors ? freq_factors[i] : 1.0f), interp = freq_scale * extrap;
+    // ramp: 1 at and below corr_low (keep θ), 0 at and above corr_high (interpolate)
+    const float y = (static_cast<float>(i) - yarn.corr_low) / std::max(0.001f, yarn.corr_high - yarn.corr_low);
+    const float mix = (1.0f - std::min(1.0f, std::max(0.0f, y))) * yarn.ext_factor;
+    const float angle = interp * (1.0f - mix) + extrap * mix;
+    cs[i] = std::cos(angle) * mscale;
+    cs[half + i] = std::sin(angle) * mscale;
     theta *= theta_scale;
   }
 }

@@ -24,6 +24,22 @@ void rope(float* head, int64_t n_rot, int64_t pos, float base, float freq_scale,
 // The same in two steps, so a forward pass computes each position's angles once for every head
 // and layer: cs[0, n_rot/2) = cos θ_i, cs[n_rot/2, n_rot) = sin θ_i, then the rotation.
 void rope_angles(int64_t n_rot, int64_t pos, float base, float freq_scale, const float* freq_factors, float* cs);
+
+// YaRN (rope.scaling.type = yarn), as ggml computes it: pair i's angle blends the interpolated
+// θ·freq_scale (low frequencies, i ≥ corr_high) and the original θ (high frequencies,
+// i ≤ corr_low) by a linear ramp between, and cos and sin are scaled by
+// mscale · (1 + 0.1·ln(1/freq_scale)).
+struct RopeYarn {
+  float ext_factor = 0.0f;  // weight of the blend (0: plain scaled RoPE)
+  float corr_low = 0.0f, corr_high = 0.0f;
+  float mscale = 1.0f;
+  // The correction range for `n_rot` rotated dims, a model trained on `n_ctx_orig` positions
+  // and the usual beta_fast 32 / beta_slow 1.
+  static RopeYarn make(int64_t n_rot, int64_t n_ctx_orig, float base, float mscale, float beta_fast = 32.0f,
+                       float beta_slow = 1.0f);
+};
+void rope_angles(int64_t n_rot, int64_t pos, float base, float freq_scale, const float* freq_factors,
+                 const RopeYarn& yarn, float* cs);
 void rope_rotate(float* head, int64_t n_rot, const float* cs, bool neox);
 
 }  // namespace orchard

@@ -29,6 +29,8 @@ struct Micro {
   std::map<std::string, int64_t> keys;  // integer keys (without the arch prefix) replacing the defaults
   std::map<std::string, std::vector<int64_t>> shapes;  // tensor ne replacing the defaults
   std::vector<std::string> drop;     // tensors left out
+  std::map<std::string, std::string> strings;  // string keys (without the arch prefix)
+  std::map<std::string, float> floats;         // float keys (without the arch prefix)
 };
 
 using Keys = std::map<std::string, int64_t>;
@@ -74,6 +76,8 @@ std::vector<uint8_t> build(const Micro& m) {
   w.set_string("general.architecture", m.arch);
   for (const auto& [key, v] : k)
     if (v >= 0) w.set_u32(a + key, static_cast<uint32_t>(v));
+  for (const auto& [key, v] : m.strings) w.set_string(a + key, v);
+  for (const auto& [key, v] : m.floats) w.set_f32(a + key, v);
   if (ds) {
     w.set_bool(a + "expert_weights_norm", true);
     w.set_f32(a + "expert_weights_scale", 2.5f);
@@ -182,6 +186,22 @@ TEST(MoeFile, BadExpertFieldsAreRefusedByName) {
     }
     EXPECT_NE(err.find(c.names), std::string::npos) << "expected an error naming " << c.names << ", got: " << err;
   }
+}
+
+// DeepSeek-V3 files scale RoPE with YaRN: such a file loads and runs, and its scaling keys are
+// checked (a factor below 1 is refused, naming the key).
+TEST(MoeFile, YarnScaledLatentAttentionRunsAndBadFactorsAreRefused) {
+  Micro m = micro("deepseek2");
+  m.strings["rope.scaling.type"] = "yarn";
+  m.floats["rope.scaling.factor"] = 40.0f;
+  m.floats["rope.scaling.yarn_log_multiplier"] = 0.1f;
+  m.keys["rope.scaling.original_context_length"] = 64;
+  EXPECT_EQ(load_error(m), "");
+  m.floats["rope.scaling.factor"] = 0.5f;
+  EXPECT_NE(load_error(m).find("rope.scaling.factor"), std::string::npos) << load_error(m);
+  m.floats["rope.scaling.factor"] = 4.0f;
+  m.strings["rope.scaling.type"] = "longrope";
+  EXPECT_NE(load_error(m).find("longrope"), std::string::npos) << load_error(m);
 }
 
 TEST(MoeRouting, SoftmaxTopKNormalisedAsMixtral) {

@@ -55,6 +55,46 @@ TEST(Ops, RmsNormMatchesTheFormulaWithAndWithoutWeights) {
 // Whichever kernel rotates, every value is the fused expression the scalar code writes
 // (a' = fma(a, cos, −b·sin), b' = fma(a, sin, b·cos)), bit for bit, for both pairings and for
 // sizes around the kernel's 8- and 16-pair registers; and a rotation keeps each pair's length.
+// YaRN against its definition (Peng et al. 2023; the reference code's
+// yarn_find_correction_range): for DeepSeek-V3's rope (64 dims, base 10000, 4096 original
+// positions, beta 32 / 1) the correction range is dims 10..23; pairs below it keep the original
+// angle, pairs above it are interpolated by freq_scale, those between blend linearly, and every
+// pair's magnitude is mscale · (1 + 0.1·ln(1/freq_scale)).
+TEST(Ops, RopeYarnBlendsOriginalAndInterpolatedAnglesByDimension) {
+  const int64_t n_rot = 64, pos = 5000;
+  const float base = 10000.0f, scale = 1.0f / 40.0f;
+  const RopeYarn y = RopeYarn::make(n_rot, 4096, base, 0.8f);
+  EXPECT_EQ(y.corr_low, 10.0f);
+  EXPECT_EQ(y.corr_high, 23.0f);
+  std::vector<float> cs(static_cast<size_t>(n_rot)), plain(cs.size()), original(cs.size());
+  rope_angles(n_rot, pos, base, scale, nullptr, y, cs.data());
+  rope_angles(n_rot, pos, base, scale, nullptr, plain.data());
+  rope_angles(n_rot, pos, base, 1.0f, nullptr, original.data());
+  const double mag = 0.8 * (1 + 0.1 * std::log(40.0));
+  const int64_t half = n_rot / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const size_t c = static_cast<size_t>(i), s = static_cast<size_t>(half + i);
+    EXPECT_NEAR(std::hypot(cs[c], cs[s]), mag, 1e-5) << "pair " << i;
+    const float* want = i <= 10 ? original.data() : i >= 23 ? plain.data() : nullptr;
+    if (want) {
+      // The same angle as plain RoPE at the original or the scaled frequency (to float rounding
+      // of an angle of up to 5000 radians).
+      EXPECT_NEAR(cs[c] / mag, want[c], 2e-3) << "pair " << i;
+      EXPECT_NEAR(cs[s] / mag, want[s], 2e-3) << "pair " << i;
+    } else {
+      // Between: the angle lies between the interpolated and the original one.
+      const double theta = pos * std::pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / n_rot);
+      const double mix = 1.0 - (i - 10.0) / 13.0, angle = theta * scale * (1 - mix) + theta * mix;
+      EXPECT_NEAR(cs[c] / mag, std::cos(angle), 2e-2) << "pair " << i;
+      EXPECT_NEAR(cs[s] / mag, std::sin(angle), 2e-2) << "pair " << i;
+    }
+  }
+  // ext_factor 0 is plain scaled RoPE, bit for bit.
+  RopeYarn off;
+  rope_angles(n_rot, pos, base, scale, nullptr, off, cs.data());
+  EXPECT_EQ(cs, plain);
+}
+
 TEST(Ops, RopeRotateIsTheFusedFormulaBitForBit) {
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0.0f, 2.0f);

@@ -108,7 +108,9 @@ void LatentAttention::forward(const HParams& hp, const LayerWeights& L, int64_t 
   // a decoding step's one row still spreads over every thread, and a half-float cache is
   // widened once per job.
   lat_.resize(static_cast<size_t>(n * heads * lora));
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // 1/√key_length, times YaRN's magnitude correction squared when the rotation is scaled
+  const float mscale = 1.0f + hp.yarn_log_mul * std::log(1.0f / hp.rope_freq_scale);
+  const float scale = mscale * mscale / std::sqrt(static_cast<float>(hd));
   const int64_t threads = global_pool().size();
   const int64_t per_job = n >= threads ? heads : std::max<int64_t>(1, heads * n / (2 * threads));
   const int64_t chunks = (heads + per_job - 1) / per_job;
