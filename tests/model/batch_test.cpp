@@ -134,6 +134,32 @@ TEST(BatchForward, BatchInvariantModelsGiveTheSameBitsInEveryFormat) {
   EXPECT_GE(checked, 10) << "expected the golden quantization zoo in " << dir;
 }
 
+// The same for mixtures of experts and latent attention: a decoding row goes through its chosen
+// experts alone (one shared input preparation) or grouped with other rows routed to the same
+// expert, and through latent attention alone or among others; its bits must not change.
+TEST(BatchForward, MixtureOfExpertsModelsAreBatchInvariant) {
+  ORCHARD_REQUIRE_DATA();
+  int checked = 0;
+  for (const char* dir : {"moe", "qwen3"})
+    for (const auto& entry : std::filesystem::directory_iterator(test::shared_data() / "golden" / dir)) {
+      const std::string name = entry.path().filename().string();
+      if (entry.path().extension() != ".gguf" || name.rfind("qwen2.", 0) == 0 || name.rfind("qwen3.", 0) == 0) continue;
+      for (KVType kv : {KVType::F32, KVType::F16}) {
+        EngineOptions o;
+        o.model_path = entry.path().string();
+        o.threads = 2;
+        o.n_ctx = 64;
+        o.kv_type = kv;
+        auto e = Engine::load(o);
+        e->model().set_batch_invariant(true);
+        EXPECT_TRUE(alone_is_the_same_bits_among_sixteen(*e, [](int i) { return std::vector<int32_t>{1, 300 + i % 3, 9, 413}; }))
+            << name << (kv == KVType::F16 ? ", f16 cache" : "");
+        ++checked;
+      }
+    }
+  EXPECT_GE(checked, 20);
+}
+
 // A cache of halves: half the bytes, a sequence's bits the same alone or among 15 others (the
 // decoding kernel's halves path), and logits near those of a float cache, prompt and steps.
 TEST(BatchForward, HalfCacheIsBatchInvariantAndNearTheFloatCache) {
