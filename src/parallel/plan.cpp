@@ -84,6 +84,9 @@ Plan make_plan(const HParams& hp, Kind kind, int ranks, int tp, const std::vecto
     throw Error("got " + std::to_string(group_weights.size()) + " memory weights for groups of " +
                 std::to_string(plan.tp) + " ranks");
   const bool expert = kind == Kind::kExpert;
+  if (!expert && plan.tp > 1 && hp.mla())
+    throw Error(std::string(kind_name(kind)) + " parallel splits attention heads, which latent attention (" + hp.arch +
+                ") cannot do yet: use --parallel expert or pipeline");
   if (!expert && plan.tp > hp.n_kv_heads)
     throw Error("tensor parallel over " + std::to_string(plan.tp) + " ranks needs at least " +
                 std::to_string(plan.tp) + " KV heads; the model has " + std::to_string(hp.n_kv_heads));

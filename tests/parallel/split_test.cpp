@@ -172,6 +172,28 @@ TEST(Plan, RefusesImpossibleSplitsSayingWhy) {
   }
   EXPECT_THROW(make_plan(hp, Kind::kTensor, 3), Error);
   EXPECT_THROW(make_plan(hp, Kind::kHybrid, 6, 4), Error);
+  // Expert plans need experts, at least one per rank; latent attention's heads do not split.
+  try {
+    make_plan(hp, Kind::kExpert, 2);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("has none"), std::string::npos) << e.what();
+  }
+  hp.n_expert = 4;
+  hp.n_expert_used = 2;
+  EXPECT_THROW(make_plan(hp, Kind::kExpert, 5), Error);
+  const Plan uneven = make_plan(hp, Kind::kExpert, 3, 0, {}, {1, 1, 2});
+  ASSERT_EQ(uneven.ranks.size(), 3u);
+  EXPECT_EQ(uneven.ranks[2].shard.expert_end - uneven.ranks[2].shard.expert_begin, 2) << uneven.describe();
+  EXPECT_EQ(uneven.ranks[0].shard.kv_head_end, -1) << "attention stays whole";
+  hp.kv_lora_rank = 8;
+  try {
+    make_plan(hp, Kind::kTensor, 2);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("latent attention"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(make_plan(hp, Kind::kExpert, 2));
 }
 
 }  // namespace
