@@ -62,6 +62,28 @@ std::unique_ptr<Engine> load(const Case& c) {
 
 class MoeGolden : public ::testing::TestWithParam<Case> {};
 
+// The sanitizer build compiles at -O1, where GCC forms no FMAs from scalar float code (it does
+// at -O2, as ggml's -O3 build does). One activation of a quantized model can then round to the
+// other int8 step and move the logits by a few tenths (measured: 0.156 on deepseek2.Q4_K_M, and
+// its greedy run then left llama.cpp's at step 15, where the golden top-2 gap is 0.086). There,
+// a quantized variant's tokens must agree up to the first step closer than 0.3 to call.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kOptimizedFloat = false;
+#else
+constexpr bool kOptimizedFloat = true;
+#endif
+
+// How many of the golden greedy steps must match exactly.
+size_t steps_to_match(const Case& c, const json& g) {
+  const size_t n = g["steps"].size();
+  if (kOptimizedFloat || std::string(c.variant).find("F32") != std::string::npos) return n;
+  for (size_t s = 0; s < n; ++s) {
+    const auto& top = g["steps"][s]["top"];
+    if (top[0][1].get<double>() - top[1][1].get<double>() < 0.3) return s + 1;  // the close step itself may still agree
+  }
+  return n;
+}
+
 TEST_P(MoeGolden, GreedyTokensMatchLlamaCpp) {
   ORCHARD_REQUIRE_DATA();
   const Case& c = GetParam();
@@ -76,7 +98,17 @@ TEST_P(MoeGolden, GreedyTokensMatchLlamaCpp) {
     o.sampling = SamplerOptions::greedy();
     const auto r = e->generate(g["prompt"].get<std::string>(), o);
     EXPECT_EQ(r.prompt_tokens, g["prompt_ids"].get<std::vector<int32_t>>()) << prompt;
-    EXPECT_EQ(r.tokens, g["generated_ids"].get<std::vector<int32_t>>()) << prompt;
+    const auto want = g["generated_ids"].get<std::vector<int32_t>>();
+    const size_t exact = steps_to_match(c, g);
+    ASSERT_EQ(r.tokens.size(), want.size()) << prompt;
+    if (exact == want.size()) {
+      EXPECT_EQ(r.tokens, want) << prompt;
+    } else {
+      const size_t close = exact - 1;  // the first step too close to call in this build
+      EXPECT_EQ(std::vector<int32_t>(r.tokens.begin(), r.tokens.begin() + static_cast<std::ptrdiff_t>(close)),
+                std::vector<int32_t>(want.begin(), want.begin() + static_cast<std::ptrdiff_t>(close)))
+          << prompt << ": the first " << close << " tokens";
+    }
   }
 }
 
