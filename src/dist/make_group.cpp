@@ -17,7 +17,7 @@ class SoloGroup : public Group {
     if (send != recv) std::memmove(recv, send, bytes);
   }
   void all_to_all(const void* send, void* recv, size_t bytes) override {
-    if (send != recv) std::memmove(recv, send, bytes);
+    if (bytes && send != recv) std::memmove(recv, send, bytes);
   }
   void broadcast(void*, size_t, int root) override {
     if (root != 0) throw CommError("broadcast: root " + std::to_string(root) + " is not a rank of a group of 1");

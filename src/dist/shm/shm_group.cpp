@@ -283,9 +283,9 @@ void ShmGroup::all_to_all(const void* send, void* recv, size_t bytes) {
   for (size_t off = 0; off == 0 || off < bytes; off += piece) {
     const size_t m = std::min(piece, bytes - off);
     const int set = set_for_round();
-    for (size_t r = 0; r < n; ++r) std::memcpy(seg_.slot(me_, set) + r * piece, in + bytes * r + off, m);
-    sync(Op::kAllToAll, seq, bytes);
-    for (size_t r = 0; r < n; ++r)
+    for (size_t r = 0; r < n && m > 0; ++r) std::memcpy(seg_.slot(me_, set) + r * piece, in + bytes * r + off, m);
+    sync(Op::kAllToAll, seq, bytes);  // also when empty: every rank still meets the others
+    for (size_t r = 0; r < n && m > 0; ++r)
       std::memcpy(out + bytes * r + off, seg_.slot(static_cast<int>(r), set) + static_cast<size_t>(me_) * piece, m);
     if (bytes == 0) break;
   }
