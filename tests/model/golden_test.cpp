@@ -11,6 +11,7 @@
 
 #include "model/engine.h"
 #include "model/perplexity.h"
+#include "model/golden_json.h"
 #include "test_data.h"
 
 namespace orchard {
@@ -18,11 +19,7 @@ namespace {
 
 using nlohmann::json;
 
-json read_json(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  if (!in) throw std::runtime_error("cannot open " + p.string());
-  return json::parse(in);
-}
+using test::read_json;
 
 std::unique_ptr<Engine> load(const std::string& rel, KVType kv_type = KVType::F32) {
   EngineOptions o;

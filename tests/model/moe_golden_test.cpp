@@ -14,6 +14,7 @@
 #include <set>
 
 #include "model/engine.h"
+#include "model/golden_json.h"
 #include "test_data.h"
 
 namespace orchard {
@@ -21,11 +22,7 @@ namespace {
 
 using nlohmann::json;
 
-json read_json(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  if (!in) throw std::runtime_error("cannot open " + p.string());
-  return json::parse(in);
-}
+using test::read_json;
 
 struct Case {
   const char* dir;      // under golden/
