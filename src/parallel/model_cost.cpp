@@ -1,5 +1,6 @@
 #include "parallel/model_cost.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -56,15 +57,29 @@ ModelCost ModelCost::from_gguf(const GGUFFile& f) {
   for (const GGUFTensorInfo& t : f.tensors()) n_layers = std::max(n_layers, layer_of(t.name) + 1);
   if (n_layers <= 0 || c.dim <= 0) throw Error(f.path() + ": no transformer blocks (block_count / embedding_length)");
   c.n_layers = n_layers;
-  if (const int64_t lora = get("attention.kv_lora_rank", 0); lora > 0)
-    c.kv_elems_per_layer = lora + get("rope.dimension_count", 64);
-  else
-    c.kv_elems_per_layer = c.n_kv_heads * (c.head_dim + get("attention.value_length", c.head_dim));
+  const auto h = static_cast<double>(c.n_heads);
+  if (const int64_t lora = get("attention.kv_lora_rank", 0); lora > 0) {
+    // Latent attention as the engine (and llama.cpp) runs it, absorbed: scores over the
+    // compressed KV and the rope part, values over the compressed KV, every head.
+    const int64_t rope = get("rope.dimension_count", 64);
+    c.mla = true;
+    c.kv_elems_per_layer = lora + rope;
+    c.attn_flops_per_pos = 2.0 * h * static_cast<double>(2 * lora + rope);
+  } else {
+    const int64_t v = get("attention.value_length", c.head_dim);
+    c.kv_elems_per_layer = c.n_kv_heads * (c.head_dim + v);
+    c.attn_flops_per_pos = 2.0 * h * static_cast<double>(c.head_dim + v);
+  }
 
-  c.layer_bytes.resize(static_cast<size_t>(n_layers));
-  c.layer_active.resize(static_cast<size_t>(n_layers));
-  c.layer_params.assign(static_cast<size_t>(n_layers), 0);
-  c.layer_active_params.assign(static_cast<size_t>(n_layers), 0);
+  const auto nl = static_cast<size_t>(n_layers);
+  c.layer_bytes.resize(nl);
+  c.layer_active.resize(nl);
+  c.layer_experts.resize(nl);
+  c.layer_shared.resize(nl);
+  c.layer_params.assign(nl, 0);
+  c.layer_active_params.assign(nl, 0);
+  c.layer_expert_params.assign(nl, 0);
+  c.layer_shared_params.assign(nl, 0);
   for (const GGUFTensorInfo& t : f.tensors()) {
     const auto elems = static_cast<uint64_t>(t.n_elements());
     const double nbytes = static_cast<double>(t.nbytes);
@@ -79,6 +94,13 @@ ModelCost ModelCost::from_gguf(const GGUFFile& f) {
       c.layer_bytes[li][t.type] += nbytes;
       c.layer_active[li][t.type] += nbytes * used;
       c.layer_params[li] += elems;
+      if (experts) {
+        c.layer_experts[li][t.type] += nbytes;
+        c.layer_expert_params[li] += elems;
+      } else if (t.name.find("_shexp") != std::string::npos) {
+        c.layer_shared[li][t.type] += nbytes;
+        c.layer_shared_params[li] += elems;
+      }
       const auto active = static_cast<uint64_t>(std::llround(static_cast<double>(elems) * used));
       c.layer_active_params[li] += active;
       c.active_params += active;
@@ -119,8 +141,11 @@ ModelCost ModelCost::from_shape(const ModelSpec& s) {
   c.n_experts_used = s.n_experts_used;
   c.n_ctx_train = 131072;
   const bool mla = s.kv_lora_rank > 0;
+  c.mla = mla;
   c.kv_elems_per_layer = mla ? s.kv_lora_rank + s.rope_dim : 2 * c.n_kv_heads * c.head_dim;
-  const DType w = s.type;
+  c.attn_flops_per_pos = mla ? 2.0 * static_cast<double>(s.n_heads * (2 * s.kv_lora_rank + s.rope_dim))
+                             : 4.0 * static_cast<double>(c.n_heads * c.head_dim);
+  const DType e = s.type, w = s.non_expert_type.value_or(s.type);
   const auto d = static_cast<double>(s.dim);
   double attn = 0, norms = 2 * d;
   if (mla) {
@@ -132,22 +157,34 @@ ModelCost ModelCost::from_shape(const ModelSpec& s) {
     attn = 2 * d * static_cast<double>(c.n_heads * c.head_dim) + 2 * d * static_cast<double>(c.n_kv_heads * c.head_dim);
   }
   for (int64_t l = 0; l < s.n_layers; ++l) {
-    double held = attn, active = attn, router = 0;
+    // Parameters in the non-expert format, and the routed experts (all, and a token's share).
+    double rest = attn, experts = 0, used = 0, shared = 0, router = 0;
     if (s.n_experts > 0 && l >= s.n_dense_layers) {
       const double expert = 3 * d * static_cast<double>(s.expert_ffn_dim);
-      held += expert * static_cast<double>(s.n_experts + s.n_shared_experts);
-      active += expert * static_cast<double>(s.n_experts_used + s.n_shared_experts);
+      experts = expert * static_cast<double>(s.n_experts);
+      used = expert * static_cast<double>(s.n_experts_used);
+      shared = expert * static_cast<double>(s.n_shared_experts);
       router = d * static_cast<double>(s.n_experts);
     } else {
-      held += 3 * d * static_cast<double>(s.ffn_dim);
-      active += 3 * d * static_cast<double>(s.ffn_dim);
+      rest += 3 * d * static_cast<double>(s.ffn_dim);
     }
-    BytesByType hb{{w, bytes_of(w, held)}, {DType::F32, 4 * (norms + router)}};
-    BytesByType ab{{w, bytes_of(w, active)}, {DType::F32, 4 * (norms + router)}};
+    BytesByType hb{{w, bytes_of(w, rest + shared)}, {DType::F32, 4 * (norms + router)}};
+    BytesByType ab{{w, bytes_of(w, rest + shared)}, {DType::F32, 4 * (norms + router)}};
+    BytesByType xb, sb;
+    if (experts > 0) {
+      hb[e] += bytes_of(e, experts);
+      ab[e] += bytes_of(e, used);
+      xb[e] = bytes_of(e, experts);
+    }
+    if (shared > 0) sb[w] = bytes_of(w, shared);
     c.layer_bytes.push_back(hb);
     c.layer_active.push_back(ab);
-    c.layer_params.push_back(saturating_u64(held + norms + router));
-    c.layer_active_params.push_back(saturating_u64(active + norms + router));
+    c.layer_experts.push_back(xb);
+    c.layer_shared.push_back(sb);
+    c.layer_expert_params.push_back(saturating_u64(experts));
+    c.layer_shared_params.push_back(saturating_u64(shared));
+    c.layer_params.push_back(saturating_u64(rest + shared + experts + norms + router));
+    c.layer_active_params.push_back(saturating_u64(rest + shared + used + norms + router));
     c.params += c.layer_params.back();
     c.active_params += c.layer_active_params.back();
     c.bytes += total(hb);
@@ -183,6 +220,43 @@ BytesByType ModelCost::read_per_token(int64_t begin, int64_t end, int tp, bool h
   return r;
 }
 
+double ModelCost::expert_held_bytes(int64_t begin, int64_t end, int64_t e0, int64_t e1, int group, bool embed,
+                                    bool head) const {
+  const double share = n_experts > 0 ? static_cast<double>(e1 - e0) / static_cast<double>(n_experts) : 0;
+  double b = 0;
+  for (int64_t l = begin; l < end; ++l) {
+    const auto li = static_cast<size_t>(l);
+    const double experts = total(layer_experts[li]), shared = total(layer_shared[li]);
+    b += total(layer_bytes[li]) - experts - shared + experts * share + (e0 == 0 ? shared : 0);
+  }
+  if (embed) b += total(embed_bytes);
+  if (head) b += (tied && !embed ? total(embed_bytes) / group : 0) + total(head_bytes) / group;
+  return b;
+}
+
+BytesByType ModelCost::replicated_read(int64_t l) const {
+  const auto li = static_cast<size_t>(l);
+  BytesByType r = layer_active[li];
+  if (n_experts > 0) add(r, layer_experts[li], -static_cast<double>(n_experts_used) / static_cast<double>(n_experts));
+  add(r, layer_shared[li], -1.0);
+  return r;
+}
+
+int64_t ModelCost::moe_layers(int64_t begin, int64_t end) const {
+  int64_t n = 0;
+  for (int64_t l = begin; l < end; ++l) n += moe_layer(l);
+  return n;
+}
+
+BytesByType ModelCost::read_per_chunk(int64_t begin, int64_t end, int tp, int64_t tokens) const {
+  BytesByType r = read_per_token(begin, end, tp, false);
+  if (n_experts <= 0 || tokens <= 1) return r;
+  const double per_token = static_cast<double>(n_experts_used) / static_cast<double>(n_experts);
+  const double touched = 1.0 - std::pow(1.0 - per_token, static_cast<double>(tokens));
+  for (int64_t l = begin; l < end; ++l) add(r, layer_experts[static_cast<size_t>(l)], (touched - per_token) / tp);
+  return r;
+}
+
 double ModelCost::kv_bytes(int64_t begin, int64_t end, int tp, int64_t n_ctx, int elem_bytes) const {
   return static_cast<double>(end - begin) * static_cast<double>(n_ctx) * static_cast<double>(kv_elems_per_layer) *
          elem_bytes / tp;
@@ -192,9 +266,61 @@ double ModelCost::flops_per_token(int64_t begin, int64_t end, int64_t pos, bool 
   double f = 0;
   for (int64_t l = begin; l < end; ++l) f += 2.0 * static_cast<double>(layer_active_params[static_cast<size_t>(l)]);
   // Scores q·k and the weighted sum of v over `pos` cached positions, every query head.
-  f += static_cast<double>(end - begin) * 4.0 * static_cast<double>(n_heads * head_dim) * static_cast<double>(pos);
+  f += static_cast<double>(end - begin) * attn_flops_per_pos * static_cast<double>(pos);
   if (head) f += 2.0 * static_cast<double>(head_params);
   return f;
+}
+
+double expected_slowest(const std::vector<int64_t>& held, int64_t used, const std::vector<double>& fixed,
+                        const std::vector<double>& per_expert) {
+  const size_t ranks = held.size();
+  int64_t n = 0;
+  for (int64_t h : held) n += h;
+  used = std::min(used, n);
+  // choose[m][c]: ways to pick c of m experts.
+  auto choose = [](int64_t m, int64_t c) {
+    if (c < 0 || c > m) return 0.0;
+    double r = 1;
+    for (int64_t i = 0; i < c; ++i) r = r * static_cast<double>(m - i) / static_cast<double>(i + 1);
+    return r;
+  };
+  const double all = choose(n, used);
+  // P(every rank t gets at most cap[t] of the token's experts): a product of polynomials in
+  // the number picked so far, read at `used`.
+  auto within = [&](const std::vector<int64_t>& cap) {
+    std::vector<double> ways(static_cast<size_t>(used) + 1, 0.0);
+    ways[0] = 1;
+    for (size_t t = 0; t < ranks; ++t) {
+      if (cap[t] < 0) return 0.0;
+      std::vector<double> next(ways.size(), 0.0);
+      for (int64_t j = 0; j <= used; ++j)
+        if (ways[static_cast<size_t>(j)] != 0)
+          for (int64_t c = 0; c <= std::min(cap[t], used - j); ++c)
+            next[static_cast<size_t>(j + c)] += ways[static_cast<size_t>(j)] * choose(held[t], c);
+      ways.swap(next);
+    }
+    return ways[static_cast<size_t>(used)] / all;
+  };
+  // The slowest rank's time takes one of the values fixed[t] + c × per_expert[t].
+  std::vector<double> values;
+  for (size_t t = 0; t < ranks; ++t)
+    for (int64_t c = 0; c <= std::min(used, held[t]); ++c) values.push_back(fixed[t] + static_cast<double>(c) * per_expert[t]);
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  double expected = 0, below = 0;
+  std::vector<int64_t> cap(ranks);
+  for (double v : values) {
+    for (size_t t = 0; t < ranks; ++t) {
+      const double room = v - fixed[t];
+      if (room < -1e-15 * std::abs(v)) cap[t] = -1;
+      else if (per_expert[t] <= 0) cap[t] = used;
+      else cap[t] = static_cast<int64_t>(std::floor(room / per_expert[t] + 1e-9));
+    }
+    const double at_most = within(cap);
+    expected += v * (at_most - below);
+    below = at_most;
+  }
+  return expected;
 }
 
 namespace {

@@ -41,6 +41,14 @@ ModelSpec mla_moe(const char* name, int64_t heads, int64_t dense_layers, int64_t
   return s;
 }
 
+// Kimi K2 Thinking as Moonshot publishes it: quantization-aware-trained int4 routed experts
+// (W4A16, one scale per 32 weights: Q4_0's 4.5 bits), everything else BF16.
+ModelSpec kimi_k2_thinking() {
+  ModelSpec s = mla_moe("kimi-k2-thinking", 64, 1, 384, 163840);
+  s.non_expert_type = DType::BF16;
+  return s;
+}
+
 ModelSpec gqa_moe(const char* name, int64_t layers, int64_t dim, int64_t heads, int64_t kv, int64_t experts,
                    int64_t used, int64_t expert_ffn, int64_t vocab) {
   ModelSpec s = dense(name, layers, dim, heads, kv, 0, vocab);
@@ -65,6 +73,11 @@ std::vector<ModelSpec> shapes() {
       gqa_moe("qwen3-235b-a22b", 94, 4096, 64, 4, 128, 8, 1536, 151936),
       mla_moe("deepseek-v3", 128, 3, 256, 129280),
       mla_moe("kimi-k2", 64, 1, 384, 163840),
+      kimi_k2_thinking(),
+      // The question docs/planner.md answers for four M5 Ultras: an 816 B mixture of experts,
+      // taken as DeepSeek V3 with its routed experts scaled from 256 to 313 per layer (816.6 B
+      // in all, 37.6 B active: 8 routed + 1 shared expert per token, as V3).
+      mla_moe("moe-816b", 128, 3, 313, 129280),
   };
 }
 
