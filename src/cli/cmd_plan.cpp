@@ -15,6 +15,7 @@
 #include "parallel/calibrate.h"
 #include "parallel/cluster.h"
 #include "parallel/memory.h"
+#include "parallel/plan.h"
 #include "parallel/predict.h"
 #include "tensor/error.h"
 
@@ -90,7 +91,11 @@ void print_plans(const PlanOpts& o) {
     for (const auto& p : plans) {
       nlohmann::json mem = nlohmann::json::array();
       for (const auto& m : p.memory) mem.push_back({{"node", m.node}, {"need_bytes", m.need}, {"capacity_bytes", m.capacity}});
-      j.push_back({{"plan", p.candidate.label()}, {"machines", p.candidate.n_nodes}, {"fits", p.fits},
+      j.push_back({{"plan", p.candidate.label()}, {"kind", parallel::kind_name(p.candidate.kind)},
+                   {"stages", p.candidate.stages}, {"group", p.candidate.tp},
+                   {"runs_in_orchard", p.unsupported.empty()},
+                   {"unsupported", p.unsupported.empty() ? nlohmann::json() : nlohmann::json(p.unsupported)},
+                   {"machines", p.candidate.n_nodes}, {"fits", p.fits},
                    {"memory", mem}, {"ttft_s", p.ttft_s}, {"tg_tokens_per_s", p.tg_tps}, {"compute_s", p.compute_s},
                    {"comm_s", p.comm_s}, {"exchanged_bytes_per_token", p.exchanged_bytes}, {"joules_per_token", std::isfinite(p.joules_per_token) ? nlohmann::json(p.joules_per_token) : nlohmann::json()},
                    {"cost_per_mtok", std::isfinite(p.usd_per_mtok) ? nlohmann::json(p.usd_per_mtok) : nlohmann::json()}});
@@ -106,18 +111,27 @@ void print_plans(const PlanOpts& o) {
   std::printf("| # | plan | machines | fits | fullest machine: need of usable | TTFT ms | tg t/s | comm ms/token | J/token | cost/Mtok |\n");
   std::printf("|---:|---|---:|---|---|---:|---:|---:|---:|---:|\n");
   int i = 0;
+  bool marked = false;
   for (const auto& p : plans) {
     // The machine closest to (or furthest past) its limit.
     const parallel::NodeMemory* most = &p.memory.front();
     for (const auto& m : p.memory)
       if (m.need / m.capacity > most->need / most->capacity) most = &m;
-    std::printf("| %d | %s | %d | %s | %s of %s | %s | %s | %s | %s | %s |\n", ++i, p.candidate.label().c_str(),
+    // Splits another engine can run but Orchard cannot yet are listed for comparison, marked.
+    marked = marked || !p.unsupported.empty();
+    std::printf("| %d%s | %s | %d | %s | %s of %s | %s | %s | %s | %s | %s |\n", ++i, p.unsupported.empty() ? "" : " †",
+                p.candidate.label().c_str(),
                 p.candidate.n_nodes, p.fits ? "yes" : "no", parallel::format_bytes(static_cast<uint64_t>(most->need)).c_str(),
                 parallel::format_bytes(static_cast<uint64_t>(most->capacity)).c_str(), num(p.ttft_s * 1e3, "%.0f").c_str(),
                 num(p.tg_tps, "%.1f").c_str(), num(p.comm_s * 1e3, "%.2f").c_str(), num(p.joules_per_token, "%.2f").c_str(),
                 num(p.usd_per_mtok, "%.3f").c_str());
   }
   std::printf("\n");
+  for (const auto& p : plans)
+    if (marked && !p.unsupported.empty()) {
+      std::printf("† not chosen: %s\n\n", p.unsupported.c_str());
+      break;
+    }
   const parallel::Prediction best = parallel::choose_plan(cost, cluster, o.predict);  // throws when nothing fits
   std::printf("chosen: %s over %d machine(s): %.1f tokens/s, TTFT %.0f ms\n", best.candidate.label().c_str(),
               best.candidate.n_nodes, best.tg_tps, best.ttft_s * 1e3);

@@ -84,11 +84,14 @@ AutoChoice choose_split(dist::Group& world, const std::string& model_path, const
                                                node.machine.usable_memory;
     }
     if (budgets.empty() && cl.nodes.size() == 1) cl.nodes[0].memory_gib = base.memory_gib;
-    // Only splits over all the job's ranks: the job has already been started with them.
+    // Only splits over all the job's ranks (the job has already been started with them) that
+    // the engine can run.
     std::vector<Prediction> all = rank_plans(cost, cl, options);
     const Prediction* best = nullptr;
     for (const Prediction& p : all)
-      if (p.candidate.n_nodes == static_cast<int>(cl.nodes.size()) && (!best || (p.fits && !best->fits))) best = &p;
+      if (p.candidate.n_nodes == static_cast<int>(cl.nodes.size()) && p.unsupported.empty() &&
+          (!best || (p.fits && !best->fits)))
+        best = &p;
     if (!best) throw Error("the planner found no split of " + cost.name + " over " + std::to_string(n) + " ranks");
     decision[0] = static_cast<int>(best->candidate.kind);
     decision[1] = best->candidate.tp;

@@ -95,6 +95,7 @@ MachineSpec machine_from_json(const json& j, const std::string& where) {
   m.usable_memory = field<double>(j, "usable_memory", at, m.usable_memory);
   m.layer_overhead_us = field<double>(j, "layer_overhead_us", at, 0);
   m.collective_us = field<double>(j, "collective_us", at, 0);
+  m.moe_layer_overhead_us = field<double>(j, "moe_layer_overhead_us", at, 0);
   m.measured = field<bool>(j, "measured", at, false);
   m.cores = field<int>(j, "cores", at, 0);
   if (j.contains("membw_gbs")) m.membw_gbs = by_count(j["membw_gbs"], at + " membw_gbs");
@@ -132,7 +133,7 @@ MachineSpec machine_from_json(const json& j, const std::string& where) {
   for (double g : m.memory_gib)
     if (!(g > 0)) throw Error(at + ": memory_gib entries must be positive");
   if (m.mem_bw_gbs < 0 || m.gpu_tflops < 0 || m.idle_w < 0 || m.load_w < 0 || m.cores < 0 || m.cores > 65536 ||
-      m.gen_efficiency <= 0 || m.prefill_efficiency <= 0 || m.layer_overhead_us < 0 || m.collective_us < 0)
+      m.gen_efficiency <= 0 || m.prefill_efficiency <= 0 || m.layer_overhead_us < 0 || m.collective_us < 0 || m.moe_layer_overhead_us < 0)
     throw Error(at + ": figures must not be negative (and efficiencies must be positive)");
   return m;
 }
@@ -146,6 +147,7 @@ json machine_to_json(const MachineSpec& m) {
   j["usable_memory"] = m.usable_memory;
   if (m.layer_overhead_us > 0) j["layer_overhead_us"] = m.layer_overhead_us;
   if (m.collective_us > 0) j["collective_us"] = m.collective_us;
+  if (m.moe_layer_overhead_us > 0) j["moe_layer_overhead_us"] = m.moe_layer_overhead_us;
   if (m.mem_bw_gbs > 0) j["mem_bw_gbs"] = m.mem_bw_gbs;
   j["idle_w"] = m.idle_w > 0 ? json(m.idle_w) : json();
   j["load_w"] = m.load_w > 0 ? json(m.load_w) : json();

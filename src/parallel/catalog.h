@@ -49,6 +49,9 @@ struct MachineSpec {
   double usable_memory = 0.75;     // share of memory a model may take
   double layer_overhead_us = 0;    // fixed cost per layer per token (GPU kernel launches, …)
   double collective_us = 0;        // the accelerator's stop-and-sync cost per collective
+  // Extra fixed cost per mixture-of-experts layer per token, on top of layer_overhead_us:
+  // routing, gathering the chosen experts and their many small kernels (fitted, see the catalog).
+  double moe_layer_overhead_us = 0;
 
   // Measured CPU nodes (orchard plan --calibrate): rates by thread count.
   bool measured = false;

@@ -18,9 +18,14 @@ std::vector<Prediction> rank_plans(const ModelCost& m, const ClusterSpec& cl, co
       c.n_nodes = k;
       c.tp = tp;
       c.stages = ranks / tp;
+      if (c.stages > m.n_layers) continue;
       c.kind = tp == 1 ? Kind::kPipeline : (c.stages == 1 ? Kind::kTensor : Kind::kHybrid);
-      if (c.stages > m.n_layers || c.tp > m.n_kv_heads) continue;
-      out.push_back(predict(m, cl, c, o));
+      if (c.tp <= m.n_kv_heads) out.push_back(predict(m, cl, c, o));
+      // The same groups splitting experts instead of heads (one expert rank is a pipeline).
+      if (tp > 1 && m.n_experts >= tp) {
+        c.kind = Kind::kExpert;
+        out.push_back(predict(m, cl, c, o));
+      }
     }
   }
   std::stable_sort(out.begin(), out.end(), [](const Prediction& a, const Prediction& b) {
@@ -33,11 +38,14 @@ std::vector<Prediction> rank_plans(const ModelCost& m, const ClusterSpec& cl, co
 Prediction choose_plan(const ModelCost& m, const ClusterSpec& cl, const PredictOptions& o) {
   std::vector<Prediction> plans = rank_plans(m, cl, o);
   if (plans.empty()) throw Error("no split of " + m.name + " suits this cluster (too few layers or KV heads)");
-  if (plans.front().fits) return plans.front();
+  for (const Prediction& p : plans)
+    if (p.fits && p.unsupported.empty()) return p;
   // Nothing fits: report the plan that comes closest, with its shortfall.
   double offered = 0;
   for (const NodeSpec& n : cl.nodes) offered += n.capacity_bytes();
   const double needed = m.held_bytes(0, m.n_layers, 1, true, true) + m.kv_bytes(0, m.n_layers, 1, o.n_ctx, o.kv_elem_bytes());
+  if (plans.front().fits)
+    throw Error("every split of " + m.name + " that fits needs what Orchard cannot do yet: " + plans.front().unsupported);
   const Prediction* closest = &plans.front();
   double least_over = 1e300;
   for (const Prediction& p : plans) {

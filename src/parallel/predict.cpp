@@ -1,7 +1,9 @@
 #include "parallel/predict.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
+#include <map>
 
 #include "parallel/memory.h"
 #include "tensor/error.h"
@@ -86,6 +88,8 @@ class Model {
     const double turns = std::max(1.0, static_cast<double>(sharing * n.threads_per_rank()) / std::max(1, n.machine.cores));
     return n.machine.layer_us.at(n.threads_per_rank()) * (dim_ / n.machine.layer_us_dim) * 1e-6 * turns;
   }
+  // Fixed extra cost of one mixture-of-experts layer for one token (catalog figure; 0 unless given).
+  double moe_layer_s(int rank) const { return spec(rank).machine.moe_layer_overhead_us * 1e-6; }
   double sync_s(int rank, int sharing) const {
     const NodeSpec& n = spec(rank);
     if (!n.machine.measured) return 0;
@@ -146,11 +150,69 @@ class Model {
 }  // namespace
 
 std::string Candidate::label() const {
+  if (kind == Kind::kExpert)
+    return "expert " + (stages == 1 ? std::to_string(tp) : std::to_string(stages) + "×" + std::to_string(tp));
   if (stages == 1 && tp == 1) return "single";
   if (tp == 1) return "pipeline " + std::to_string(stages);
   if (stages == 1) return "tensor " + std::to_string(tp);
   return "hybrid " + std::to_string(stages) + "×" + std::to_string(tp);
 }
+
+namespace {
+
+// Seconds rank r of `md` takes to stream `bytes` (by format) while `share` ranks use its machine.
+double stream_s(const Model& md, int r, const BytesByType& bytes, int share, double scale = 1.0) {
+  double secs = 0;
+  for (const auto& [type, n] : bytes) secs += n * scale / md.gen_rate(r, type, share);
+  return secs;
+}
+
+// One stage of an expert plan, one generated token: every layer ends in the group's all_sum, so
+// each layer lasts as long as its slowest rank — the replicated part, the shared experts on the
+// rank holding expert 0, and however many of the token's routed experts land on each rank.
+double expert_stage_s(const ModelCost& m, const Model& md, int s, int T, int64_t b, int64_t e, bool last,
+                      const std::vector<int64_t>& held, double kv_per_layer, double* busiest) {
+  std::vector<double> fixed(static_cast<size_t>(T)), per_expert(static_cast<size_t>(T));
+  std::map<std::array<double, 3>, double> seen;  // layers of one shape cost the same
+  double total_s = 0;
+  for (int64_t l = b; l < e; ++l) {
+    const BytesByType rep = m.replicated_read(l);
+    const auto li = static_cast<size_t>(l);
+    const std::array<double, 3> key{total(rep), total(m.layer_shared[li]), total(m.layer_experts[li])};
+    if (auto it = seen.find(key); it != seen.end()) {
+      total_s += it->second;
+      continue;
+    }
+    const bool moe = m.moe_layer(l);
+    for (int t = 0; t < T; ++t) {
+      const int r = s * T + t, share = md.stage_neighbours(s, r);
+      const auto ti = static_cast<size_t>(t);
+      fixed[ti] = stream_s(md, r, rep, share) + kv_per_layer / md.membw(r, share) + md.layer_s(r, share) +
+                  (moe ? md.moe_layer_s(r) : 0);
+      if (t == 0) fixed[ti] += stream_s(md, r, m.layer_shared[li], share);
+      per_expert[ti] = moe ? stream_s(md, r, m.layer_experts[li], share, 1.0 / static_cast<double>(m.n_experts)) : 0;
+    }
+    const double layer_s = moe ? expected_slowest(held, m.n_experts_used, fixed, per_expert)
+                               : *std::max_element(fixed.begin(), fixed.end());
+    seen[key] = layer_s;
+    total_s += layer_s;
+  }
+  if (last) {
+    double slowest_head = 0;
+    for (int t = 0; t < T; ++t) {
+      const int r = s * T + t, share = md.stage_neighbours(s, r);
+      const double secs = stream_s(md, r, m.head_bytes, share, 1.0 / T) +
+                          (m.tied ? stream_s(md, r, m.embed_bytes, share, 1.0 / T) : 0);
+      slowest_head = std::max(slowest_head, secs);
+    }
+    total_s += slowest_head;
+  }
+  *busiest = expected_slowest(held, m.n_experts_used, std::vector<double>(held.size(), 0.0),
+                              std::vector<double>(held.size(), 1.0));
+  return total_s;
+}
+
+}  // namespace
 
 Prediction predict(const ModelCost& m, const ClusterSpec& cl, const Candidate& c, const PredictOptions& o) {
   if (c.n_nodes < 1 || c.n_nodes > static_cast<int>(cl.nodes.size()))
@@ -160,35 +222,65 @@ Prediction predict(const ModelCost& m, const ClusterSpec& cl, const Candidate& c
                 " machines run " + std::to_string(rank_nodes(cl, c.n_nodes).size()));
   if (c.stages > m.n_layers)
     throw Error(c.label() + ": more stages than the model's " + std::to_string(m.n_layers) + " layers");
-  if (c.tp > m.n_kv_heads)
+  const bool expert = c.kind == Kind::kExpert;
+  if (expert && m.n_experts == 0) throw Error(c.label() + ": expert parallel needs a model with experts; " + m.name + " has none");
+  if (expert && c.tp > m.n_experts)
+    throw Error(c.label() + ": more expert-parallel ranks than the model's " + std::to_string(m.n_experts) + " experts");
+  if (!expert && c.tp > m.n_kv_heads)
     throw Error(c.label() + ": more tensor ranks than the model's " + std::to_string(m.n_kv_heads) + " KV heads");
   Model md(cl, c, static_cast<double>(m.dim));
   Prediction p;
   p.candidate = c;
   const int P = c.stages, T = c.tp;
+  // Attention and dense layers stay whole on every rank of an expert group.
+  const int split = expert ? 1 : T;
+  if (!expert && T > 1 && m.mla)
+    p.unsupported = "Orchard cannot split latent attention's heads (use expert or pipeline)";
 
   // Pipeline stages hold layers in proportion to the memory of their smallest rank.
-  std::vector<double> weights;
+  std::vector<double> weights, group_weights;
   for (int s = 0; s < P; ++s) {
     double least = 1e300;
     for (int t = 0; t < T; ++t) {
       const int r = s * T + t;
       least = std::min(least, md.spec(r).capacity_bytes() / md.node_ranks(r));
+      if (s == 0) group_weights.push_back(md.spec(r).capacity_bytes() / md.node_ranks(r));
     }
     weights.push_back(least);
   }
   p.stage_layers = split_range(m.n_layers, P, 1, weights);
-
   // Memory: weights held + KV cache for n_ctx + one chunk's activations, summed per machine.
-  std::vector<double> need(cl.nodes.size(), 0.0);
   const double scratch_per_token = activation_bytes_per_token(m.dim, m.n_heads * m.head_dim, m.kv_elems_per_layer,
                                                               std::max(m.ffn_dim, int64_t{1}), m.n_vocab / T);
-  for (int r = 0; r < c.ranks(); ++r) {
-    const int s = r / T;
-    const auto [b, e] = p.stage_layers[static_cast<size_t>(s)];
-    need[static_cast<size_t>(md.node(r))] += m.held_bytes(b, e, T, s == 0, s == P - 1) + m.kv_bytes(b, e, T, o.n_ctx, o.kv_elem_bytes()) +
-                                             scratch_per_token * static_cast<double>(o.chunk);
+  std::vector<std::pair<int64_t, int64_t>> experts;
+  auto needs = [&] {
+    std::vector<double> need(cl.nodes.size(), 0.0);
+    for (int r = 0; r < c.ranks(); ++r) {
+      const int s = r / T;
+      const auto [b, e] = p.stage_layers[static_cast<size_t>(s)];
+      const auto [e0, e1] = expert ? experts[static_cast<size_t>(r % T)] : std::pair<int64_t, int64_t>{0, 0};
+      const double weights_held = expert ? m.expert_held_bytes(b, e, e0, e1, T, s == 0, s == P - 1)
+                                         : m.held_bytes(b, e, T, s == 0, s == P - 1);
+      need[static_cast<size_t>(md.node(r))] += weights_held + m.kv_bytes(b, e, split, o.n_ctx, o.kv_elem_bytes()) +
+                                               scratch_per_token * static_cast<double>(o.chunk);
+    }
+    return need;
+  };
+  // An expert group's ranks share the routed experts evenly, which keeps the busiest rank's
+  // load least; where that overfills a machine, in proportion to memory (as make_plan splits
+  // them given the ranks' budgets).
+  if (expert) experts = split_range(m.n_experts, T);
+  std::vector<double> need = needs();
+  if (expert) {
+    bool over = false;
+    for (int n = 0; n < c.n_nodes; ++n) over = over || need[static_cast<size_t>(n)] > cl.nodes[static_cast<size_t>(n)].capacity_bytes();
+    if (over) {
+      experts = split_range(m.n_experts, T, 1, group_weights);
+      need = needs();
+    }
   }
+  std::vector<int64_t> held;
+  for (const auto& [e0, e1] : experts) held.push_back(e1 - e0);
   for (int n = 0; n < c.n_nodes; ++n) {
     const NodeSpec& ns = cl.nodes[static_cast<size_t>(n)];
     p.memory.push_back({ns.name, need[static_cast<size_t>(n)], ns.capacity_bytes()});
@@ -207,36 +299,45 @@ Prediction predict(const ModelCost& m, const ClusterSpec& cl, const Candidate& c
   for (int s = 0; s < P; ++s) {
     const auto [b, e] = p.stage_layers[static_cast<size_t>(s)];
     const bool last = s == P - 1;
-    double slowest = 0, read = 0;
-    for (int t = 0; t < T; ++t) {
-      const int r = s * T + t, share = md.stage_neighbours(s, r);
-      double secs = 0;
-      read = 0;
-      for (const auto& [type, bytes] : m.read_per_token(b, e, T, last)) {
-        secs += bytes / md.gen_rate(r, type, share);
-        read += bytes;
+    const int64_t moe = m.moe_layers(b, e);
+    double slowest = 0, read = 0, busiest = 0;
+    if (expert) {
+      slowest = expert_stage_s(m, md, s, T, b, e, last, held, m.kv_bytes(0, 1, 1, pos, o.kv_elem_bytes()), &busiest);
+      for (int64_t l = b; l < e; ++l) read += total(m.replicated_read(l));
+    } else {
+      for (int t = 0; t < T; ++t) {
+        const int r = s * T + t, share = md.stage_neighbours(s, r);
+        const BytesByType bytes = m.read_per_token(b, e, T, last);
+        double secs = stream_s(md, r, bytes, share);
+        read = total(bytes);
+        secs += m.kv_bytes(b, e, T, pos, o.kv_elem_bytes()) / md.membw(r, share);
+        secs += static_cast<double>(e - b) * md.layer_s(r, share) + static_cast<double>(moe) * md.moe_layer_s(r);
+        slowest = std::max(slowest, secs);
       }
-      secs += m.kv_bytes(b, e, T, pos, o.kv_elem_bytes()) / md.membw(r, share);
-      secs += static_cast<double>(e - b) * md.layer_s(r, share);
-      slowest = std::max(slowest, secs);
     }
     for (int t = 0; t < T; ++t) busy[static_cast<size_t>(md.node(s * T + t))] += slowest;
+    // Tensor groups sum partial results twice a layer (attention, FFN); expert groups once per
+    // MoE layer (the experts' outputs). Both gather the vocabulary slices at the end.
+    const double syncs_per_token = expert ? static_cast<double>(moe) : 2.0 * static_cast<double>(e - b);
     double sync = 0;
     if (T > 1) {
       std::vector<int> group;
       for (int t = 0; t < T; ++t) group.push_back(s * T + t);
-      sync = 2.0 * static_cast<double>(e - b) * md.all_sum(group, act);
+      sync = syncs_per_token * md.all_sum(group, act);
       if (last) sync += md.all_sum(group, 4.0 * static_cast<double>(m.n_vocab / T) * (T - 1));
     }
     const double hop = last ? 0 : md.hop(s * T, (s + 1) * T, act);
-    // What leaves each rank: its partial sums (2 per layer) and vocabulary slice, the hop.
-    if (T > 1) p.exchanged_bytes += T * (2.0 * static_cast<double>(e - b) * act + (last ? 4.0 * static_cast<double>(m.n_vocab / T) : 0));
+    // What leaves each rank: its partial sums and vocabulary slice, the hop.
+    if (T > 1) p.exchanged_bytes += T * (syncs_per_token * act + (last ? 4.0 * static_cast<double>(m.n_vocab / T) : 0));
     if (!last) p.exchanged_bytes += T * act;
     p.compute_s += slowest;
     p.comm_s += sync + hop;
-    p.terms.push_back(fmt("stage %.0f: layers %.0f-%.0f, each rank reads ", s, static_cast<double>(b),
-                          static_cast<double>(e - 1)) +
-                      format_size(read) + fmt(" per token: %.2f ms; syncs %.3f ms; hop %.3f ms", slowest * 1e3, sync * 1e3, hop * 1e3));
+    std::string what = fmt("stage %.0f: layers %.0f-%.0f, each rank reads ", s, static_cast<double>(b),
+                           static_cast<double>(e - 1)) + format_size(read);
+    if (expert)
+      what += fmt(" replicated + its routed experts (the busiest of %.0f ranks gets %.2f of a token's %.0f)", T, busiest,
+                  static_cast<double>(m.n_experts_used));
+    p.terms.push_back(what + fmt(" per token: %.2f ms; syncs %.3f ms; hop %.3f ms", slowest * 1e3, sync * 1e3, hop * 1e3));
   }
   if (c.ranks() > 1) p.comm_s += md.broadcast();
   p.token_s = p.compute_s + p.comm_s;
@@ -248,20 +349,43 @@ Prediction predict(const ModelCost& m, const ClusterSpec& cl, const Candidate& c
   // Prompt: chunks through the stages (one chunk of the whole prompt without a pipeline).
   const int64_t chunk = P > 1 ? std::min(o.chunk, o.prompt) : o.prompt;
   const int64_t n_chunks = (o.prompt + chunk - 1) / chunk;
+  const double used = m.n_experts > 0 ? static_cast<double>(m.n_experts_used) / static_cast<double>(m.n_experts) : 0;
   double first_pass = 0, slowest_stage = 0;
   for (int s = 0; s < P; ++s) {
     const auto [b, e] = p.stage_layers[static_cast<size_t>(s)];
+    const double per_token = m.flops_per_token(b, e, o.prompt / 2, false);
+    double expert_flops = 0, shared_flops = 0;
+    for (int64_t l = b; l < e; ++l) {
+      expert_flops += 2.0 * static_cast<double>(m.layer_expert_params[static_cast<size_t>(l)]) * used;
+      shared_flops += 2.0 * static_cast<double>(m.layer_shared_params[static_cast<size_t>(l)]);
+    }
     double worst = 0;
     for (int t = 0; t < T; ++t) {
       const int r = s * T + t;
       // Pipelined chunks keep every stage busy, so every rank on a machine shares it.
       const int share = n_chunks > 1 ? md.node_ranks(r) : md.stage_neighbours(s, r);
-      const double flops = static_cast<double>(chunk) * m.flops_per_token(b, e, o.prompt / 2, false) / T;
-      double stream = 0, dominant_bytes = 0;
+      double flops = per_token / T, stream = 0, dominant_bytes = 0;
+      BytesByType bytes = m.read_per_chunk(b, e, split, chunk);
+      if (expert) {
+        // Whole attention and dense layers, this rank's share of the routed experts' work and
+        // of the experts a chunk touches; the shared experts on the rank holding expert 0.
+        const double mine = static_cast<double>(held[static_cast<size_t>(t)]) / static_cast<double>(m.n_experts);
+        flops = per_token - expert_flops * (1 - mine) - (t == 0 ? 0 : shared_flops);
+        const double touched = 1.0 - std::pow(1.0 - used, static_cast<double>(chunk));
+        bytes.clear();
+        for (int64_t l = b; l < e; ++l) {
+          const auto li = static_cast<size_t>(l);
+          for (const auto& [type, n] : m.replicated_read(l)) bytes[type] += n;
+          for (const auto& [type, n] : m.layer_experts[li]) bytes[type] += n * touched * mine;
+          if (t == 0)
+            for (const auto& [type, n] : m.layer_shared[li]) bytes[type] += n;
+        }
+      }
+      flops *= static_cast<double>(chunk);
       DType dominant = DType::F32;
-      for (const auto& [type, bytes] : m.read_per_token(b, e, T, false)) {
-        stream += bytes / md.gen_rate(r, type, share);
-        if (bytes > dominant_bytes) dominant_bytes = bytes, dominant = type;
+      for (const auto& [type, n] : bytes) {
+        stream += n / md.gen_rate(r, type, share);
+        if (n > dominant_bytes) dominant_bytes = n, dominant = type;
       }
       worst = std::max(worst, std::max(flops / md.flop_rate(r, dominant, share), stream));
     }
@@ -269,7 +393,8 @@ Prediction predict(const ModelCost& m, const ClusterSpec& cl, const Candidate& c
     if (T > 1) {
       std::vector<int> group;
       for (int t = 0; t < T; ++t) group.push_back(s * T + t);
-      sync = 2.0 * static_cast<double>(e - b) * md.all_sum(group, act * static_cast<double>(chunk));
+      const double syncs = expert ? static_cast<double>(m.moe_layers(b, e)) : 2.0 * static_cast<double>(e - b);
+      sync = syncs * md.all_sum(group, act * static_cast<double>(chunk));
     }
     const double hop = s == P - 1 ? 0 : md.hop(s * T, (s + 1) * T, act * static_cast<double>(chunk));
     first_pass += worst + sync + hop;

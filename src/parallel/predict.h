@@ -5,6 +5,9 @@
 //   generation, per token = Σ over stages [ max over the stage's ranks (bytes read / rate)
 //                                          + tensor-parallel syncs (2 all_sums per layer) ]
 //                           + a hop between consecutive stages + the sampler's broadcast
+//     expert plans: every rank reads the replicated part (attention, dense layers, router) and
+//           the routed experts of the token that it holds; each MoE layer waits for its slowest
+//           rank (expected over the routing) and ends in one all_sum of the hidden state.
 //     rate: measured matrix-vector GB/s for the format and threads (calibrated CPU nodes), or
 //           memory bandwidth × the tier's efficiency (catalog machines); ranks running at once
 //           on one machine share it.
@@ -36,7 +39,7 @@ struct Candidate {
   int stages = 1, tp = 1;
   int n_nodes = 1;  // uses the cluster's first n_nodes machines, with all their ranks
   int ranks() const { return stages * tp; }
-  std::string label() const;  // "single", "pipeline 4", "tensor 2", "hybrid 2×2"
+  std::string label() const;  // "single", "pipeline 4", "tensor 2", "hybrid 2×2", "expert 4", "expert 2×2"
 };
 
 struct NodeMemory {
@@ -50,6 +53,7 @@ struct Prediction {
   std::vector<NodeMemory> memory;
   bool fits = true;
   std::string shortfall;  // why it does not fit
+  std::string unsupported;  // why Orchard's engine cannot run this split (other engines can); empty if it can
   double token_s = 0, compute_s = 0, comm_s = 0, tg_tps = 0;
   double exchanged_bytes = 0;  // activations one token sends, summed over every rank
   double ttft_s = 0, ttft_compute_s = 0, ttft_comm_s = 0;
@@ -62,9 +66,11 @@ struct Prediction {
 Prediction predict(const ModelCost& model, const ClusterSpec& cluster, const Candidate& c, const PredictOptions& o);
 
 // Every split the first k machines allow (k = 1…N; each factorisation of their ranks into
-// stages × tensor ranks the model permits), best first: plans that fit, by tokens/s.
+// stages × tensor ranks the model permits, and stages × expert ranks for a mixture of
+// experts), best first: plans that fit, by tokens/s.
 std::vector<Prediction> rank_plans(const ModelCost& model, const ClusterSpec& cluster, const PredictOptions& o);
-// The best plan that fits; throws orchard::Error naming the shortfall when none does.
+// The best plan that fits and that Orchard can run; throws orchard::Error naming the shortfall
+// when none does.
 Prediction choose_plan(const ModelCost& model, const ClusterSpec& cluster, const PredictOptions& o);
 
 }  // namespace orchard::parallel

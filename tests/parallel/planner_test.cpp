@@ -18,6 +18,7 @@
 #include "parallel/cluster.h"
 #include "parallel/memory.h"
 #include "parallel/model_cost.h"
+#include "parallel/plan.h"
 #include "parallel/predict.h"
 #include "tensor/error.h"
 #include "test_data.h"
@@ -113,21 +114,30 @@ TEST(ModelCost, AShapeGivesTheSameCountsAsTheFileWrittenInThatShape) {
   fs::remove_all(dir);
 }
 
-TEST(ModelCost, MixtureOfExpertsCountsOnlyTheExpertsATokenUses) {
-  // A two-layer MoE header: 8 experts, 2 used; only shapes and types matter to the cost.
+// A MoE model's header for cost tests: only shapes and types matter, so every tensor is F32
+// zeros.
+GGUFWriter moe_header(const std::string& arch, int layers, int dim, int heads, int kv_heads, int experts, int used) {
   GGUFWriter w;
-  w.set_string("general.architecture", "qwen3moe");
-  w.set_u32("qwen3moe.block_count", 2);
-  w.set_u32("qwen3moe.embedding_length", 64);
-  w.set_u32("qwen3moe.attention.head_count", 4);
-  w.set_u32("qwen3moe.attention.head_count_kv", 2);
-  w.set_u32("qwen3moe.expert_count", 8);
-  w.set_u32("qwen3moe.expert_used_count", 2);
-  auto add = [&](const std::string& name, std::vector<int64_t> ne) {
-    int64_t n = 1;
-    for (int64_t x : ne) n *= x;
-    w.add_tensor(name, DType::F32, ne, std::vector<uint8_t>(static_cast<size_t>(n) * 4));
-  };
+  w.set_string("general.architecture", arch);
+  w.set_u32(arch + ".block_count", static_cast<uint32_t>(layers));
+  w.set_u32(arch + ".embedding_length", static_cast<uint32_t>(dim));
+  w.set_u32(arch + ".attention.head_count", static_cast<uint32_t>(heads));
+  w.set_u32(arch + ".attention.head_count_kv", static_cast<uint32_t>(kv_heads));
+  w.set_u32(arch + ".expert_count", static_cast<uint32_t>(experts));
+  w.set_u32(arch + ".expert_used_count", static_cast<uint32_t>(used));
+  return w;
+}
+
+void add_f32(GGUFWriter& w, const std::string& name, std::vector<int64_t> ne) {
+  int64_t n = 1;
+  for (int64_t x : ne) n *= x;
+  w.add_tensor(name, DType::F32, ne, std::vector<uint8_t>(static_cast<size_t>(n) * 4));
+}
+
+TEST(ModelCost, MixtureOfExpertsCountsOnlyTheExpertsATokenUses) {
+  // A two-layer MoE header: 8 experts, 2 used.
+  GGUFWriter w = moe_header("qwen3moe", 2, 64, 4, 2, 8, 2);
+  auto add = [&](const std::string& name, std::vector<int64_t> ne) { add_f32(w, name, std::move(ne)); };
   add("token_embd.weight", {64, 100});
   add("output.weight", {64, 100});
   add("output_norm.weight", {64});
@@ -150,6 +160,87 @@ TEST(ModelCost, MixtureOfExpertsCountsOnlyTheExpertsATokenUses) {
   EXPECT_EQ(c.active_params, 2 * (attn + router + experts * 2 / 8) + 2 * 64 * 100 + 64);
   EXPECT_EQ(c.n_experts, 8);
   EXPECT_DOUBLE_EQ(total(c.read_per_token(0, 2, 1, false)), 4.0 * 2 * (attn + router + experts / 4));
+}
+
+TEST(ModelCost, RoutedAndSharedExpertsAreKeptApartForExpertParallelPlans) {
+  // Two layers: a dense first layer, then 4 routed experts (2 used) and a shared expert.
+  GGUFWriter w = moe_header("qwen2moe", 2, 32, 4, 4, 4, 2);
+  auto add = [&](const std::string& name, std::vector<int64_t> ne) { add_f32(w, name, std::move(ne)); };
+  add("token_embd.weight", {32, 50});
+  add("output.weight", {32, 50});
+  for (int l = 0; l < 2; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    for (const char* t : {"attn_q", "attn_k", "attn_v", "attn_output"}) add(p + t + ".weight", {32, 32});
+    if (l == 0) {
+      for (const char* t : {"ffn_gate", "ffn_up", "ffn_down"}) add(p + t + ".weight", {32, 64});
+      continue;
+    }
+    add(p + "ffn_gate_inp.weight", {32, 4});
+    for (const char* t : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"}) add(p + t + ".weight", {32, 16, 4});
+    for (const char* t : {"ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"}) add(p + t + ".weight", {32, 16});
+    add(p + "ffn_gate_inp_shexp.weight", {32, 1});
+  }
+  const auto bytes = w.to_bytes();
+  auto f = GGUFFile::from_memory(bytes, "moe");
+  const ModelCost c = ModelCost::from_gguf(*f);
+  const double attn = 4.0 * 4 * 32 * 32, router = 4.0 * 32 * 4, experts = 4.0 * 3 * 32 * 16 * 4,
+               shared = 4.0 * (3 * 32 * 16 + 32);
+  EXPECT_FALSE(c.moe_layer(0));
+  EXPECT_TRUE(c.moe_layer(1));
+  EXPECT_EQ(c.moe_layers(0, 2), 1);
+  EXPECT_DOUBLE_EQ(total(c.layer_experts[1]), experts);
+  EXPECT_DOUBLE_EQ(total(c.layer_shared[1]), shared);
+  EXPECT_EQ(c.layer_expert_params[1], 3u * 32 * 16 * 4);
+  // Every rank reads attention and the router; the shared expert and the routed ones apart.
+  EXPECT_DOUBLE_EQ(total(c.replicated_read(1)), attn + router);
+  EXPECT_DOUBLE_EQ(total(c.replicated_read(0)), total(c.layer_active[0]));
+  // Rank 0 of 2 holds experts 0-1 and the shared expert; rank 1 experts 2-3; both the whole
+  // attention, the dense layer, the embeddings and half the head.
+  const double dense = 4.0 * 4 * 32 * 32 + 4.0 * 3 * 32 * 64, embed = 4.0 * 32 * 50;
+  EXPECT_DOUBLE_EQ(c.expert_held_bytes(0, 2, 0, 2, 2, true, true), dense + attn + router + experts / 2 + shared + embed + embed / 2);
+  EXPECT_DOUBLE_EQ(c.expert_held_bytes(0, 2, 2, 4, 2, true, true), dense + attn + router + experts / 2 + embed + embed / 2);
+  // All four ranks together hold one copy of the experts and one of the head.
+  double all = 0;
+  for (int64_t e = 0; e < 4; ++e) all += c.expert_held_bytes(0, 2, e, e + 1, 4, false, true);
+  EXPECT_DOUBLE_EQ(all, 4 * (dense + attn + router) + experts + shared + embed);
+  // A prompt chunk touches more experts than one token: 1 − (1 − 2/4)^3 of them for 3 tokens.
+  EXPECT_DOUBLE_EQ(total(c.read_per_chunk(1, 2, 1, 3)), attn + router + shared + experts * 7 / 8);
+  EXPECT_DOUBLE_EQ(total(c.read_per_chunk(1, 2, 1, 1)), total(c.read_per_token(1, 2, 1, false)));
+}
+
+TEST(ModelCost, LatentAttentionCachesTheCompressedKVAndMixedCheckpointsKeepTheirFormats) {
+  const ModelCost v3 = ModelCost::from_shape(model_spec("deepseek-v3", DType::Q8_0));
+  EXPECT_TRUE(v3.mla);
+  EXPECT_EQ(v3.kv_elems_per_layer, 512 + 64);  // kv_lora_rank + rope dims, not heads × head size
+  EXPECT_DOUBLE_EQ(v3.kv_bytes(0, 61, 1, 1000, 2), 61.0 * 1000 * 576 * 2);
+  // Absorbed attention: scores over 512 + 64 and values over 512 per head and position.
+  EXPECT_DOUBLE_EQ(v3.attn_flops_per_pos, 2.0 * 128 * (512 + 64 + 512));
+  EXPECT_EQ(v3.moe_layers(0, 61), 58);
+  EXPECT_NEAR(static_cast<double>(ModelCost::from_shape(model_spec("moe-816b", DType::Q4_0)).params), 816e9, 2e9);
+  // Kimi K2 Thinking: int4 routed experts, everything else BF16.
+  const ModelCost q4 = ModelCost::from_shape(model_spec("kimi-k2", DType::Q4_0));
+  const ModelCost thinking = ModelCost::from_shape(model_spec("kimi-k2-thinking", DType::Q4_0));
+  EXPECT_EQ(thinking.params, q4.params);
+  EXPECT_EQ(thinking.layer_experts[5].count(DType::BF16), 0u);
+  EXPECT_DOUBLE_EQ(total(thinking.layer_experts[5]), total(q4.layer_experts[5]));
+  // The same weights at 2 bytes each instead of Q4_0's 18 per 32.
+  EXPECT_NEAR(thinking.replicated_read(5).at(DType::BF16), q4.replicated_read(5).at(DType::Q4_0) * 2 * 32 / 18, 1.0);
+  EXPECT_GT(thinking.bytes, q4.bytes + 10e9);
+}
+
+TEST(ModelCost, TheSlowestRankOfAnExpertGroupIsExpectedOverTheRouting) {
+  // One rank does all the work.
+  EXPECT_DOUBLE_EQ(expected_slowest({8}, 2, {1.5}, {0.25}), 1.5 + 2 * 0.25);
+  // 2 of 4 experts over two ranks of 2: both on one rank with probability 2/6, else one each.
+  EXPECT_NEAR(expected_slowest({2, 2}, 2, {0, 0}, {1, 1}), 2.0 * 2 / 6 + 1.0 * 4 / 6, 1e-12);
+  // Rank 0 also runs a shared expert (0.5): (2,0) → 2.5, (1,1) → 1.5, (0,2) → 2.
+  EXPECT_NEAR(expected_slowest({2, 2}, 2, {0.5, 0}, {1, 1}), (2.5 + 4 * 1.5 + 2) / 6, 1e-12);
+  // Eight of 256 experts over four ranks: more than the mean of 2 land on the busiest.
+  const double busiest = expected_slowest({64, 64, 64, 64}, 8, {0, 0, 0, 0}, {1, 1, 1, 1});
+  EXPECT_GT(busiest, 3.0);
+  EXPECT_LT(busiest, 4.5);
+  // Unequal shares load the larger rank.
+  EXPECT_GT(expected_slowest({128, 64, 32, 32}, 8, {0, 0, 0, 0}, {1, 1, 1, 1}), busiest);
 }
 
 TEST(ModelCost, KnownShapesMatchTheirPublishedSizes) {
@@ -342,6 +433,76 @@ TEST(Planner, PredictionsMoveTheWayThePhysicsSays) {
               1e6);
   o.kv_type = KVType::F32;
   EXPECT_THROW(predict(m, fast, Candidate{Kind::kTensor, 1, 4, 2}, o), Error);  // 2 ranks, not 4
+}
+
+TEST(Planner, ExpertPlansHoldTheReplicatedPartAndAShareOfTheExperts) {
+  const ModelCost m = ModelCost::from_shape(model_spec("deepseek-v3", DType::Q4_0));
+  const ClusterSpec four = pair("m3-ultra:256", "tb5-rdma", 4);
+  PredictOptions o;
+  const Prediction ex = predict(m, four, Candidate{Kind::kExpert, 1, 4, 4}, o);
+  EXPECT_EQ(ex.candidate.label(), "expert 4");
+  EXPECT_TRUE(ex.unsupported.empty());
+  // Apart from the KV cache and scratch (the same on every rank), each machine holds the
+  // replicated part (attention, dense layers, router, norms, embeddings) and a quarter of the
+  // routed experts; the first also the shared experts; the head is split four ways.
+  double replicated = total(m.embed_bytes) + total(m.head_bytes) / 4, experts = 0, shared = 0;
+  for (int64_t l = 0; l < m.n_layers; ++l) {
+    const auto li = static_cast<size_t>(l);
+    replicated += total(m.layer_bytes[li]) - total(m.layer_experts[li]) - total(m.layer_shared[li]);
+    experts += total(m.layer_experts[li]);
+    shared += total(m.layer_shared[li]);
+  }
+  const double extra = ex.memory[1].need - (replicated + experts / 4);
+  EXPECT_GT(extra, m.kv_bytes(0, m.n_layers, 1, o.n_ctx));  // the whole cache: attention is not split
+  EXPECT_LT(extra, m.kv_bytes(0, m.n_layers, 1, o.n_ctx) + 2e9);
+  EXPECT_NEAR(ex.memory[0].need - ex.memory[1].need, shared, 1e-3 * shared);
+  EXPECT_DOUBLE_EQ(ex.memory[2].need, ex.memory[3].need);
+  // A longer context costs each rank the whole cache; a tensor rank a quarter of it.
+  o.n_ctx = 32768;
+  const Prediction ex_long = predict(m, four, Candidate{Kind::kExpert, 1, 4, 4}, o);
+  EXPECT_NEAR(ex_long.memory[1].need - ex.memory[1].need, m.kv_bytes(0, m.n_layers, 1, 32768 - 4096), 1e6);
+  o.n_ctx = 4096;
+  // Communication: one all_sum of the hidden state per MoE layer and the vocabulary gather,
+  // where tensor parallel sums twice per layer.
+  EXPECT_DOUBLE_EQ(ex.exchanged_bytes, 4 * (58.0 * 7168 * 4 + 4.0 * (129280 / 4)));
+  const Prediction tp = predict(m, four, Candidate{Kind::kTensor, 1, 4, 4}, o);
+  EXPECT_GT(ex.comm_s, 0);
+  EXPECT_LT(ex.comm_s, 0.6 * tp.comm_s);
+  EXPECT_FALSE(tp.unsupported.empty());  // latent attention's heads do not split in Orchard
+  // Each token reads the replicated part plus the busiest rank's experts: more than a quarter
+  // of the active bytes, less than all of them.
+  const Prediction one = predict(m, pair("m3-ultra:512", "tb5-rdma", 1), Candidate{}, o);
+  EXPECT_LT(ex.compute_s, 0.8 * one.compute_s);
+  EXPECT_GT(ex.compute_s, 0.25 * one.compute_s);
+  // Fewer machines than experts only: a dense model has none to split.
+  const ModelCost dense = ModelCost::from_shape(model_spec("llama-3.3-70b", DType::Q4_0));
+  EXPECT_THROW(predict(dense, four, Candidate{Kind::kExpert, 1, 4, 4}, o), Error);
+  for (const Prediction& p : rank_plans(dense, four, o)) EXPECT_NE(p.candidate.kind, Kind::kExpert);
+}
+
+TEST(Planner, ExpertParallelForLatentAttentionOnFastLinksPipelineOnSlowOnes) {
+  // DeepSeek V3 in Q4_0 (~360 GiB) on four 256 GiB M3 Ultras. Orchard cannot split latent
+  // attention's heads, so its choice is between experts and layers.
+  const ModelCost m = ModelCost::from_shape(model_spec("deepseek-v3", DType::Q4_0));
+  const PredictOptions o;
+  const Prediction rdma = choose_plan(m, pair("m3-ultra:256", "tb5-rdma", 4), o);
+  EXPECT_EQ(rdma.candidate.kind, Kind::kExpert);
+  EXPECT_EQ(rdma.candidate.label(), "expert 4");
+  // The head splits it cannot run are listed (what exo runs) but not chosen.
+  const auto plans = rank_plans(m, pair("m3-ultra:256", "tb5-rdma", 4), o);
+  ASSERT_FALSE(plans.empty());
+  EXPECT_EQ(plans.front().candidate.label(), "tensor 4");
+  EXPECT_FALSE(plans.front().unsupported.empty());
+  // One 10 GbE hop per MoE layer still pays; 300 µs of TCP over Thunderbolt does not.
+  EXPECT_EQ(choose_plan(m, pair("m3-ultra:256", "eth-10g", 4), o).candidate.kind, Kind::kExpert);
+  EXPECT_EQ(choose_plan(m, pair("m3-ultra:256", "tb5-tcp", 4), o).candidate.kind, Kind::kPipeline);
+  // The catalog's per-MoE-layer cost is charged once per MoE layer per token.
+  ClusterSpec free_moe = pair("m3-ultra:512", "tb5-rdma", 1);
+  free_moe.nodes[0].machine.moe_layer_overhead_us = 0;
+  const Prediction with = predict(m, pair("m3-ultra:512", "tb5-rdma", 1), Candidate{}, o);
+  const Prediction without = predict(m, free_moe, Candidate{}, o);
+  EXPECT_NEAR(with.token_s - without.token_s,
+              58 * Catalog::builtin().machine("m3-ultra").moe_layer_overhead_us * 1e-6, 1e-9);
 }
 
 TEST(Planner, MeasuredNodesShareTheirCoresBetweenRanks) {
