@@ -56,15 +56,6 @@ std::unique_ptr<Session> Session::start(dist::Group& world, const SessionOptions
     auto header = GGUFFile::open(o.engine.model_path, GGUFLoad::Map);
     const HParams hp = HParams::from_gguf(*header);
     const int64_t n_ctx = o.engine.n_ctx > 0 ? o.engine.n_ctx : std::min<int64_t>(hp.n_ctx_train, 4096);
-    // Latent attention cannot split heads: where the planner picked a head split for such a
-    // model, its experts are split instead (or its layers, without experts).
-    if (o.choose && hp.mla() && (kind == Kind::kTensor || kind == Kind::kHybrid)) {
-      const bool stages = kind == Kind::kHybrid;
-      kind = hp.moe() ? Kind::kExpert : Kind::kPipeline;
-      if (kind == Kind::kExpert && !stages) tp = n;
-      s->note_ += std::string(s->note_.empty() ? "" : "; ") + "latent attention cannot split heads, so " +
-                  kind_name(kind) + " instead";
-    }
     // Pipeline stages get layers in proportion to their budgets.
     std::vector<double> weights, group_weights;
     if (!mem.empty() && kind != Kind::kTensor) {
