@@ -307,3 +307,52 @@ TEST(Kernels, PackedWeightKernelsMatchScalarReference) {
 
 }  // namespace
 }  // namespace orchard
+
+namespace orchard {
+namespace {
+
+// The Q4_0/Q8_0 packed layouts prepare each token as int8 q[32], float d, int32 c per block: q
+// and d must be exactly the reference Q8_0 quantization (halves rounded away from zero, which the
+// hardware rounds to even), c the format's offset times Σq.
+TEST(Kernels, PackedActivationsAreTheReferenceQuantization) {
+  bool any = false;
+  for (DType wt : {DType::Q4_0, DType::Q8_0}) {
+    const kernels::Kernels k = kernels::lookup(wt, kernels::detect_isa());
+    if (!k.packed) continue;
+    any = true;
+    std::vector<float> x(96);
+    for (int i = 0; i < 96; ++i) x[i] = static_cast<float>(i % 9) - 4.5f;  // many exact halves
+    x[5] = 127.0f;    // d = 1 in block 0
+    x[40] = -63.5f;   // d = 0.5 in block 1
+    for (int i = 64; i < 96; ++i) x[i] = 0.0f;  // d = 0 in block 2
+    ASSERT_EQ(k.packed->prep_bytes(96), 3u * 40u);
+    std::vector<uint8_t> prep(k.packed->prep_bytes(96));
+    k.packed->prepare(x.data(), 96, prep.data());
+    std::vector<uint8_t> ref(3 * 34);
+    quantize_row(DType::Q8_0, x.data(), ref.data(), 96);
+    for (int b = 0; b < 3; ++b) {
+      const auto* want = reinterpret_cast<const int8_t*>(ref.data() + 34 * b + 2);
+      const auto* got = reinterpret_cast<const int8_t*>(prep.data() + 40 * b);
+      int32_t sum = 0;
+      for (int i = 0; i < 32; ++i) {
+        EXPECT_EQ(got[i], want[i]) << type_name(wt) << " block " << b << " element " << i;
+        sum += want[i];
+      }
+      float d;
+      int32_t c;
+      uint16_t dh;
+      std::memcpy(&d, prep.data() + 40 * b + 32, 4);
+      std::memcpy(&c, prep.data() + 40 * b + 36, 4);
+      std::memcpy(&dh, ref.data() + 34 * b, 2);
+      EXPECT_EQ(d, fp16_to_fp32(dh)) << type_name(wt) << " block " << b;
+      // Q4_0's nibbles are offset by 8; AVX-512's Q8_0 flips the weights' sign bits (offset 128),
+      // AVX2's keeps them signed (no offset).
+      const int32_t offset = wt == DType::Q4_0 ? -8 : kernels::detect_isa() == kernels::Isa::Avx512 ? -128 : 0;
+      EXPECT_EQ(c, offset * sum) << type_name(wt) << " block " << b;
+    }
+  }
+  if (!any) GTEST_SKIP() << "no packed Q4_0/Q8_0 kernels on " << kernels::isa_name(kernels::detect_isa());
+}
+
+}  // namespace
+}  // namespace orchard

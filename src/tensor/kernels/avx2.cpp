@@ -3,13 +3,7 @@
 #if defined(__x86_64__)
 #include "tensor/kernels/kernels.h"
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#endif
-#include <immintrin.h>
+#include "tensor/kernels/avx2_target_begin.h"
 
 #include "tensor/kernels/float_tiles.h"
 #include "tensor/kernels/gemm_tiles.h"
@@ -87,9 +81,5 @@ Kernels lookup_avx2(DType w) {
 
 }  // namespace orchard::kernels
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "tensor/kernels/avx2_target_end.h"
 #endif  // __x86_64__

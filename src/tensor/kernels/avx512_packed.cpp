@@ -13,6 +13,7 @@
 //   dot_row = Σ_blocks dw·dx·(Σ_i q_w,i·x_i − 8·Σ_i x_i).
 // Q8_0 follows the same plan with its weight bytes' sign bits flipped at pack time (Q8_0Format).
 #if defined(__x86_64__)
+#include <algorithm>
 #include <cstring>
 #include <vector>
 #include "tensor/f16.h"
@@ -30,8 +31,7 @@ namespace {
 using detail::BlockQ4_0;
 using detail::BlockQ8_0;
 
-constexpr int64_t kGroup = 16;
-constexpr size_t kXBlock = 40;  // per (token, block): int8 q[32], float d, int32 c
+#include "tensor/kernels/packed_rows.h"
 
 // Activations 4k..4k+3 of a block in every lane, from the block's 16 bytes holding them
 // broadcast to each 128-bit lane (`quad`): an in-lane shuffle. Eight broadcast loads per block
@@ -47,6 +47,11 @@ inline __m512i pick4(__m512i quad) {
 // Q4_0: see the file comment. Weights are the unsigned operand (nibbles 0..15), activations the
 // signed one; the −8 offset enters as the per-token start value −8·Σx.
 struct Q4_0Format {
+  // Up to 16 tokens per pass: 16 accumulators and the block's 8 weight registers still fit the
+  // 32 (no vector spills), and a decoding batch of 9–16 sequences then loads each group's weights
+  // once instead of twice (engine step of 16 tiny-model sequences ~5 % faster, 9 sequences
+  // ~12 %, than passes of 8).
+  static constexpr int64_t kGroup = 16, kMaxTile = 16;
   static constexpr size_t kBlock = 32 + 256;
   // One token reads a block's activations (40 bytes) once per group; with a whole long row per
   // group, the weights streamed in between (74 KB for an 8192-wide row) pushed them out of L1
@@ -83,6 +88,7 @@ struct Q4_0Format {
 // for this layout: too slow to keep up with the stream at two threads. 1b Q8_0 generation, the
 // two side by side in one process: 1.32× at 2 threads, 1.03× at 1.)
 struct Q8_0Format {
+  static constexpr int64_t kGroup = 16, kMaxTile = 16;
   static constexpr size_t kBlock = 32 + 512;
   // As Q4_0: a group of a long row must not push one token's activations out of L1.
   static constexpr int64_t kSlab = 64;
@@ -105,32 +111,6 @@ struct Q8_0Format {
   }
   static constexpr int32_t kBias = -128;
 };
-
-template <class F>
-size_t pack_bytes(int64_t rows, int64_t cols) {
-  return static_cast<size_t>(rows / kGroup) * static_cast<size_t>(cols / 32) * F::kBlock;
-}
-
-// Rows of more than F::kSlab blocks are packed in slabs: the first kSlab blocks of every group,
-// group after group, then the next kSlab blocks of every group, and so on (Q4_0Format says why).
-// Where group g's blocks of the slab that starts at block s0 begin (every earlier slab is full).
-template <class F>
-size_t slab_offset(int64_t ngroups, int64_t nb, int64_t s0, int64_t g) {
-  const int64_t len = std::min(F::kSlab, nb - s0);
-  return static_cast<size_t>(s0 * ngroups + g * len) * F::kBlock;
-}
-
-template <class F>
-void pack(const uint8_t* w, size_t wrb, int64_t rows, int64_t r0, int64_t r1, int64_t cols, uint8_t* out) {
-  const int64_t nb = cols / 32, ngroups = rows / kGroup;
-  for (int64_t g = r0 / kGroup; g < r1 / kGroup; ++g)
-    for (int64_t b = 0; b < nb; ++b) {
-      const int64_t s0 = b / F::kSlab * F::kSlab;
-      F::pack_block(w + g * kGroup * wrb, wrb, b, out + slab_offset<F>(ngroups, nb, s0, g) + (b - s0) * F::kBlock);
-    }
-}
-
-size_t prep_bytes(int64_t n) { return static_cast<size_t>(n / 32) * kXBlock; }
 
 // One token's activations: per block the signed Q8_0 quantization (reference-exact), its scale,
 // and the start value F::kBias·Σq that takes the weights' unsigned offset back out (−8 for
@@ -201,48 +181,15 @@ void group_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb, flo
   for (int t = 0; t < TB; ++t) _mm512_storeu_ps(y + t * ldy, acc[t]);
 }
 
-template <class F>
-using TileFn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, float*, int64_t, bool);
-constexpr int64_t kMaxTile = 16;
 // kTiles<F>[tb - 1] is group_tile<F, tb>.
 template <class F>
-constexpr TileFn<F> kTiles[kMaxTile] = {group_tile<F, 1>,  group_tile<F, 2>,  group_tile<F, 3>,  group_tile<F, 4>,
-                                  group_tile<F, 5>,  group_tile<F, 6>,  group_tile<F, 7>,  group_tile<F, 8>,
-                                  group_tile<F, 9>,  group_tile<F, 10>, group_tile<F, 11>, group_tile<F, 12>,
-                                  group_tile<F, 13>, group_tile<F, 14>, group_tile<F, 15>, group_tile<F, 16>};
-
-// PackedGemmFn: see kernels.h.
-template <class F>
-void gemm(const uint8_t* w, int64_t rows, int64_t r0, int64_t r1, const uint8_t* x, size_t xrb, int64_t ntok,
-          int64_t n, float* y, int64_t ldy) {
-  const int64_t nb = n / 32, ngroups = rows / kGroup;
-  constexpr int64_t kTokenChunk = 64;
-  for (int64_t t0 = 0; t0 < ntok; t0 += kTokenChunk) {
-    const int64_t t1 = t0 + kTokenChunk < ntok ? t0 + kTokenChunk : ntok;
-    for (int64_t s0 = 0; s0 < nb; s0 += F::kSlab) {
-      const int64_t len = std::min(F::kSlab, nb - s0);
-      for (int64_t g = r0 / kGroup; g < r1 / kGroup; ++g) {
-        const uint8_t* wg = w + slab_offset<F>(ngroups, nb, s0, g);
-        float* yg = y + (g * kGroup - r0);
-        // Up to 16 tokens per pass: 16 accumulators and the block's 8 weight registers still
-        // fit the 32 (no vector spills), and a decoding batch of 9–16 sequences then loads each
-        // group's weights once instead of twice (engine step of 16 tiny-model sequences ~5 %
-        // faster, 9 sequences ~12 %, than passes of 8). The passes share the tokens evenly
-        // (31 = 16 + 15, not 16 + 8 + 7): every pass streams the group's weights again, and a
-        // pass of one token is bound by that stream alone.
-        const int64_t passes = (t1 - t0 + kMaxTile - 1) / kMaxTile;
-        for (int64_t p = 0, t = t0; p < passes; ++p) {
-          const int64_t tb = (t1 - t + (passes - p) - 1) / (passes - p);
-          kTiles<F>[tb - 1](wg, len, x + t * xrb + s0 * static_cast<int64_t>(kXBlock), xrb, yg + t * ldy, ldy, s0 == 0);
-          t += tb;
-        }
-      }
-    }
-  }
-}
+constexpr GroupTileFn kTiles[16] = {group_tile<F, 1>,  group_tile<F, 2>,  group_tile<F, 3>,  group_tile<F, 4>,
+                                    group_tile<F, 5>,  group_tile<F, 6>,  group_tile<F, 7>,  group_tile<F, 8>,
+                                    group_tile<F, 9>,  group_tile<F, 10>, group_tile<F, 11>, group_tile<F, 12>,
+                                    group_tile<F, 13>, group_tile<F, 14>, group_tile<F, 15>, group_tile<F, 16>};
 
 template <class F>
-constexpr PackedKernels kernels_for{kGroup, F::kSlab * 32, pack_bytes<F>, pack<F>, prep_bytes, prepare<F>, gemm<F>, /*one_token=*/true};
+constexpr PackedKernels kernels_for{F::kGroup, F::kSlab * 32, pack_bytes<F>, pack<F>, prep_bytes, prepare<F>, packed_gemm<F, kTiles<F>>, /*one_token=*/true};
 
 }  // namespace
 

@@ -64,7 +64,11 @@ Kernels lookup(DType w, Isa isa) {
       add_avx512_many(w, k);
       return k;
     }
-    case Isa::Avx2: return lookup_avx2(w);
+    case Isa::Avx2: {
+      Kernels k = lookup_avx2(w);
+      k.packed = avx2_packed(w);
+      return k;
+    }
     case Isa::Neon: return lookup_neon(w);
     default: return {};
   }
@@ -82,6 +86,7 @@ Kernels lookup_avx2(DType) { return {}; }
 Kernels lookup_avx512(DType) { return {}; }
 void add_avx512_prepared(DType, Kernels&) {}
 const PackedKernels* avx512_packed(DType) { return nullptr; }
+const PackedKernels* avx2_packed(DType) { return nullptr; }
 void add_avx512_many(DType, Kernels&) {}
 AttendFn avx512_attend() { return nullptr; }
 SwigluFn avx512_swiglu() { return nullptr; }
