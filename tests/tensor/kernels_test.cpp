@@ -263,14 +263,15 @@ namespace {
 
 // Weights repacked at load (row groups in SIMD lanes) against the scalar reference.
 TEST(Kernels, PackedWeightKernelsMatchScalarReference) {
-  for (DType wt : {DType::Q4_0, DType::Q8_0, DType::F16}) {
+  for (DType wt : {DType::Q4_0, DType::Q8_0, DType::F16, DType::Q4_K}) {
     const kernels::Kernels k = kernels::lookup(wt, kernels::detect_isa());
     if (!k.packed) continue;
     const kernels::PackedKernels& pk = *k.packed;
     // 4192 columns: two whole slabs and a short one, where slab_cols is 2048; F16's 256-column
-    // blocks, 16 whole and a short one.
-    for (int64_t cols : {32, 96, 2048, 4192})
-      for (int64_t ntok : {1, 3, 4, 9}) {
+    // blocks, 16 whole and a short one. The K-quants' blocks are 256 wide.
+    for (int64_t cols : {32, 96, 256, 768, 2048, 4192})
+      for (int64_t ntok : {1, 2, 3, 4, 9}) {
+        if (cols % type_info(wt).block_elems != 0) continue;
         std::mt19937 rng(static_cast<uint32_t>(cols + ntok));
         const int64_t rows = 3 * pk.row_group;
         const size_t wrb = row_bytes(wt, cols);

@@ -59,7 +59,8 @@ void pack_chunks(const uint8_t* w, size_t wrb, int64_t b, uint8_t* dst) {
 }
 
 struct Q4_0Format {
-  static constexpr int64_t kGroup = 8;
+  static constexpr int64_t kGroup = 8, kElems = 32;
+  static constexpr size_t kXBytes = kXBlock;
   // Up to 4 tokens per pass: their accumulators and int16 partial sums, the unpacked chunk and
   // the constants fill AVX2's 16 registers.
   static constexpr int64_t kMaxTile = 4;
@@ -98,7 +99,8 @@ struct Q4_0Format {
 // give each row exactly those chains. (One exact integer sum per block, as for Q4_0, moved a
 // deepseek2 Q8_0 golden's router past a near-tie: token 16 of its greedy text changed.)
 struct Q8_0Format {
-  static constexpr int64_t kGroup = 8;
+  static constexpr int64_t kGroup = 8, kElems = 32;
+  static constexpr size_t kXBytes = kXBlock;
   static constexpr size_t kBlock = 16 + 256;
   // Lane sums cannot be parked in y between slabs: a group's row is one pass.
   static constexpr int64_t kSlab = int64_t{1} << 40;
@@ -253,7 +255,7 @@ template <class F>
 constexpr GroupTileFn kTiles[4] = {tile_for<F, 1>(), tile_for<F, 2>(), tile_for<F, 3>(), tile_for<F, 4>()};
 
 template <class F>
-constexpr PackedKernels kernels_for{kGroup, F::kSlab * 32, pack_bytes<F>, pack<F>, prep_bytes, prepare<F>, packed_gemm<F, kTiles<F>>, /*one_token=*/true};
+constexpr PackedKernels kernels_for{kGroup, F::kSlab * 32, pack_bytes<F>, pack<F>, prep_bytes<F>, prepare<F>, packed_gemm<F, kTiles<F>>, /*one_token=*/true};
 
 }  // namespace
 

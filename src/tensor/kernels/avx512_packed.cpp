@@ -51,7 +51,8 @@ struct Q4_0Format {
   // 32 (no vector spills), and a decoding batch of 9–16 sequences then loads each group's weights
   // once instead of twice (engine step of 16 tiny-model sequences ~5 % faster, 9 sequences
   // ~12 %, than passes of 8).
-  static constexpr int64_t kGroup = 16, kMaxTile = 16;
+  static constexpr int64_t kGroup = 16, kMaxTile = 16, kElems = 32;
+  static constexpr size_t kXBytes = kXBlock;
   static constexpr size_t kBlock = 32 + 256;
   // One token reads a block's activations (40 bytes) once per group; with a whole long row per
   // group, the weights streamed in between (74 KB for an 8192-wide row) pushed them out of L1
@@ -88,7 +89,8 @@ struct Q4_0Format {
 // for this layout: too slow to keep up with the stream at two threads. 1b Q8_0 generation, the
 // two side by side in one process: 1.32× at 2 threads, 1.03× at 1.)
 struct Q8_0Format {
-  static constexpr int64_t kGroup = 16, kMaxTile = 16;
+  static constexpr int64_t kGroup = 16, kMaxTile = 16, kElems = 32;
+  static constexpr size_t kXBytes = kXBlock;
   static constexpr size_t kBlock = 32 + 512;
   // As Q4_0: a group of a long row must not push one token's activations out of L1.
   static constexpr int64_t kSlab = 64;
@@ -189,7 +191,7 @@ constexpr GroupTileFn kTiles[16] = {group_tile<F, 1>,  group_tile<F, 2>,  group_
                                     group_tile<F, 13>, group_tile<F, 14>, group_tile<F, 15>, group_tile<F, 16>};
 
 template <class F>
-constexpr PackedKernels kernels_for{F::kGroup, F::kSlab * 32, pack_bytes<F>, pack<F>, prep_bytes, prepare<F>, packed_gemm<F, kTiles<F>>, /*one_token=*/true};
+constexpr PackedKernels kernels_for{F::kGroup, F::kSlab * 32, pack_bytes<F>, pack<F>, prep_bytes<F>, prepare<F>, packed_gemm<F, kTiles<F>>, /*one_token=*/true};
 
 }  // namespace
 

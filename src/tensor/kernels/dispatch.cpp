@@ -66,7 +66,7 @@ Kernels lookup(DType w, Isa isa) {
     }
     case Isa::Avx2: {
       Kernels k = lookup_avx2(w);
-      k.packed = avx2_packed(w);
+      k.packed = avx2_packed(w) ? avx2_packed(w) : avx2_packed_k(w);
       return k;
     }
     case Isa::Neon: return lookup_neon(w);
@@ -87,6 +87,7 @@ Kernels lookup_avx512(DType) { return {}; }
 void add_avx512_prepared(DType, Kernels&) {}
 const PackedKernels* avx512_packed(DType) { return nullptr; }
 const PackedKernels* avx2_packed(DType) { return nullptr; }
+const PackedKernels* avx2_packed_k(DType) { return nullptr; }
 void add_avx512_many(DType, Kernels&) {}
 AttendFn avx512_attend() { return nullptr; }
 SwigluFn avx512_swiglu() { return nullptr; }
