@@ -6,6 +6,7 @@
 // Usage: kernels_bench [--benchmark_filter=Q4_0] …
 #include <benchmark/benchmark.h>
 
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -46,9 +47,20 @@ const Weights& weights(DType t, bool packed) {
   const size_t rb = row_bytes(t, shape.cols);
   std::vector<float> row(shape.cols);
   std::vector<uint8_t> m(rb * shape.rows);
-  for (int64_t r = 0; r < shape.rows; ++r) {
-    for (auto& v : row) v = nd(rng);
-    quantize_row(t, row.data(), m.data() + r * rb, shape.cols);
+  if (t == DType::Q4_K || t == DType::Q6_K) {
+    // No quantizer for the K-quants here: random bytes with small positive scales.
+    for (auto& b : m) b = static_cast<uint8_t>(rng());
+    const size_t block = t == DType::Q6_K ? 210 : 144, d_at = t == DType::Q6_K ? 208 : 0;
+    const uint16_t d = 0x2000;  // 2^-7 as fp16
+    for (size_t b = 0; b < m.size(); b += block) {
+      std::memcpy(&m[b + d_at], &d, 2);
+      if (t == DType::Q4_K) std::memcpy(&m[b + 2], &d, 2);
+    }
+  } else {
+    for (int64_t r = 0; r < shape.rows; ++r) {
+      for (auto& v : row) v = nd(rng);
+      quantize_row(t, row.data(), m.data() + r * rb, shape.cols);
+    }
   }
   w.copies.assign(kCopies, m);
   w.bytes = m.size();
@@ -84,14 +96,14 @@ void BM_Matmul(benchmark::State& state, DType t, bool packed) {
 
 void register_all() {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
-                  DType::Q5_0, DType::Q5_1})
+                  DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q6_K})
     benchmark::RegisterBenchmark((std::string("matmul/") + type_name(t)).c_str(),
                                  [t](benchmark::State& s) { BM_Matmul(s, t, false); })
         ->ArgsProduct({{1, 2}, {1, 64}})
         ->ArgNames({"threads", "tokens"})
         ->UseRealTime()
         ->MinTime(0.3);
-  for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0}) {
+  for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
     MatrixView probe{t, kDown.rows, kDown.cols, &t};  // any non-null data: only sized
     if (packed_bytes(probe) == 0) continue;
     benchmark::RegisterBenchmark((std::string("packed/") + type_name(t)).c_str(),

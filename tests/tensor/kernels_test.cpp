@@ -263,7 +263,7 @@ namespace {
 
 // Weights repacked at load (row groups in SIMD lanes) against the scalar reference.
 TEST(Kernels, PackedWeightKernelsMatchScalarReference) {
-  for (DType wt : {DType::Q4_0, DType::Q8_0, DType::F16, DType::Q4_K}) {
+  for (DType wt : {DType::Q4_0, DType::Q8_0, DType::F16, DType::Q4_K, DType::Q6_K}) {
     const kernels::Kernels k = kernels::lookup(wt, kernels::detect_isa());
     if (!k.packed) continue;
     const kernels::PackedKernels& pk = *k.packed;

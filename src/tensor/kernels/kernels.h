@@ -102,7 +102,7 @@ void add_avx512_prepared(DType w, Kernels& k);
 void add_avx512_prepared_q8_0(Kernels& k);  // avx512_q8_0.cpp
 const PackedKernels* avx512_packed(DType w);
 const PackedKernels* avx2_packed(DType w);    // avx2_packed.cpp: Q4_0, Q8_0
-const PackedKernels* avx2_packed_k(DType w);  // avx2_packed_q4_k.cpp: Q4_K
+const PackedKernels* avx2_packed_k(DType w);  // avx2_packed_k.cpp: Q4_K, Q6_K
 // Causal attention for one KV head (tensor/attention.h); heads a multiple of 16 wide.
 using AttendFn = void (*)(const AttendArgs& a);
 AttendFn lookup_attend(Isa isa);  // nullptr where `isa` has none

@@ -1,6 +1,11 @@
-// Q4_K × one or many tokens on AVX2 over weights repacked at load time, 8 rows in the 8 int32
-// lanes as avx2_packed.cpp does for Q4_0 (see there for the plan), per super-block of 256.
+// Q4_K and Q6_K × one or many tokens on AVX2 over weights repacked at load time, 8 rows in the
+// 8 int32 lanes as avx2_packed.cpp does for Q4_0 (see there for the plan), per super-block of
+// 256. Both keep ggml's rounding: its AVX2 dot products hold 8 int32 lanes (lane k: elements
+// 4k..4k+3 of every 32-element run) exact across a super-block, then one FMA per lane and
+// super-block, and add the lanes at the end; chunk k of these layouts is lane k of 8 rows, so 8
+// accumulators per row give the same chains.
 //
+// Q4_K:
 // A Q4_K super-block is 8 sub-blocks of 32 with 6-bit scales sc_j and mins m_j:
 //   W·x = d·dx·Σ_j sc_j·(q_j · x_j) − dmin·dx·Σ_j m_j·Σx_j        (q nibbles 0..15)
 // Per group of 8 rows and super-block the packed form is
@@ -28,6 +33,7 @@ namespace orchard::kernels {
 namespace {
 
 using detail::BlockQ4_K;
+using detail::BlockQ6_K;
 using detail::BlockQ8_K;
 
 #include "tensor/kernels/packed_rows.h"
@@ -152,6 +158,118 @@ void lane_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t, float* y
 
 constexpr GroupTileFn kTiles[1] = {lane_tile};
 
+// Q6_K: 16 sub-blocks of 16 with int8 scales, q = (4 low bits | 2 high bits) − 32:
+//   W·x = d·dx·Σ_s sc_s·(Σ q·x − 32·Σx)
+// Per group of 8 rows and super-block the packed form is
+//   uint16 d[8]; int8 sc[16][8]                          sub-block s, row i
+//   per half h (128 elements) and chunk k (bytes 4k..4k+3 of each 32-byte run), row i's
+//   4 bytes of ql[64h .. +31], of ql[64h + 32 .. +63] and of qh[32h .. +31]
+// 16 + 128 + 2·8·96 = 1680 bytes, the 8 original blocks' size. From a chunk's three words come
+// 4 runs of 4 weights (elements 128h + 32r + 4k .. +3, r = 0..3). A token is prepared as int8
+// q[256], float d and, per 4 activations, 32·(x0 + x1), 32·(x2 + x3) as an int16 pair.
+constexpr size_t kQ6Scales = 16, kQ6Q = 16 + 128;
+constexpr size_t kQ6XD = 256, kQ6XBias = 260;
+
+struct Q6_KFormat {
+  static constexpr int64_t kGroup = kRows, kElems = 256;
+  static constexpr size_t kBlock = kQ6Q + 2 * 8 * 96, kXBytes = 256 + 4 + 256;
+  static constexpr int64_t kSlab = int64_t{1} << 40;
+  static constexpr int64_t kMaxTile = 1;
+  static void pack_block(const uint8_t* w, size_t wrb, int64_t b, uint8_t* dst) {
+    for (int64_t i = 0; i < kRows; ++i) {
+      const auto* blk = reinterpret_cast<const BlockQ6_K*>(w + i * wrb) + b;
+      std::memcpy(dst + 2 * i, &blk->d, 2);
+      for (int s = 0; s < 16; ++s) dst[kQ6Scales + 8 * s + i] = static_cast<uint8_t>(blk->scales[s]);
+      for (int h = 0; h < 2; ++h)
+        for (int k = 0; k < 8; ++k) {
+          uint8_t* c = dst + kQ6Q + 96 * (8 * h + k) + 4 * i;
+          std::memcpy(c, blk->ql + 64 * h + 4 * k, 4);
+          std::memcpy(c + 32, blk->ql + 64 * h + 32 + 4 * k, 4);
+          std::memcpy(c + 64, blk->qh + 32 * h + 4 * k, 4);
+        }
+    }
+  }
+};
+
+void prepare_q6_k(const float* x, int64_t n, uint8_t* out) {
+  BlockQ8_K q;
+  for (int64_t b = 0; b < n / 256; ++b) {
+    quantize_row(DType::Q8_K, x + 256 * b, &q, 256);
+    uint8_t* dst = out + b * Q6_KFormat::kXBytes;
+    std::memcpy(dst, q.qs, 256);
+    std::memcpy(dst + kQ6XD, &q.d, 4);
+    for (int c = 0; c < 64; ++c) {
+      const int16_t pair[2] = {static_cast<int16_t>(32 * (q.qs[4 * c] + q.qs[4 * c + 1])),
+                               static_cast<int16_t>(32 * (q.qs[4 * c + 2] + q.qs[4 * c + 3]))};
+      std::memcpy(dst + kQ6XBias + 4 * c, pair, 4);
+    }
+  }
+}
+
+// 8 rows × one token over nb super-blocks in ggml's order (see the file comment): per lane k,
+// Σ over the 8 runs of sc·(maddubs(q, x) − 32·pairs(x)), exact in int32, one FMA per super-block.
+void q6_k_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t, float* y, int64_t, bool) {
+  __m256 acc[8];
+  for (auto& a : acc) a = _mm256_setzero_ps();
+  const __m256i low4 = _mm256_set1_epi8(0x0F), three = _mm256_set1_epi8(3);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* pb = wg + b * Q6_KFormat::kBlock;
+#pragma GCC unroll 27
+    for (size_t o = 0; o < Q6_KFormat::kBlock; o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(pb + kStreamAhead + o), _MM_HINT_T0);
+    const uint8_t* xb = x + b * Q6_KFormat::kXBytes;
+    float dx;
+    std::memcpy(&dx, xb + kQ6XD, 4);
+    const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb))),
+                                   _mm256_set1_ps(dx));
+    __m256i isum[8];
+    for (auto& v : isum) v = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      // (sc, sc) per row for the 8 sub-blocks of this half: runs r = 0..3, first or second 16.
+      __m256i sc[8];
+#pragma GCC unroll 8
+      for (int s = 0; s < 8; ++s) {
+        const __m256i v = _mm256_cvtepi8_epi32(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(pb + kQ6Scales + 8 * (8 * h + s))));
+        sc[s] = _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v, 16));
+      }
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) {
+        const uint8_t* c = pb + kQ6Q + 96 * (8 * h + k);
+        const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c));
+        const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32));
+        const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 64));
+        auto high = [&](int shift) { return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, shift), three), 4); };
+        const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(l0, low4), high(0)),
+                              _mm256_or_si256(_mm256_and_si256(l1, low4), high(2)),
+                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), high(4)),
+                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4), high(6))};
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; ++r) {
+          const int e = 128 * h + 32 * r + 4 * k;  // first of the 4 elements
+          const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[r], bcast4(xb + e)), bcast4(xb + kQ6XBias + e));
+          isum[k] = _mm256_add_epi32(isum[k], _mm256_madd_epi16(p, sc[2 * r + k / 4]));
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum[k]), acc[k]);
+  }
+  _mm256_storeu_ps(y, _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
+                                    _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7]))));
+}
+
+constexpr GroupTileFn kQ6Tiles[1] = {q6_k_tile};
+
+constexpr PackedKernels kQ6_K{kRows,
+                              0,  // no slabs
+                              pack_bytes<Q6_KFormat>,
+                              pack<Q6_KFormat>,
+                              prep_bytes<Q6_KFormat>,
+                              prepare_q6_k,
+                              packed_gemm<Q6_KFormat, kQ6Tiles>,
+                              /*one_token=*/true};
+
 constexpr PackedKernels kQ4_K{kRows,
                               0,  // no slabs
                               pack_bytes<Q4_KFormat>,
@@ -163,7 +281,11 @@ constexpr PackedKernels kQ4_K{kRows,
 
 }  // namespace
 
-const PackedKernels* avx2_packed_k(DType w) { return w == DType::Q4_K ? &kQ4_K : nullptr; }
+const PackedKernels* avx2_packed_k(DType w) {
+  if (w == DType::Q4_K) return &kQ4_K;
+  if (w == DType::Q6_K) return &kQ6_K;
+  return nullptr;
+}
 
 }  // namespace orchard::kernels
 
