@@ -113,6 +113,10 @@ TEST_P(MoeGolden, TeacherForcedLogitsAndRoutingMatchLlamaCpp) {
   ORCHARD_REQUIRE_DATA();
   const Case& c = GetParam();
   auto e = load(c);
+  // The products in ggml's rounding: a prompt of 16 tokens or more may otherwise take a
+  // kernel's faster many-token path (PackedKernels::gemm_many), whose last bits differ; that
+  // path is checked against the scalar reference in tests/tensor/kernels_test.cpp.
+  e->model().set_batch_invariant(true);
   const int64_t n_vocab = e->hparams().n_vocab, k = e->hparams().n_expert_used;
   for (const char* prompt : prompts_of(c)) {
     const std::string base = base_of(c, prompt);

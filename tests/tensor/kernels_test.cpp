@@ -294,14 +294,20 @@ TEST(Kernels, PackedWeightKernelsMatchScalarReference) {
         const int64_t ldy = rows + 5;
         std::vector<float> y(ldy * ntok, -1e9f);
         const int64_t split = 2 * pk.row_group;
-        pk.gemm(packed.data(), rows, 0, split, xp.data(), pb, ntok, cols, y.data(), ldy);
-        pk.gemm(packed.data(), rows, split, rows, xp.data(), pb, ntok, cols, y.data() + split, ldy);
-        for (int64_t t = 0; t < ntok; ++t)
-          for (int64_t r = 0; r < rows; ++r) {
-            const float ref = vec_dot(wt, w.data() + r * wrb, xq.data() + t * xrb, cols);
-            ASSERT_NEAR(y[t * ldy + r], ref, 1e-4f * std::sqrt(static_cast<float>(cols)) * (1.0f + std::fabs(ref)))
-                << type_name(wt) << " cols " << cols << " ntok " << ntok << " t " << t << " r " << r;
-          }
+        // The batch-invariant kernel, then the many-token one where the layout has it.
+        for (const kernels::PackedGemmFn gemm : {pk.gemm, pk.gemm_many}) {
+          if (!gemm) continue;
+          std::fill(y.begin(), y.end(), -1e9f);
+          gemm(packed.data(), rows, 0, split, xp.data(), pb, ntok, cols, y.data(), ldy);
+          gemm(packed.data(), rows, split, rows, xp.data(), pb, ntok, cols, y.data() + split, ldy);
+          for (int64_t t = 0; t < ntok; ++t)
+            for (int64_t r = 0; r < rows; ++r) {
+              const float ref = vec_dot(wt, w.data() + r * wrb, xq.data() + t * xrb, cols);
+              ASSERT_NEAR(y[t * ldy + r], ref, 1e-4f * std::sqrt(static_cast<float>(cols)) * (1.0f + std::fabs(ref)))
+                  << type_name(wt) << (gemm == pk.gemm ? "" : " many") << " cols " << cols << " ntok " << ntok
+                  << " t " << t << " r " << r;
+            }
+        }
       }
   }
 }

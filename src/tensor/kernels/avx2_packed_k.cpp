@@ -158,6 +158,73 @@ void lane_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t, float* y
 
 constexpr GroupTileFn kTiles[1] = {lane_tile};
 
+// Prompts (PackedKernels::gemm_many): one exact integer per row and super-block, Σ_j sc_j·(q_j·x_j)
+// with a sub-block's 8 chunks summed in int16 (≤ 8·3810 = 30480) and one madd by (sc, sc), the
+// mins' integer beside it, and one FMA chain per row; up to 3 tokens share each unpacked chunk.
+// Not ggml's rounding, so matmul leaves it out where a token's bits must not depend on its batch.
+template <int TB>
+void many_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb, float* y, int64_t ldy, bool) {
+  __m256 acc[TB];
+#pragma GCC unroll 4
+  for (int t = 0; t < TB; ++t) acc[t] = _mm256_setzero_ps();
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* pb = wg + b * Q4_KFormat::kBlock;
+    const uint8_t* xb[TB];
+    __m256i isum[TB];
+#pragma GCC unroll 4
+    for (int t = 0; t < TB; ++t) {
+      xb[t] = x + t * xrb + b * Q4_KFormat::kXBytes;
+      isum[t] = _mm256_setzero_si256();
+    }
+    for (int p = 0; p < 4; ++p) {
+      __m256i sa[TB], sb[TB];
+#pragma GCC unroll 4
+      for (int t = 0; t < TB; ++t) sa[t] = sb[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + kQOffset + 256 * p + 32 * k));
+        const __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+#pragma GCC unroll 4
+        for (int t = 0; t < TB; ++t) {
+          sa[t] = _mm256_add_epi16(sa[t], _mm256_maddubs_epi16(lo, bcast4(xb[t] + 64 * p + 4 * k)));
+          sb[t] = _mm256_add_epi16(sb[t], _mm256_maddubs_epi16(hi, bcast4(xb[t] + 64 * p + 32 + 4 * k)));
+        }
+      }
+      __m256i sca = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(pb + 32 + 16 * p)));
+      __m256i scb = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(pb + 40 + 16 * p)));
+      sca = _mm256_or_si256(sca, _mm256_slli_epi32(sca, 16));
+      scb = _mm256_or_si256(scb, _mm256_slli_epi32(scb, 16));
+#pragma GCC unroll 4
+      for (int t = 0; t < TB; ++t)
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(sa[t], sca), _mm256_madd_epi16(sb[t], scb)));
+    }
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb)));
+    const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + 16)));
+#pragma GCC unroll 4
+    for (int t = 0; t < TB; ++t) {
+      __m256i msum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int p = 0; p < 4; ++p) {
+        const __m256i mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + 96 + 16 * p)));
+        msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mins, bcast4(xb[t] + kXSums + 4 * p)));
+      }
+      float dx;
+      std::memcpy(&dx, xb[t] + kXD, 4);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(d, _mm256_set1_ps(dx)), acc[t]);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, _mm256_set1_ps(-dx)), acc[t]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < TB; ++t) _mm256_storeu_ps(y + t * ldy, acc[t]);
+}
+
+struct Q4_KMany : Q4_KFormat {
+  static constexpr int64_t kMaxTile = 3;
+};
+constexpr GroupTileFn kManyTiles[3] = {many_tile<1>, many_tile<2>, many_tile<3>};
+
+
 // Q6_K: 16 sub-blocks of 16 with int8 scales, q = (4 low bits | 2 high bits) − 32:
 //   W·x = d·dx·Σ_s sc_s·(Σ q·x − 32·Σx)
 // Per group of 8 rows and super-block the packed form is
@@ -277,7 +344,9 @@ constexpr PackedKernels kQ4_K{kRows,
                               prep_bytes<Q4_KFormat>,
                               prepare,
                               packed_gemm<Q4_KFormat, kTiles>,
-                              /*one_token=*/true};
+                              /*one_token=*/true,
+                              /*min_cols=*/0,
+                              /*gemm_many=*/packed_gemm<Q4_KMany, kManyTiles>};
 
 }  // namespace
 
