@@ -24,6 +24,7 @@ struct Avx2Ops {
 };
 
 template <int RB, int TB> using Q4_0Tile = x86::Q4_0Tile<Avx2Ops, RB, TB>;
+template <int RB, int TB> using Q5_0Tile = x86::Q5_0Tile<Avx2Ops, RB, TB>;
 template <int RB, int TB> using Q8_0Tile = x86::Q8_0Tile<Avx2Ops, RB, TB>;
 template <int RB, int TB> using Q4_KTile = x86::Q4_KTile<Avx2Ops, RB, TB>;
 template <int RB, int TB> using Q6_KTile = x86::Q6_KTile<Avx2Ops, RB, TB>;
@@ -69,6 +70,7 @@ template <int RB, int TB> using F16Tile = FloatTiles<V256, LoadF16>::Tile<RB, TB
 Kernels lookup_avx2(DType w) {
   switch (w) {
     case DType::Q4_0: return {gemm_tiled<Q4_0Tile>};
+    case DType::Q5_0: return {gemm_tiled<Q5_0Tile>};
     case DType::Q8_0: return {gemm_tiled<Q8_0Tile>};
     case DType::Q4_K: return {gemm_tiled<Q4_KTile>};
     case DType::Q6_K: return {gemm_tiled<Q6_KTile>};

@@ -34,6 +34,7 @@ struct VnniOps {
 };
 
 template <int RB, int TB> using Q4_0Tile = x86::Q4_0Tile<VnniOps, RB, TB>;
+template <int RB, int TB> using Q5_0Tile = x86::Q5_0Tile<VnniOps, RB, TB>;
 template <int RB, int TB> using Q8_0Tile = x86::Q8_0Tile<VnniOps, RB, TB>;
 template <int RB, int TB> using Q4_KTile = x86::Q4_KTile<VnniOps, RB, TB>;
 template <int RB, int TB> using Q6_KTile = x86::Q6_KTile<VnniOps, RB, TB>;
@@ -91,6 +92,7 @@ void f16_gemv_fast(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* x
 Kernels lookup_avx512(DType w) {
   switch (w) {
     case DType::Q4_0: return {gemm_tiled<Q4_0Tile>};
+    case DType::Q5_0: return {gemm_tiled<Q5_0Tile>};
     case DType::Q8_0: return {gemm_tiled<Q8_0Tile>};
     case DType::Q4_K: return {gemm_tiled<Q4_KTile>};
     case DType::Q6_K: return {gemm_tiled<Q6_KTile>};

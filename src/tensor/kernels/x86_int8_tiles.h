@@ -4,6 +4,7 @@
 // and 32 signed bytes s, eight int32 lanes, lane i = Σ_{k=4i..4i+3} u_k·s_k (maddubs + madd on
 // AVX2, one dpbusd with VNNI). Weight formats reduce to that product:
 //   Q4_0: Σ(q−8)·x = dot(q, x) − dot(8, x)        (q ∈ [0,15] unsigned nibbles)
+//   Q5_0: Σ(q−16)·x = dot(q, x) − dot(16, x)    (q ∈ [0,31]: nibble | 5th bit << 4)
 //   Q8_0: Σ w·x   = dot(|w|, sign(x, w))
 //   Q4_K: Σ_j sc_j·dot(q_j, x_j)·d − Σ_j m_j·Σx_j·dmin   (Σx_j from Q8_K's bsums)
 //   Q6_K: Σ_s sc_s·(dot(q_s, x_s) − 32·Σx_s)·d      (q ∈ [0,63])
@@ -21,6 +22,7 @@ namespace {
 
 using detail::BlockQ4_0;
 using detail::BlockQ4_K;
+using detail::BlockQ5_0;
 using detail::BlockQ6_K;
 using detail::BlockQ8_0;
 using detail::BlockQ8_K;
@@ -61,6 +63,61 @@ struct Q4_0Tile {
         const auto* wb = reinterpret_cast<const BlockQ4_0*>(w + r * wrb) + b;
         const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb->qs));
         const __m256i wq = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), low4);
+        const float dw = f16(wb->d);
+        #pragma GCC unroll 8
+        for (int t = 0; t < TB; ++t) {
+          const __m256i s = _mm256_sub_epi32(Ops::dot(wq, xq[t]), xs[t]);
+          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw * dx[t]), acc[r][t]);
+        }
+      }
+    }
+    #pragma GCC unroll 8
+    for (int r = 0; r < RB; ++r)
+      #pragma GCC unroll 8
+      for (int t = 0; t < TB; ++t) y[t * ldy + r] = hsum256(acc[r][t]);
+  }
+};
+
+// Byte i of the result is 0x10 where bit i of the 32 bits at `p` is set, else 0.
+inline __m256i fifth_bits(const uint8_t* p) {
+  uint32_t bits;
+  __builtin_memcpy(&bits, p, 4);
+  // Byte i takes byte i/8 of the bits, then keeps its own bit (i mod 8).
+  const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
+                                             _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202,
+                                                                0x0303030303030303));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
+}
+
+// Q5_0 as Q4_0 with each weight's fifth bit from qh: the same lanes and float steps as ggml's
+// AVX2 dot product (its weights q − 16 signed, here q unsigned and 16·Σx taken out per lane).
+template <class Ops, int RB, int TB>
+struct Q5_0Tile {
+  static void run(const uint8_t* w, size_t wrb, const uint8_t* x, size_t xrb, int64_t nb, float* y,
+                  int64_t ldy) {
+    __m256 acc[RB][TB];
+    #pragma GCC unroll 8
+    for (int r = 0; r < RB; ++r)
+      #pragma GCC unroll 8
+      for (int t = 0; t < TB; ++t) acc[r][t] = _mm256_setzero_ps();
+    const __m256i low4 = _mm256_set1_epi8(0x0F), sixteen = _mm256_set1_epi8(16);
+    for (int64_t b = 0; b < nb; ++b) {
+      __m256i xq[TB], xs[TB];
+      float dx[TB];
+      #pragma GCC unroll 8
+      for (int t = 0; t < TB; ++t) {
+        const auto* xb = reinterpret_cast<const BlockQ8_0*>(x + t * xrb) + b;
+        xq[t] = load32(xb->qs);
+        xs[t] = Ops::dot(sixteen, xq[t]);
+        dx[t] = f16(xb->d);
+      }
+      #pragma GCC unroll 8
+      for (int r = 0; r < RB; ++r) {
+        const auto* wb = reinterpret_cast<const BlockQ5_0*>(w + r * wrb) + b;
+        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb->qs));
+        const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), low4);
+        const __m256i wq = _mm256_or_si256(nib, fifth_bits(wb->qh));
         const float dw = f16(wb->d);
         #pragma GCC unroll 8
         for (int t = 0; t < TB; ++t) {
