@@ -48,6 +48,14 @@ void per_head_products(const MatrixView& w, int64_t heads, int64_t n, const floa
   else run(0, heads);
 }
 
+// The 32 lanes of a row added as a tree, which vectorises: added one after another they were
+// 8192 dependent adds per head and token.
+float sum_lanes(const float* __restrict lanes) {
+  float s8[8];
+  for (int j = 0; j < 8; ++j) s8[j] = (lanes[j] + lanes[j + 8]) + (lanes[j + 16] + lanes[j + 24]);
+  return ((s8[0] + s8[4]) + (s8[2] + s8[6])) + ((s8[1] + s8[5]) + (s8[3] + s8[7]));
+}
+
 }  // namespace
 
 std::unique_ptr<KVCache> LatentAttention::new_cache(const HParams& hp, int64_t n_layers, int64_t n_ctx, KVType type) {
@@ -148,11 +156,7 @@ void LatentAttention::forward(const HParams& hp, const LayerWeights& L, int64_t 
           panel_mix(lanes.data(), w, panel, lora);
         }
         float* lat = &lat_[static_cast<size_t>((t * heads + h) * lora)];
-        for (int64_t d = 0; d < lora; ++d) {
-          float acc = 0;
-          for (int64_t j = 0; j < kKeyPanel; ++j) acc += lanes[static_cast<size_t>(d * kKeyPanel + j)];
-          lat[d] = acc;
-        }
+        for (int64_t d = 0; d < lora; ++d) lat[d] = sum_lanes(&lanes[static_cast<size_t>(d * kKeyPanel)]);
       }
     }
   });
