@@ -272,8 +272,10 @@ void ShmGroup::all_gather(const void* send, void* recv, size_t bytes) {
   leave();
 }
 
-// Each round a rank's slot holds a piece of every block it sends, side by side (the piece for
-// rank r at r·m); after the round's arrival it reads its own piece from every rank's slot.
+// Each round a rank's slot holds a piece of every block it sends to another rank, side by side
+// (the piece for rank r at r·m); after the round's arrival it reads its own piece from every
+// other rank's slot. Its own block goes straight from send to recv: through the slot it was
+// two copies instead of one (2 ranks, 4–8 MiB: 1.2× OpenMPI's time).
 void ShmGroup::all_to_all(const void* send, void* recv, size_t bytes) {
   const uint32_t seq = seq_++;
   enter(Op::kAllToAll, -1, seq);
@@ -283,10 +285,13 @@ void ShmGroup::all_to_all(const void* send, void* recv, size_t bytes) {
   for (size_t off = 0; off == 0 || off < bytes; off += piece) {
     const size_t m = std::min(piece, bytes - off);
     const int set = set_for_round();
-    for (size_t r = 0; r < n && m > 0; ++r) std::memcpy(seg_.slot(me_, set) + r * piece, in + bytes * r + off, m);
+    const auto me = static_cast<size_t>(me_);
+    for (size_t r = 0; r < n && m > 0; ++r)
+      if (r != me) std::memcpy(seg_.slot(me_, set) + r * piece, in + bytes * r + off, m);
+    if (m > 0) std::memcpy(out + bytes * me + off, in + bytes * me + off, m);
     sync(Op::kAllToAll, seq, bytes);  // also when empty: every rank still meets the others
     for (size_t r = 0; r < n && m > 0; ++r)
-      std::memcpy(out + bytes * r + off, seg_.slot(static_cast<int>(r), set) + static_cast<size_t>(me_) * piece, m);
+      if (r != me) std::memcpy(out + bytes * r + off, seg_.slot(static_cast<int>(r), set) + me * piece, m);
     if (bytes == 0) break;
   }
   leave();
