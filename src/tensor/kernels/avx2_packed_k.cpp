@@ -328,6 +328,70 @@ void q6_k_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t, float* y
 
 constexpr GroupTileFn kQ6Tiles[1] = {q6_k_tile};
 
+// Q6_K prompts (gemm_many): the same integers, all lanes of a super-block in one int32 sum per
+// row and one FMA, up to 4 tokens sharing each unpacked chunk. Not ggml's rounding (see
+// many_tile), so matmul leaves it out where bits must not depend on the batch.
+template <int TB>
+void q6_k_many_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb, float* y, int64_t ldy, bool) {
+  __m256 acc[TB];
+#pragma GCC unroll 4
+  for (int t = 0; t < TB; ++t) acc[t] = _mm256_setzero_ps();
+  const __m256i low4 = _mm256_set1_epi8(0x0F), three = _mm256_set1_epi8(3);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* pb = wg + b * Q6_KFormat::kBlock;
+    const uint8_t* xb[TB];
+    __m256i isum[TB];
+#pragma GCC unroll 4
+    for (int t = 0; t < TB; ++t) {
+      xb[t] = x + t * xrb + b * Q6_KFormat::kXBytes;
+      isum[t] = _mm256_setzero_si256();
+    }
+    for (int h = 0; h < 2; ++h) {
+      __m256i sc[8];
+#pragma GCC unroll 8
+      for (int s = 0; s < 8; ++s) {
+        const __m256i v = _mm256_cvtepi8_epi32(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(pb + kQ6Scales + 8 * (8 * h + s))));
+        sc[s] = _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v, 16));
+      }
+      for (int k = 0; k < 8; ++k) {
+        const uint8_t* c = pb + kQ6Q + 96 * (8 * h + k);
+        const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c));
+        const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32));
+        const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 64));
+        auto high = [&](int shift) { return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, shift), three), 4); };
+        const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(l0, low4), high(0)),
+                              _mm256_or_si256(_mm256_and_si256(l1, low4), high(2)),
+                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), high(4)),
+                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4), high(6))};
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; ++r) {
+          const int e = 128 * h + 32 * r + 4 * k;
+#pragma GCC unroll 4
+          for (int t = 0; t < TB; ++t) {
+            const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[r], bcast4(xb[t] + e)), bcast4(xb[t] + kQ6XBias + e));
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, sc[2 * r + k / 4]));
+          }
+        }
+      }
+    }
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb)));
+#pragma GCC unroll 4
+    for (int t = 0; t < TB; ++t) {
+      float dx;
+      std::memcpy(&dx, xb[t] + kQ6XD, 4);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(d, _mm256_set1_ps(dx)), acc[t]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < TB; ++t) _mm256_storeu_ps(y + t * ldy, acc[t]);
+}
+
+struct Q6_KMany : Q6_KFormat {
+  static constexpr int64_t kMaxTile = 4;
+};
+constexpr GroupTileFn kQ6ManyTiles[4] = {q6_k_many_tile<1>, q6_k_many_tile<2>, q6_k_many_tile<3>, q6_k_many_tile<4>};
+
 constexpr PackedKernels kQ6_K{kRows,
                               0,  // no slabs
                               pack_bytes<Q6_KFormat>,
@@ -335,7 +399,9 @@ constexpr PackedKernels kQ6_K{kRows,
                               prep_bytes<Q6_KFormat>,
                               prepare_q6_k,
                               packed_gemm<Q6_KFormat, kQ6Tiles>,
-                              /*one_token=*/true};
+                              /*one_token=*/true,
+                              /*min_cols=*/0,
+                              /*gemm_many=*/packed_gemm<Q6_KMany, kQ6ManyTiles>};
 
 constexpr PackedKernels kQ4_K{kRows,
                               0,  // no slabs
