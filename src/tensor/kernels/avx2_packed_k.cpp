@@ -273,12 +273,35 @@ void prepare_q6_k(const float* x, int64_t n, uint8_t* out) {
   }
 }
 
+// (sc, sc) per row as int16 pairs for the 8 sub-blocks of half h (runs r = 0..3, their first
+// or second 16 elements: sub-block 8h + 2r + k/4 for chunk k).
+[[gnu::always_inline]] inline void q6_scales(const uint8_t* pb, int h, __m256i sc[8]) {
+#pragma GCC unroll 8
+  for (int s = 0; s < 8; ++s) {
+    const __m256i v =
+        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(pb + kQ6Scales + 8 * (8 * h + s))));
+    sc[s] = _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v, 16));
+  }
+}
+
+// A chunk's three words of 8 rows as 4 runs of unsigned 6-bit weights (elements 32r + 4k ..).
+[[gnu::always_inline]] inline void q6_unpack(const uint8_t* c, __m256i q[4]) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F), three = _mm256_set1_epi8(3);
+  const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c));
+  const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32));
+  const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 64));
+  auto high = [&](int shift) { return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, shift), three), 4); };
+  q[0] = _mm256_or_si256(_mm256_and_si256(l0, low4), high(0));
+  q[1] = _mm256_or_si256(_mm256_and_si256(l1, low4), high(2));
+  q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), high(4));
+  q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4), high(6));
+}
+
 // 8 rows × one token over nb super-blocks in ggml's order (see the file comment): per lane k,
 // Σ over the 8 runs of sc·(maddubs(q, x) − 32·pairs(x)), exact in int32, one FMA per super-block.
 void q6_k_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t, float* y, int64_t, bool) {
   __m256 acc[8];
   for (auto& a : acc) a = _mm256_setzero_ps();
-  const __m256i low4 = _mm256_set1_epi8(0x0F), three = _mm256_set1_epi8(3);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* pb = wg + b * Q6_KFormat::kBlock;
 #pragma GCC unroll 27
@@ -292,25 +315,12 @@ void q6_k_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t, float* y
     __m256i isum[8];
     for (auto& v : isum) v = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
-      // (sc, sc) per row for the 8 sub-blocks of this half: runs r = 0..3, first or second 16.
       __m256i sc[8];
-#pragma GCC unroll 8
-      for (int s = 0; s < 8; ++s) {
-        const __m256i v = _mm256_cvtepi8_epi32(
-            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(pb + kQ6Scales + 8 * (8 * h + s))));
-        sc[s] = _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v, 16));
-      }
+      q6_scales(pb, h, sc);
 #pragma GCC unroll 8
       for (int k = 0; k < 8; ++k) {
-        const uint8_t* c = pb + kQ6Q + 96 * (8 * h + k);
-        const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c));
-        const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32));
-        const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 64));
-        auto high = [&](int shift) { return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, shift), three), 4); };
-        const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(l0, low4), high(0)),
-                              _mm256_or_si256(_mm256_and_si256(l1, low4), high(2)),
-                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), high(4)),
-                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4), high(6))};
+        __m256i q[4];
+        q6_unpack(pb + kQ6Q + 96 * (8 * h + k), q);
 #pragma GCC unroll 4
         for (int r = 0; r < 4; ++r) {
           const int e = 128 * h + 32 * r + 4 * k;  // first of the 4 elements
@@ -336,7 +346,6 @@ void q6_k_many_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb,
   __m256 acc[TB];
 #pragma GCC unroll 4
   for (int t = 0; t < TB; ++t) acc[t] = _mm256_setzero_ps();
-  const __m256i low4 = _mm256_set1_epi8(0x0F), three = _mm256_set1_epi8(3);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* pb = wg + b * Q6_KFormat::kBlock;
     const uint8_t* xb[TB];
@@ -348,22 +357,10 @@ void q6_k_many_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb,
     }
     for (int h = 0; h < 2; ++h) {
       __m256i sc[8];
-#pragma GCC unroll 8
-      for (int s = 0; s < 8; ++s) {
-        const __m256i v = _mm256_cvtepi8_epi32(
-            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(pb + kQ6Scales + 8 * (8 * h + s))));
-        sc[s] = _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v, 16));
-      }
+      q6_scales(pb, h, sc);
       for (int k = 0; k < 8; ++k) {
-        const uint8_t* c = pb + kQ6Q + 96 * (8 * h + k);
-        const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c));
-        const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32));
-        const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 64));
-        auto high = [&](int shift) { return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, shift), three), 4); };
-        const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(l0, low4), high(0)),
-                              _mm256_or_si256(_mm256_and_si256(l1, low4), high(2)),
-                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), high(4)),
-                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4), high(6))};
+        __m256i q[4];
+        q6_unpack(pb + kQ6Q + 96 * (8 * h + k), q);
 #pragma GCC unroll 4
         for (int r = 0; r < 4; ++r) {
           const int e = 128 * h + 32 * r + 4 * k;
