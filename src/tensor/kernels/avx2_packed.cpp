@@ -111,6 +111,28 @@ struct Q8_0Format {
   static constexpr auto pack_block = pack_chunks<BlockQ8_0, 8>;
 };
 
+// Q8_0 prompts (PackedKernels::gemm_many): one exact integer per row and block (the 8 chunks'
+// madd sums added in int32) and one FMA, 4 tokens sharing each loaded chunk and its |w|. Not
+// ggml's rounding, so matmul leaves it out where bits must not depend on the batch.
+struct Q8_0Many : Q8_0Format {
+  static constexpr bool kLanes = false;
+  static constexpr int64_t kMaxTile = 4;
+  template <int TB>
+  [[gnu::always_inline]] static void dots(const uint8_t* pb, const uint8_t* const xb[TB], __m256i s[TB]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 8
+    for (int t = 0; t < TB; ++t) s[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) {
+      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 16 + 32 * g));
+      const __m256i a = _mm256_sign_epi8(w, w);
+#pragma GCC unroll 8
+      for (int t = 0; t < TB; ++t)
+        s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(bcast4(xb[t], g), w)), ones));
+    }
+  }
+};
+
 inline float hmax256(__m256 v) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
@@ -256,12 +278,22 @@ constexpr GroupTileFn kTiles[4] = {tile_for<F, 1>(), tile_for<F, 2>(), tile_for<
 
 template <class F>
 constexpr PackedKernels kernels_for{kGroup, F::kSlab * 32, pack_bytes<F>, pack<F>, prep_bytes<F>, prepare<F>, packed_gemm<F, kTiles<F>>, /*one_token=*/true};
+constexpr PackedKernels kQ8_0{kGroup,
+                              Q8_0Format::kSlab * 32,
+                              pack_bytes<Q8_0Format>,
+                              pack<Q8_0Format>,
+                              prep_bytes<Q8_0Format>,
+                              prepare<Q8_0Format>,
+                              packed_gemm<Q8_0Format, kTiles<Q8_0Format>>,
+                              /*one_token=*/true,
+                              /*min_cols=*/0,
+                              /*gemm_many=*/packed_gemm<Q8_0Many, kTiles<Q8_0Many>>};
 
 }  // namespace
 
 const PackedKernels* avx2_packed(DType w) {
   if (w == DType::Q4_0) return &kernels_for<Q4_0Format>;
-  if (w == DType::Q8_0) return &kernels_for<Q8_0Format>;
+  if (w == DType::Q8_0) return &kQ8_0;
   return nullptr;
 }
 
