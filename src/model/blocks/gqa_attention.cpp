@@ -111,9 +111,11 @@ void GqaAttention::attend_heads(const HParams& hp, const Heads& heads, int64_t l
   }
   int64_t longest = 0;
   for (int64_t t = 0; t < n; ++t) longest = std::max(longest, pos_of[static_cast<size_t>(t)] + 1);
-  // Every (row, KV head) pair is independent: threads take contiguous runs of them. A cache of
+  // Every (row, KV head) pair is independent: threads take contiguous runs of them, and steal
+  // from each other's ends (a causal prompt's later rows cost more: split evenly, the thread with
+  // the first half waited for the other, 14 % of a 1b Q4_0 prompt at 2 threads). A cache of
   // halves has a pair's keys and values widened once for the `group` query heads sharing them.
-  global_pool().parallel_for(n * n_kv_heads, 1, [&](int64_t begin, int64_t end) {
+  global_pool().parallel_for_balanced(n * n_kv_heads, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> scores(static_cast<size_t>(longest)), keys, values;
     for (int64_t job = begin; job < end; ++job) {
       const int64_t t = job / n_kv_heads, kvh = job % n_kv_heads;

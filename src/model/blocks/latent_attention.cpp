@@ -122,7 +122,8 @@ void LatentAttention::forward(const HParams& hp, const LayerWeights& L, int64_t 
   const int64_t threads = global_pool().size();
   const int64_t per_job = n >= threads ? heads : std::max<int64_t>(1, heads * n / (2 * threads));
   const int64_t chunks = (heads + per_job - 1) / per_job;
-  global_pool().parallel_for(n * chunks, 1, [&](int64_t j0, int64_t j1) {
+  // Balanced: a causal prompt's later rows cost more (see gqa_attention.cpp).
+  global_pool().parallel_for_balanced(n * chunks, 1, [&](int64_t j0, int64_t j1) {
     std::vector<float> keys, scores, lanes;
     for (int64_t job = j0; job < j1; ++job) {
       const int64_t t = job / chunks, h0 = job % chunks * per_job, h1 = std::min(heads, h0 + per_job);
