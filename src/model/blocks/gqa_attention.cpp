@@ -85,7 +85,8 @@ void GqaAttention::attend_heads(const HParams& hp, const Heads& heads, int64_t l
         jobs.push_back({t0, ntok, kvh, std::min(heads_per_job, n_kv_heads - kvh)});
     len_of_.resize(static_cast<size_t>(n));
     for (int64_t t = 0; t < n; ++t) len_of_[static_cast<size_t>(t)] = pos_of[static_cast<size_t>(t)] + 1;
-    global_pool().parallel_for(static_cast<int64_t>(jobs.size()), 1, [&](int64_t begin, int64_t end) {
+    // Balanced, as below: later runs of a causal prompt cost more.
+    global_pool().parallel_for_balanced(static_cast<int64_t>(jobs.size()), 1, [&](int64_t begin, int64_t end) {
       for (int64_t j = begin; j < end; ++j) {
         const Job& job = jobs[static_cast<size_t>(j)];
         KVCache& kv = *kvs[static_cast<size_t>(seq_of[static_cast<size_t>(job.t0)])];
