@@ -13,8 +13,9 @@
 // token as Q8_0 (reference-exact) into int8 q[32], float d, int32 c per block (40 bytes, the
 // AVX-512 layout), and
 //   dot_row = Σ_blocks dw·dx·(Σ_i q_w,i·x_i + c),   c = −8·Σx for Q4_0, 0 for Q8_0.
-// The integer sums are exact and the float steps the AVX-512 kernel's, so the two ISAs give a
-// row the same bits.
+// Q4_0's integer sums are exact and its float steps the AVX-512 kernel's, so the two ISAs give a
+// row the same bits; Q8_0 keeps ggml's 8 lane sums instead (Q8_0Format), and its many-token
+// kernel (Q8_0Many) one exact sum per block.
 //
 // Without VNNI the product is maddubs (unsigned × signed bytes → saturating int16 pair sums)
 // then madd by ones. Q4_0's nibbles (≤ 15) times activations (|x| ≤ 127) make pair sums of at
