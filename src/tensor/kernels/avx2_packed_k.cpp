@@ -3,7 +3,8 @@
 // 256. Both keep ggml's rounding: its AVX2 dot products hold 8 int32 lanes (lane k: elements
 // 4k..4k+3 of every 32-element run) exact across a super-block, then one FMA per lane and
 // super-block, and add the lanes at the end; chunk k of these layouts is lane k of 8 rows, so 8
-// accumulators per row give the same chains.
+// accumulators per row give the same chains. Their many-token kernels (PackedKernels::gemm_many,
+// prompts where bits may depend on the batch) keep one exact integer per row and super-block.
 //
 // Q4_K:
 // A Q4_K super-block is 8 sub-blocks of 32 with 6-bit scales sc_j and mins m_j:
