@@ -37,6 +37,7 @@ namespace {
 using detail::BlockQ4_0;
 using detail::BlockQ8_0;
 
+#include "tensor/kernels/avx2_lanes.h"
 #include "tensor/kernels/packed_rows.h"
 
 constexpr int64_t kGroup = 8;
@@ -52,12 +53,6 @@ void pack_chunks(const uint8_t* w, size_t wrb, int64_t b, uint8_t* dst) {
   }
 }
 
-// Four activations (bytes 4k..4k+3 of a prepared block) in every lane.
-[[gnu::always_inline]] inline __m256i bcast4(const uint8_t* xb, int k) {
-  int32_t v;
-  std::memcpy(&v, xb + 4 * k, 4);
-  return _mm256_set1_epi32(v);
-}
 
 struct Q4_0Format {
   static constexpr int64_t kGroup = 8, kElems = 32;
@@ -84,8 +79,8 @@ struct Q4_0Format {
       const __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
 #pragma GCC unroll 8
       for (int t = 0; t < TB; ++t) {
-        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(lo, bcast4(xb[t], h)));
-        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(hi, bcast4(xb[t], 4 + h)));
+        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(lo, bcast4(xb[t] + 4 * h)));
+        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(hi, bcast4(xb[t] + 16 + 4 * h)));
       }
     }
     const __m256i ones = _mm256_set1_epi16(1);
@@ -129,7 +124,7 @@ struct Q8_0Many : Q8_0Format {
       const __m256i a = _mm256_sign_epi8(w, w);
 #pragma GCC unroll 8
       for (int t = 0; t < TB; ++t)
-        s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(bcast4(xb[t], g), w)), ones));
+        s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(bcast4(xb[t] + 4 * g), w)), ones));
     }
   }
 };
@@ -253,16 +248,14 @@ void lane_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb, floa
       const __m256i a = _mm256_sign_epi8(w, w);
 #pragma GCC unroll 8
       for (int t = 0; t < TB; ++t) {
-        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(bcast4(xb[t], g), w)), ones);
+        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(bcast4(xb[t] + 4 * g), w)), ones);
         acc[t][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), dwdx[t], acc[t][g]);
       }
     }
   }
 #pragma GCC unroll 8
   for (int t = 0; t < TB; ++t) {
-    const __m256 a = _mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][4]), _mm256_add_ps(acc[t][2], acc[t][6]));
-    const __m256 c = _mm256_add_ps(_mm256_add_ps(acc[t][1], acc[t][5]), _mm256_add_ps(acc[t][3], acc[t][7]));
-    _mm256_storeu_ps(y + t * ldy, _mm256_add_ps(a, c));
+    _mm256_storeu_ps(y + t * ldy, ggml_lane_sum(acc[t]));
   }
 }
 

@@ -37,17 +37,13 @@ using detail::BlockQ4_K;
 using detail::BlockQ6_K;
 using detail::BlockQ8_K;
 
+#include "tensor/kernels/avx2_lanes.h"
 #include "tensor/kernels/packed_rows.h"
 
 constexpr int64_t kRows = 8;
 constexpr size_t kQOffset = 32 + 64 + 64;
-constexpr size_t kXQ = 256, kXD = 256, kXSums = 260;  // offsets in a prepared block
+constexpr size_t kXD = 256, kXSums = 260;  // offsets in a prepared block (q at 0)
 
-[[gnu::always_inline]] inline __m256i bcast4(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
 
 // Q4_K's 6-bit scale and min of sub-block j (0..7), packed into 12 bytes.
 void scale_min(const uint8_t* s, int j, uint8_t& sc, uint8_t& m) {
@@ -92,7 +88,7 @@ void prepare(const float* x, int64_t n, uint8_t* out) {
   for (int64_t b = 0; b < n / 256; ++b) {
     quantize_row(DType::Q8_K, x + 256 * b, &q, 256);
     uint8_t* dst = out + b * Q4_KFormat::kXBytes;
-    std::memcpy(dst + kXQ, &q.d, 4);
+    std::memcpy(dst + kXD, &q.d, 4);
     std::memcpy(dst, q.qs, 256);
     for (int p = 0; p < 4; ++p) {
       const int16_t pair[2] = {static_cast<int16_t>(q.bsums[4 * p] + q.bsums[4 * p + 1]),
@@ -151,8 +147,7 @@ void lane_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t, float* y
       accm[p] = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(_mm256_madd_epi16(mins, bcast4(xb + kXSums + 4 * p))), accm[p]);
     }
   }
-  const __m256 h8 = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
-                                  _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));
+  const __m256 h8 = ggml_lane_sum(acc);
   const __m256 h4 = _mm256_add_ps(_mm256_add_ps(accm[0], accm[2]), _mm256_add_ps(accm[1], accm[3]));
   _mm256_storeu_ps(y, _mm256_add_ps(h8, h4));
 }
@@ -333,8 +328,7 @@ void q6_k_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t, float* y
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum[k]), acc[k]);
   }
-  _mm256_storeu_ps(y, _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
-                                    _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7]))));
+  _mm256_storeu_ps(y, ggml_lane_sum(acc));
 }
 
 constexpr GroupTileFn kQ6Tiles[1] = {q6_k_tile};

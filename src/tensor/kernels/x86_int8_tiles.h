@@ -38,46 +38,6 @@ inline float f16(uint16_t h) { return _cvtsh_ss(h); }
 
 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
-template <class Ops, int RB, int TB>
-struct Q4_0Tile {
-  static void run(const uint8_t* w, size_t wrb, const uint8_t* x, size_t xrb, int64_t nb, float* y,
-                  int64_t ldy) {
-    __m256 acc[RB][TB];
-    #pragma GCC unroll 8
-    for (int r = 0; r < RB; ++r)
-      #pragma GCC unroll 8
-      for (int t = 0; t < TB; ++t) acc[r][t] = _mm256_setzero_ps();
-    const __m256i low4 = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8);
-    for (int64_t b = 0; b < nb; ++b) {
-      __m256i xq[TB], xs[TB];
-      float dx[TB];
-      #pragma GCC unroll 8
-      for (int t = 0; t < TB; ++t) {
-        const auto* xb = reinterpret_cast<const BlockQ8_0*>(x + t * xrb) + b;
-        xq[t] = load32(xb->qs);
-        xs[t] = Ops::dot(eight, xq[t]);
-        dx[t] = f16(xb->d);
-      }
-      #pragma GCC unroll 8
-      for (int r = 0; r < RB; ++r) {
-        const auto* wb = reinterpret_cast<const BlockQ4_0*>(w + r * wrb) + b;
-        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb->qs));
-        const __m256i wq = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), low4);
-        const float dw = f16(wb->d);
-        #pragma GCC unroll 8
-        for (int t = 0; t < TB; ++t) {
-          const __m256i s = _mm256_sub_epi32(Ops::dot(wq, xq[t]), xs[t]);
-          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw * dx[t]), acc[r][t]);
-        }
-      }
-    }
-    #pragma GCC unroll 8
-    for (int r = 0; r < RB; ++r)
-      #pragma GCC unroll 8
-      for (int t = 0; t < TB; ++t) y[t * ldy + r] = hsum256(acc[r][t]);
-  }
-};
-
 // Byte i of the result is 0x10 where bit i of the 32 bits at `p` is set, else 0.
 inline __m256i fifth_bits(const uint8_t* p) {
   uint32_t bits;
@@ -90,10 +50,32 @@ inline __m256i fifth_bits(const uint8_t* p) {
   return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
 }
 
-// Q5_0 as Q4_0 with each weight's fifth bit from qh: the same lanes and float steps as ggml's
-// AVX2 dot product (its weights q − 16 signed, here q unsigned and 16·Σx taken out per lane).
-template <class Ops, int RB, int TB>
-struct Q5_0Tile {
+// The unsigned weights of a Q4_0 or Q5_0 block (elements 0..31 in order) and the offset the
+// format subtracts from them.
+struct Q4_0Weights {
+  using Block = BlockQ4_0;
+  static constexpr char kOffset = 8;
+  static __m256i unpack(const BlockQ4_0* wb) {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb->qs));
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
+  }
+};
+// Q5_0 is Q4_0 with each weight's fifth bit from qh.
+struct Q5_0Weights {
+  using Block = BlockQ5_0;
+  static constexpr char kOffset = 16;
+  static __m256i unpack(const BlockQ5_0* wb) {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb->qs));
+    const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
+    return _mm256_or_si256(nib, fifth_bits(wb->qh));
+  }
+};
+
+// Q4_0 and Q5_0: Σ(q − offset)·x = dot(q, x) − dot(offset, x), the same lanes and float steps as
+// ggml's AVX2 dot products (its weights q − offset signed, here q unsigned and the offset taken
+// out per lane).
+template <class Ops, class W, int RB, int TB>
+struct OffsetTile {
   static void run(const uint8_t* w, size_t wrb, const uint8_t* x, size_t xrb, int64_t nb, float* y,
                   int64_t ldy) {
     __m256 acc[RB][TB];
@@ -101,7 +83,7 @@ struct Q5_0Tile {
     for (int r = 0; r < RB; ++r)
       #pragma GCC unroll 8
       for (int t = 0; t < TB; ++t) acc[r][t] = _mm256_setzero_ps();
-    const __m256i low4 = _mm256_set1_epi8(0x0F), sixteen = _mm256_set1_epi8(16);
+    const __m256i offset = _mm256_set1_epi8(W::kOffset);
     for (int64_t b = 0; b < nb; ++b) {
       __m256i xq[TB], xs[TB];
       float dx[TB];
@@ -109,15 +91,13 @@ struct Q5_0Tile {
       for (int t = 0; t < TB; ++t) {
         const auto* xb = reinterpret_cast<const BlockQ8_0*>(x + t * xrb) + b;
         xq[t] = load32(xb->qs);
-        xs[t] = Ops::dot(sixteen, xq[t]);
+        xs[t] = Ops::dot(offset, xq[t]);
         dx[t] = f16(xb->d);
       }
       #pragma GCC unroll 8
       for (int r = 0; r < RB; ++r) {
-        const auto* wb = reinterpret_cast<const BlockQ5_0*>(w + r * wrb) + b;
-        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb->qs));
-        const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), low4);
-        const __m256i wq = _mm256_or_si256(nib, fifth_bits(wb->qh));
+        const auto* wb = reinterpret_cast<const typename W::Block*>(w + r * wrb) + b;
+        const __m256i wq = W::unpack(wb);
         const float dw = f16(wb->d);
         #pragma GCC unroll 8
         for (int t = 0; t < TB; ++t) {
@@ -132,6 +112,8 @@ struct Q5_0Tile {
       for (int t = 0; t < TB; ++t) y[t * ldy + r] = hsum256(acc[r][t]);
   }
 };
+template <class Ops, int RB, int TB> using Q4_0Tile = OffsetTile<Ops, Q4_0Weights, RB, TB>;
+template <class Ops, int RB, int TB> using Q5_0Tile = OffsetTile<Ops, Q5_0Weights, RB, TB>;
 
 template <class Ops, int RB, int TB>
 struct Q8_0Tile {
