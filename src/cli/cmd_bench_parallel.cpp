@@ -82,8 +82,11 @@ std::pair<double, double> predicted(const BenchOpts& o, const std::string& path,
   cl.local_backend = backend == "-" ? "shm" : backend;
   cl.local_extra_latency_us = o.latency;
   parallel::Candidate c;
-  c.tp = split == "tensor" ? ranks : split == "hybrid" ? 2 : 1;
+  const bool expert = split.rfind("expert", 0) == 0;
+  c.tp = split == "tensor" || expert ? ranks : split == "hybrid" ? 2 : 1;
   c.stages = ranks / c.tp;
+  if (expert) c.kind = parallel::Kind::kExpert;  // (expert-whole predicted as expert)
+  else if (c.tp > 1) c.kind = c.stages == 1 ? parallel::Kind::kTensor : parallel::Kind::kHybrid;
   parallel::PredictOptions po;
   po.n_ctx = o.pp + o.tg + 1;
   po.prompt = o.pp;
@@ -169,7 +172,8 @@ void run_worker(const BenchOpts& o, const std::string& path) {
   so.engine.model_path = path;
   so.engine.threads = std::stoi(o.threads);
   so.engine.n_ctx = o.pp + o.tg + 1;
-  so.kind = parallel::parse_kind(o.split);
+  so.kind = parallel::parse_kind(o.split == "expert-whole" ? "expert" : o.split);
+  so.whole_attention = o.split == "expert-whole";
   so.chunk = o.chunk;
   auto session = parallel::Session::start(*world, so);
   Engine& engine = session->engine();
@@ -195,11 +199,15 @@ void register_bench_parallel(CLI::App& bench) {
       "Examples:\n"
       "  orchard bench parallel -m 1b-Q4_0.gguf --ranks 1,2 --split tensor --latency 0 -t 1\n"
       "  orchard bench parallel -m 1b-Q4_0.gguf --ranks 2 --split pipeline --chunk 128,2048 -p 2048\n"
+      "  orchard bench parallel -m moe-small-Q4_0.gguf --ranks 1,2 --split expert,expert-whole --latency 0 -t 1\n"
       "Rows with 1 rank run in one process (threads from -t, e.g. -t 1,2); links with latency > 0\n"
       "use the tcp backend with ORCHARD_LINK_LATENCY_US.");
   cmd->add_option("-m,--model", o->model, "GGUF model (default: the built-in model)");
   cmd->add_option("--ranks", o->ranks, "Comma-separated rank counts")->capture_default_str();
-  cmd->add_option("--split", o->splits, "Comma-separated: pipeline, tensor, hybrid")->capture_default_str();
+  cmd->add_option("--split", o->splits,
+                  "Comma-separated: pipeline, tensor, hybrid, expert (attention split too), expert-whole (attention "
+                  "whole on every rank)")
+      ->capture_default_str();
   cmd->add_option("--latency", o->latencies, "Comma-separated emulated link latencies (µs)")->capture_default_str();
   cmd->add_option("--backend", o->backend, "Backend when latency is 0 (shm or tcp)")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads per rank; 1-rank rows accept a list")->capture_default_str();

@@ -26,7 +26,7 @@ struct GenerateOpts {
   SamplerOptions s;
   bool no_bos = false, special = false, mmap = false, no_repack = false;
   KVType kv_type = KVType::F32;
-  std::string parallel, mem;
+  std::string parallel, mem, expert_attention = "split";
   int tp = 0;
   int64_t chunk = 64;
 };
@@ -84,6 +84,7 @@ void run_parallel(const GenerateOpts& o) {
   so.choose = o.parallel == "auto";
   if (!so.choose) so.kind = parallel::parse_kind(o.parallel);
   so.tp = o.tp;
+  so.whole_attention = o.expert_attention == "whole";
   so.mem = parse_budgets(o.mem);
   so.chunk = o.chunk;
   auto session = parallel::Session::start(*world, so);
@@ -139,6 +140,11 @@ void register_generate(CLI::App& app) {
   cmd->add_option("--tp", o->tp,
                   "hybrid: tensor-parallel ranks per pipeline stage (default 2); expert: expert-parallel ranks per "
                   "pipeline stage (default all ranks, one stage)");
+  cmd->add_option("--expert-attention", o->expert_attention,
+                  "expert: split attention heads and dense FFNs over the group like tensor parallel (split), or "
+                  "repeat them on every rank (whole: fewer all_sums, tokens closer to one rank's)")
+      ->check(CLI::IsMember({"split", "whole"}))
+      ->capture_default_str();
   cmd->add_option("--mem", o->mem,
                   "Memory budget per rank, e.g. 4G or 2G,6G: pipeline stages are sized to it, and a model "
                   "that does not fit is refused");

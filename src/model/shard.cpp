@@ -22,13 +22,15 @@ Shard Shard::resolved(const HParams& hp) const {
   fix(s.vocab_begin, s.vocab_end, hp.n_vocab, "vocabulary");
   if (hp.n_expert > 0) fix(s.expert_begin, s.expert_end, hp.n_expert, "expert");
   else s.expert_begin = s.expert_end = 0;
+  if (hp.shared_ffn_dim > 0) fix(s.shexp_begin, s.shexp_end, hp.shared_ffn_dim, "shared-expert column");
+  else s.shexp_begin = s.shexp_end = 0;
   return s;
 }
 
 bool Shard::splits_tensors(const HParams& hp) const {
   const Shard s = resolved(hp);
   return s.n_kv_heads() != hp.n_kv_heads || s.n_ffn() != hp.ffn_dim || s.n_vocab() != hp.n_vocab ||
-         s.n_experts() != hp.n_expert;
+         s.n_experts() != hp.n_expert || s.n_shexp() != hp.shared_ffn_dim;
 }
 
 std::string Shard::describe() const {
@@ -43,6 +45,7 @@ std::string Shard::describe() const {
   d += ", KV heads " + range(kv_head_begin, kv_head_end) + ", FFN " + range(ffn_begin, ffn_end) + ", vocab " +
        range(vocab_begin, vocab_end);
   if (expert_end > 0 || expert_begin > 0) d += ", experts " + range(expert_begin, expert_end);
+  if (shexp_end > 0 || shexp_begin > 0) d += ", shared-expert FFN " + range(shexp_begin, shexp_end);
   return d;
 }
 

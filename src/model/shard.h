@@ -2,7 +2,8 @@
 // Which part of a model one rank holds. A pipeline stage holds a run of layers (the first
 // also the embeddings, the last the output head); a tensor-parallel rank holds, in each of
 // those layers, a range of KV heads with their query heads, a range of FFN columns, and a
-// range of vocabulary rows of the output head. The default holds everything.
+// range of vocabulary rows of the output head. Latent attention splits by query heads (its
+// file's KV heads are its query heads). The default holds everything.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -18,9 +19,10 @@ struct Shard {
   int64_t kv_head_begin = 0, kv_head_end = -1;  // query heads follow their KV heads
   int64_t ffn_begin = 0, ffn_end = -1;
   int64_t vocab_begin = 0, vocab_end = -1;
-  // Expert parallel: the routed experts of every MoE layer this rank holds (the shared expert
-  // goes with expert 0); attention and dense layers stay whole.
+  // Expert parallel: the routed experts of every MoE layer this rank holds, and its FFN columns
+  // of the shared expert (split like a dense FFN's).
   int64_t expert_begin = 0, expert_end = -1;
+  int64_t shexp_begin = 0, shexp_end = -1;
 
   // -1 ends replaced by the model's sizes; throws orchard::Error on an empty or bad range.
   Shard resolved(const HParams& hp) const;
@@ -29,6 +31,7 @@ struct Shard {
   int64_t n_ffn() const { return ffn_end - ffn_begin; }
   int64_t n_vocab() const { return vocab_end - vocab_begin; }
   int64_t n_experts() const { return expert_end - expert_begin; }
+  int64_t n_shexp() const { return shexp_end - shexp_begin; }
   // True when heads, FFN, experts or vocabulary are split (the rank needs its peers' partial sums).
   bool splits_tensors(const HParams& hp) const;
   std::string describe() const;

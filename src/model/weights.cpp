@@ -133,20 +133,25 @@ HeadRows head_rows(const HParams& hp, const Shard& s) {
 }
 
 // Latent attention (deepseek2). attn_kv_b is taken apart into absorbed float matrices: the
-// cache then holds the latent, and no step expands it into per-head keys and values.
-void bind_latent_attention(Binder& b, const HParams& hp, const std::string& p, LayerWeights& L) {
+// cache then holds the latent, and no step expands it into per-head keys and values. A
+// tensor-parallel shard keeps its query heads' rows of attn_q_b and attn_kv_b and their columns
+// of attn_output; the latent (attn_kv_a_mqa) and q_a stay whole, since every head reads them.
+void bind_latent_attention(Binder& b, const HParams& hp, const Shard& s, const std::string& p, LayerWeights& L) {
   LatentAttentionWeights& m = L.mla;
-  const int64_t lora = hp.kv_lora_rank, nope = hp.head_dim_nope(), vd = hp.v_head_dim, heads = hp.n_heads;
+  const int64_t lora = hp.kv_lora_rank, nope = hp.head_dim_nope(), vd = hp.v_head_dim;
+  const int64_t group = hp.n_heads / hp.n_kv_heads, h0 = s.kv_head_begin * group, h1 = s.kv_head_end * group,
+                heads = h1 - h0, hd = hp.head_dim;
   if (hp.q_lora_rank > 0) {
     m.wq_a = b.matrix(p + "attn_q_a.weight", hp.q_lora_rank, hp.dim);
     m.q_a_norm = b.vector(p + "attn_q_a_norm.weight", hp.q_lora_rank);
-    m.wq_b = b.matrix(p + "attn_q_b.weight", hp.q_dim(), hp.q_lora_rank);
+    m.wq_b = b.rows_of(p + "attn_q_b.weight", hp.q_dim(), hp.q_lora_rank, h0 * hd, h1 * hd);
   } else {
-    L.wq = b.matrix(p + "attn_q.weight", hp.q_dim(), hp.dim);
+    L.wq = b.rows_of(p + "attn_q.weight", hp.q_dim(), hp.dim, h0 * hd, h1 * hd);
   }
   m.wkv_a = b.matrix(p + "attn_kv_a_mqa.weight", lora + hp.n_rot, hp.dim);
   m.kv_a_norm = b.vector(p + "attn_kv_a_norm.weight", lora);
-  const MatrixView kvb = b.matrix(p + "attn_kv_b.weight", heads * (nope + vd), lora);
+  const MatrixView kvb = b.rows_of(p + "attn_kv_b.weight", hp.n_heads * (nope + vd), lora, h0 * (nope + vd),
+                                   h1 * (nope + vd));
   m.kv_b_type = kvb.type;
   std::vector<float> row(static_cast<size_t>(lora));
   std::vector<float>& kt = b.owned_floats(static_cast<size_t>(heads * lora * nope));
@@ -164,11 +169,12 @@ void bind_latent_attention(Binder& b, const HParams& hp, const std::string& p, L
   b.file().release(kvb.data, rb * static_cast<size_t>(kvb.rows));
   m.wk_t = MatrixView{DType::F32, lora, nope, kt.data()};
   m.wv = MatrixView{DType::F32, vd, lora, v.data()};
-  L.wo = b.matrix(p + "attn_output.weight", hp.dim, heads * vd);
+  L.wo = b.cols_of(p + "attn_output.weight", hp.dim, hp.n_heads * vd, h0 * vd, h1 * vd, &L.wo_offset);
 }
 
-// A MoE layer: the router whole (every rank routes every token), the shard's experts, and the
-// shared expert on the rank holding expert 0.
+// A MoE layer: the router whole (every rank routes every token), the shard's experts, and its
+// columns of the shared expert (expert parallel splits the shared expert like a dense FFN, so
+// no rank waits on it alone).
 void bind_moe(Binder& b, const HParams& hp, const Shard& s, const std::string& p, LayerWeights& L) {
   MoeWeights& m = L.moe;
   const int64_t e0 = s.expert_begin, e1 = s.expert_end;
@@ -179,11 +185,11 @@ void bind_moe(Binder& b, const HParams& hp, const Shard& s, const std::string& p
   m.down = b.experts(p + "ffn_down_exps.weight", hp.dim, hp.expert_ffn_dim, hp.n_expert, e0, e1);
   m.router = b.matrix(p + "ffn_gate_inp.weight", hp.n_expert, hp.dim);
   m.selection_bias = b.vector(p + "exp_probs_b.bias", hp.n_expert, /*required=*/false);
-  if (e0 != 0) return;
   if (hp.shared_ffn_dim > 0) {
-    m.shared.gate = b.matrix(p + "ffn_gate_shexp.weight", hp.shared_ffn_dim, hp.dim);
-    m.shared.up = b.matrix(p + "ffn_up_shexp.weight", hp.shared_ffn_dim, hp.dim);
-    m.shared.down = b.matrix(p + "ffn_down_shexp.weight", hp.dim, hp.shared_ffn_dim);
+    const int64_t c0 = s.shexp_begin, c1 = s.shexp_end, width = hp.shared_ffn_dim;
+    m.shared.gate = b.rows_of(p + "ffn_gate_shexp.weight", width, hp.dim, c0, c1);
+    m.shared.up = b.rows_of(p + "ffn_up_shexp.weight", width, hp.dim, c0, c1);
+    m.shared.down = b.cols_of(p + "ffn_down_shexp.weight", hp.dim, width, c0, c1, &m.shared.down_offset);
   }
   if (hp.shared_gate) m.shared_gate = b.matrix(p + "ffn_gate_inp_shexp.weight", 1, hp.dim);
 }
@@ -193,9 +199,6 @@ void bind_moe(Binder& b, const HParams& hp, const Shard& s, const std::string& p
 ModelWeights ModelWeights::bind(const GGUFFile& f, const HParams& hp, const Shard& requested) {
   ModelWeights w;
   const Shard s = requested.resolved(hp);
-  if (hp.mla() && s.n_kv_heads() != hp.n_kv_heads)
-    throw Error(f.path() + ": splitting the heads of latent attention (" + hp.arch +
-                ") is not supported yet; split it by layers (pipeline) or by experts");
   w.shard = s;
   Binder b(f, w);
   const auto [q0, q1, k0, k1] = head_rows(hp, s);
@@ -214,7 +217,7 @@ ModelWeights ModelWeights::bind(const GGUFFile& f, const HParams& hp, const Shar
     L.attn_norm = b.vector(p + "attn_norm.weight", hp.dim);
     L.ffn_norm = b.vector(p + "ffn_norm.weight", hp.dim);
     if (hp.moe_layer(l)) bind_moe(b, hp, s, p, L);
-    if (hp.mla()) bind_latent_attention(b, hp, p, L);
+    if (hp.mla()) bind_latent_attention(b, hp, s, p, L);
     if (!hp.moe_layer(l)) {
       L.w_gate = b.rows_of(p + "ffn_gate.weight", hp.ffn_dim, hp.dim, s.ffn_begin, s.ffn_end);
       L.w_up = b.rows_of(p + "ffn_up.weight", hp.ffn_dim, hp.dim, s.ffn_begin, s.ffn_end);
@@ -269,18 +272,21 @@ std::vector<std::pair<uint64_t, uint64_t>> ModelWeights::byte_ranges(const GGUFF
   add("rope_freqs.weight");
   // A layer's tensors whole, except those whose rows a tensor-parallel shard splits (column
   // slices are copied out of whole tensors; vectors are small).
+  const int64_t kvb_head = hp.head_dim_nope() + hp.v_head_dim, group = hp.n_heads / hp.n_kv_heads;
   const std::pair<const char*, std::pair<int64_t, int64_t>> split_rows[] = {
       {"attn_q.weight", {q0, q1}}, {"attn_k.weight", {k0, k1}}, {"attn_v.weight", {k0, k1}},
-      {"ffn_gate.weight", {s.ffn_begin, s.ffn_end}}, {"ffn_up.weight", {s.ffn_begin, s.ffn_end}}};
+      {"attn_q_b.weight", {q0, q1}},
+      {"attn_kv_b.weight", {s.kv_head_begin * group * kvb_head, s.kv_head_end * group * kvb_head}},
+      {"ffn_gate.weight", {s.ffn_begin, s.ffn_end}}, {"ffn_up.weight", {s.ffn_begin, s.ffn_end}},
+      {"ffn_gate_shexp.weight", {s.shexp_begin, s.shexp_end}}, {"ffn_up_shexp.weight", {s.shexp_begin, s.shexp_end}}};
   for (int64_t l = s.layer_begin; l < s.layer_end; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     for (const GGUFTensorInfo& t : f.tensors()) {
       if (t.name.compare(0, p.size(), p) != 0) continue;
       const std::string_view rest = std::string_view(t.name).substr(p.size());
       auto it = std::find_if(std::begin(split_rows), std::end(split_rows), [&](const auto& e) { return rest == e.first; });
-      if (it != std::end(split_rows) && !hp.mla()) add(t.name, it->second.first, it->second.second);
+      if (it != std::end(split_rows)) add(t.name, it->second.first, it->second.second);
       else if (rest.find("_exps.") != std::string_view::npos) add(t.name, s.expert_begin, s.expert_end, /*per=*/t.ne.size() == 3 ? t.ne[1] : 1);
-      else if (rest.find("_shexp.") != std::string_view::npos && s.expert_begin > 0) continue;
       else add(t.name);
     }
   }

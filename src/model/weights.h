@@ -17,6 +17,8 @@ class GGUFFile;
 // A feed-forward network down·(silu(gate·x) ⊙ up·x): gate/up ffn × dim, down dim × ffn.
 struct FfnWeights {
   MatrixView gate, up, down;
+  // A shard's column slice of down keeps whole quantization blocks; its columns start here.
+  int64_t down_offset = 0;
 };
 
 // Latent attention's weights (deepseek2): queries through q_a/q_b (or a plain wq), keys and

@@ -27,16 +27,22 @@ ShardBytes shard_bytes(const GGUFFile& f, const HParams& hp, const Shard& reques
   const int64_t kvh = s.n_kv_heads();
   for (int64_t l = s.layer_begin; l < s.layer_end; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    // Attention follows the shard's KV heads, the dense FFN its columns; everything else of the
-    // layer (norms, experts, latent attention) is held whole.
+    // Attention follows the shard's heads (latent attention: its per-head q_b, kv_b and output
+    // columns; the latent's own projections whole), the dense FFN its columns, the routed
+    // experts the shard's range, the shared expert its columns; norms and routers whole.
     for (const GGUFTensorInfo& t : f.tensors()) {
       if (t.name.compare(0, p.size(), p) != 0) continue;
       const std::string m = t.name.substr(p.size());
       if (m == "attn_q.weight" || m == "attn_k.weight" || m == "attn_v.weight" || m == "attn_output.weight" ||
-          m == "attn_q.bias" || m == "attn_k.bias" || m == "attn_v.bias")
+          m == "attn_q.bias" || m == "attn_k.bias" || m == "attn_v.bias" || m == "attn_q_b.weight" ||
+          m == "attn_kv_b.weight")
         b.weights += share(t.nbytes, kvh, hp.n_kv_heads);
       else if (m == "ffn_gate.weight" || m == "ffn_up.weight" || m == "ffn_down.weight")
         b.weights += share(t.nbytes, s.n_ffn(), hp.ffn_dim);
+      else if (m.find("_exps.") != std::string::npos)
+        b.weights += share(t.nbytes, s.n_experts(), hp.n_expert);
+      else if (m.find("_shexp.") != std::string::npos && m != "ffn_gate_inp_shexp.weight")
+        b.weights += share(t.nbytes, s.n_shexp(), hp.shared_ffn_dim);
       else
         b.weights += t.nbytes;
     }

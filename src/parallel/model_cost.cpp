@@ -220,14 +220,14 @@ BytesByType ModelCost::read_per_token(int64_t begin, int64_t end, int tp, bool h
   return r;
 }
 
-double ModelCost::expert_held_bytes(int64_t begin, int64_t end, int64_t e0, int64_t e1, int group, bool embed,
-                                    bool head) const {
+double ModelCost::expert_held_bytes(int64_t begin, int64_t end, int64_t e0, int64_t e1, int group, int split,
+                                    bool embed, bool head) const {
   const double share = n_experts > 0 ? static_cast<double>(e1 - e0) / static_cast<double>(n_experts) : 0;
   double b = 0;
   for (int64_t l = begin; l < end; ++l) {
     const auto li = static_cast<size_t>(l);
     const double experts = total(layer_experts[li]), shared = total(layer_shared[li]);
-    b += total(layer_bytes[li]) - experts - shared + experts * share + (e0 == 0 ? shared : 0);
+    b += (total(layer_bytes[li]) - experts - shared) / split + experts * share + shared / group;
   }
   if (embed) b += total(embed_bytes);
   if (head) b += (tied && !embed ? total(embed_bytes) / group : 0) + total(head_bytes) / group;
@@ -259,7 +259,7 @@ BytesByType ModelCost::read_per_chunk(int64_t begin, int64_t end, int tp, int64_
 
 double ModelCost::kv_bytes(int64_t begin, int64_t end, int tp, int64_t n_ctx, int elem_bytes) const {
   return static_cast<double>(end - begin) * static_cast<double>(n_ctx) * static_cast<double>(kv_elems_per_layer) *
-         elem_bytes / tp;
+         elem_bytes / (mla ? 1 : tp);
 }
 
 double ModelCost::flops_per_token(int64_t begin, int64_t end, int64_t pos, bool head) const {

@@ -53,7 +53,8 @@ struct ModelCost {
   std::string name, arch;
   int64_t n_layers = 0, dim = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, ffn_dim = 0, n_vocab = 0;
   int64_t n_experts = 0, n_experts_used = 0;
-  bool mla = false;  // latent attention: the engine cannot split its heads
+  bool mla = false;  // latent attention: every head reads the one cached latent, so a rank holding
+                     // some of the heads still keeps the whole cache
   int64_t n_ctx_train = 0;
   // Elements one token adds to the KV cache in one layer (K and V together).
   int64_t kv_elems_per_layer = 0;
@@ -78,9 +79,10 @@ struct ModelCost {
   // Bytes streamed per generated token by such a rank.
   BytesByType read_per_token(int64_t begin, int64_t end, int tp, bool head) const;
   // Expert parallel: a rank of a group of `group` that holds routed experts [e0, e1) of layers
-  // [begin, end), attention and dense layers whole, the shared experts when e0 == 0, and a
-  // 1/group slice of the vocabulary on the last stage.
-  double expert_held_bytes(int64_t begin, int64_t end, int64_t e0, int64_t e1, int group, bool embed, bool head) const;
+  // [begin, end), 1/split of attention and the dense layers (split 1: whole), 1/group of the
+  // shared experts' columns, and a 1/group slice of the vocabulary on the last stage.
+  double expert_held_bytes(int64_t begin, int64_t end, int64_t e0, int64_t e1, int group, int split, bool embed,
+                           bool head) const;
   // What every rank of an expert group reads per token in layer l: the layer's active bytes
   // without its routed and shared experts.
   BytesByType replicated_read(int64_t l) const;

@@ -48,7 +48,7 @@ std::vector<std::pair<int64_t, int64_t>> split_range(int64_t n, int parts, int64
 }
 
 Plan make_plan(const HParams& hp, Kind kind, int ranks, int tp, const std::vector<double>& weights,
-               const std::vector<double>& group_weights) {
+               const std::vector<double>& group_weights, bool whole_attention) {
   Plan plan;
   plan.kind = kind;
   if (ranks < 1) throw Error("a plan needs at least one rank");
@@ -84,9 +84,6 @@ Plan make_plan(const HParams& hp, Kind kind, int ranks, int tp, const std::vecto
     throw Error("got " + std::to_string(group_weights.size()) + " memory weights for groups of " +
                 std::to_string(plan.tp) + " ranks");
   const bool expert = kind == Kind::kExpert;
-  if (!expert && plan.tp > 1 && hp.mla())
-    throw Error(std::string(kind_name(kind)) + " parallel splits attention heads, which latent attention (" + hp.arch +
-                ") cannot do yet: use --parallel expert or pipeline");
   if (!expert && plan.tp > hp.n_kv_heads)
     throw Error("tensor parallel over " + std::to_string(plan.tp) + " ranks needs at least " +
                 std::to_string(plan.tp) + " KV heads; the model has " + std::to_string(hp.n_kv_heads));
@@ -94,13 +91,20 @@ Plan make_plan(const HParams& hp, Kind kind, int ranks, int tp, const std::vecto
     throw Error("got " + std::to_string(weights.size()) + " memory weights for " + std::to_string(plan.stages) +
                 " stages");
   const auto layers = split_range(hp.n_layers, plan.stages, 1, weights);
-  const int split = expert ? 1 : plan.tp;  // expert plans keep attention and dense FFNs whole
+  // Expert plans split attention and the dense FFNs as tensor parallel does where the model has
+  // a KV head per rank (unless asked to keep them whole): otherwise every rank of the group
+  // repeats them, and with a token's few experts spread thin they would be most of its time.
+  plan.whole_attention = expert && (whole_attention || plan.tp > hp.n_kv_heads);
+  const int split = plan.whole_attention ? 1 : plan.tp;
   const auto heads = split_range(hp.n_kv_heads, split);
   // FFN columns in steps of 32 so Q4_0/Q8_0 column slices need no padding; vocabulary in rows.
   const int64_t ffn_unit = hp.ffn_dim % 32 == 0 && hp.ffn_dim / 32 >= plan.tp ? 32 : 1;
   const auto ffn = split_range(hp.ffn_dim, split, ffn_unit);
   const auto vocab = split_range(hp.n_vocab, plan.tp);
   const auto experts = expert ? split_range(hp.n_expert, plan.tp, 1, group_weights) : decltype(vocab){};
+  const int64_t shexp_unit = hp.shared_ffn_dim % 32 == 0 && hp.shared_ffn_dim / 32 >= plan.tp ? 32 : 1;
+  const auto shexp = expert && hp.shared_ffn_dim >= plan.tp ? split_range(hp.shared_ffn_dim, plan.tp, shexp_unit)
+                                                             : decltype(vocab){};
   for (int s = 0; s < plan.stages; ++s)
     for (int t = 0; t < plan.tp; ++t) {
       RankRole role;
@@ -114,7 +118,12 @@ Plan make_plan(const HParams& hp, Kind kind, int ranks, int tp, const std::vecto
       if (expert) {
         sh.expert_begin = experts[static_cast<size_t>(t)].first;
         sh.expert_end = experts[static_cast<size_t>(t)].second;
-      } else {
+        if (!shexp.empty()) {
+          sh.shexp_begin = shexp[static_cast<size_t>(t)].first;
+          sh.shexp_end = shexp[static_cast<size_t>(t)].second;
+        }
+      }
+      if (split > 1) {
         sh.kv_head_begin = heads[static_cast<size_t>(t)].first;
         sh.kv_head_end = heads[static_cast<size_t>(t)].second;
         sh.ffn_begin = ffn[static_cast<size_t>(t)].first;
@@ -129,7 +138,9 @@ Plan make_plan(const HParams& hp, Kind kind, int ranks, int tp, const std::vecto
 
 std::string Plan::describe() const {
   std::string d = std::string(kind_name(kind)) + ": " + std::to_string(stages) + " stage(s) × " + std::to_string(tp) +
-                  (kind == Kind::kExpert ? " expert-parallel rank(s)\n" : " tensor-parallel rank(s)\n");
+                  (kind != Kind::kExpert ? " tensor-parallel rank(s)\n"
+                   : whole_attention     ? " expert-parallel rank(s), attention whole on each\n"
+                                         : " expert-parallel rank(s), attention split\n");
   for (size_t r = 0; r < ranks.size(); ++r)
     d += "  rank " + std::to_string(r) + ": stage " + std::to_string(ranks[r].stage) + ", " +
          ranks[r].shard.describe() + "\n";

@@ -168,9 +168,10 @@ double stream_s(const Model& md, int r, const BytesByType& bytes, int share, dou
 }
 
 // One stage of an expert plan, one generated token: every layer ends in the group's all_sum, so
-// each layer lasts as long as its slowest rank — the replicated part, the shared experts on the
-// rank holding expert 0, and however many of the token's routed experts land on each rank.
-double expert_stage_s(const ModelCost& m, const Model& md, int s, int T, int64_t b, int64_t e, bool last,
+// each layer lasts as long as its slowest rank — attention and dense layers (split `split` ways,
+// or whole on each rank), its columns of the shared experts, and however many of the token's
+// routed experts land on it.
+double expert_stage_s(const ModelCost& m, const Model& md, int s, int T, int split, int64_t b, int64_t e, bool last,
                       const std::vector<int64_t>& held, double kv_per_layer, double* busiest) {
   std::vector<double> fixed(static_cast<size_t>(T)), per_expert(static_cast<size_t>(T));
   std::map<std::array<double, 3>, double> seen;  // layers of one shape cost the same
@@ -187,9 +188,9 @@ double expert_stage_s(const ModelCost& m, const Model& md, int s, int T, int64_t
     for (int t = 0; t < T; ++t) {
       const int r = s * T + t, share = md.stage_neighbours(s, r);
       const auto ti = static_cast<size_t>(t);
-      fixed[ti] = stream_s(md, r, rep, share) + kv_per_layer / md.membw(r, share) + md.layer_s(r, share) +
-                  (moe ? md.moe_layer_s(r) : 0);
-      if (t == 0) fixed[ti] += stream_s(md, r, m.layer_shared[li], share);
+      fixed[ti] = stream_s(md, r, rep, share, 1.0 / split) + kv_per_layer / md.membw(r, share) +
+                  md.layer_s(r, share) + (moe ? md.moe_layer_s(r) : 0) +
+                  stream_s(md, r, m.layer_shared[li], share, 1.0 / T);
       per_expert[ti] = moe ? stream_s(md, r, m.layer_experts[li], share, 1.0 / static_cast<double>(m.n_experts)) : 0;
     }
     const double layer_s = moe ? expected_slowest(held, m.n_experts_used, fixed, per_expert)
@@ -232,10 +233,14 @@ Prediction predict(const ModelCost& m, const ClusterSpec& cl, const Candidate& c
   Prediction p;
   p.candidate = c;
   const int P = c.stages, T = c.tp;
-  // Attention and dense layers stay whole on every rank of an expert group.
-  const int split = expert ? 1 : T;
-  if (!expert && T > 1 && m.mla)
-    p.unsupported = "Orchard cannot split latent attention's heads (use expert or pipeline)";
+  // An expert group splits attention and the dense layers as a tensor group does, where the
+  // model has a KV head per rank (make_plan); otherwise every rank holds them whole.
+  const int split = !expert || m.n_kv_heads >= T ? T : 1;
+  // What this prediction assumes of a tensor split (every expert's columns split, as MLX shards
+  // them) is not what Orchard runs: its tensor ranks each hold every routed expert whole.
+  if (!expert && T > 1 && m.n_experts > 0)
+    p.unsupported = "Orchard's tensor parallel repeats every routed expert on each rank; its expert parallel splits "
+                    "attention the same way and spreads the experts (use expert)";
 
   // Pipeline stages hold layers in proportion to the memory of their smallest rank.
   std::vector<double> weights, group_weights;
@@ -259,7 +264,7 @@ Prediction predict(const ModelCost& m, const ClusterSpec& cl, const Candidate& c
       const int s = r / T;
       const auto [b, e] = p.stage_layers[static_cast<size_t>(s)];
       const auto [e0, e1] = expert ? experts[static_cast<size_t>(r % T)] : std::pair<int64_t, int64_t>{0, 0};
-      const double weights_held = expert ? m.expert_held_bytes(b, e, e0, e1, T, s == 0, s == P - 1)
+      const double weights_held = expert ? m.expert_held_bytes(b, e, e0, e1, T, split, s == 0, s == P - 1)
                                          : m.held_bytes(b, e, T, s == 0, s == P - 1);
       need[static_cast<size_t>(md.node(r))] += weights_held + m.kv_bytes(b, e, split, o.n_ctx, o.kv_elem_bytes()) +
                                                scratch_per_token * static_cast<double>(o.chunk);
@@ -302,8 +307,9 @@ Prediction predict(const ModelCost& m, const ClusterSpec& cl, const Candidate& c
     const int64_t moe = m.moe_layers(b, e);
     double slowest = 0, read = 0, busiest = 0;
     if (expert) {
-      slowest = expert_stage_s(m, md, s, T, b, e, last, held, m.kv_bytes(0, 1, 1, pos, o.kv_elem_bytes()), &busiest);
-      for (int64_t l = b; l < e; ++l) read += total(m.replicated_read(l));
+      slowest = expert_stage_s(m, md, s, T, split, b, e, last, held, m.kv_bytes(0, 1, split, pos, o.kv_elem_bytes()),
+                               &busiest);
+      for (int64_t l = b; l < e; ++l) read += (total(m.replicated_read(l)) / split + total(m.layer_shared[static_cast<size_t>(l)]) / T);
     } else {
       for (int t = 0; t < T; ++t) {
         const int r = s * T + t, share = md.stage_neighbours(s, r);
@@ -316,9 +322,10 @@ Prediction predict(const ModelCost& m, const ClusterSpec& cl, const Candidate& c
       }
     }
     for (int t = 0; t < T; ++t) busy[static_cast<size_t>(md.node(s * T + t))] += slowest;
-    // Tensor groups sum partial results twice a layer (attention, FFN); expert groups once per
-    // MoE layer (the experts' outputs). Both gather the vocabulary slices at the end.
-    const double syncs_per_token = expert ? static_cast<double>(moe) : 2.0 * static_cast<double>(e - b);
+    // Tensor groups sum partial results twice a layer (attention, FFN); expert groups too when
+    // they split attention, else once per MoE layer (the experts' outputs). Both gather the
+    // vocabulary slices at the end.
+    const double syncs_per_token = split == 1 ? static_cast<double>(moe) : 2.0 * static_cast<double>(e - b);
     double sync = 0;
     if (T > 1) {
       std::vector<int> group;
@@ -335,7 +342,8 @@ Prediction predict(const ModelCost& m, const ClusterSpec& cl, const Candidate& c
     std::string what = fmt("stage %.0f: layers %.0f-%.0f, each rank reads ", s, static_cast<double>(b),
                            static_cast<double>(e - 1)) + format_size(read);
     if (expert)
-      what += fmt(" replicated + its routed experts (the busiest of %.0f ranks gets %.2f of a token's %.0f)", T, busiest,
+      what += std::string(split > 1 ? " of attention, dense layers and shared experts" : " of whole attention and dense layers") +
+              fmt(" + its routed experts (the busiest of %.0f ranks gets %.2f of a token's %.0f)", T, busiest,
                   static_cast<double>(m.n_experts_used));
     p.terms.push_back(what + fmt(" per token: %.2f ms; syncs %.3f ms; hop %.3f ms", slowest * 1e3, sync * 1e3, hop * 1e3));
   }
@@ -367,18 +375,17 @@ Prediction predict(const ModelCost& m, const ClusterSpec& cl, const Candidate& c
       double flops = per_token / T, stream = 0, dominant_bytes = 0;
       BytesByType bytes = m.read_per_chunk(b, e, split, chunk);
       if (expert) {
-        // Whole attention and dense layers, this rank's share of the routed experts' work and
-        // of the experts a chunk touches; the shared experts on the rank holding expert 0.
+        // Attention and dense layers (split or whole), this rank's share of the routed experts'
+        // work and of the experts a chunk touches, its columns of the shared experts.
         const double mine = static_cast<double>(held[static_cast<size_t>(t)]) / static_cast<double>(m.n_experts);
-        flops = per_token - expert_flops * (1 - mine) - (t == 0 ? 0 : shared_flops);
+        flops = (per_token - expert_flops - shared_flops) / split + expert_flops * mine + shared_flops / T;
         const double touched = 1.0 - std::pow(1.0 - used, static_cast<double>(chunk));
         bytes.clear();
         for (int64_t l = b; l < e; ++l) {
           const auto li = static_cast<size_t>(l);
-          for (const auto& [type, n] : m.replicated_read(l)) bytes[type] += n;
+          for (const auto& [type, n] : m.replicated_read(l)) bytes[type] += n / split;
           for (const auto& [type, n] : m.layer_experts[li]) bytes[type] += n * touched * mine;
-          if (t == 0)
-            for (const auto& [type, n] : m.layer_shared[li]) bytes[type] += n;
+          for (const auto& [type, n] : m.layer_shared[li]) bytes[type] += n / T;
         }
       }
       flops *= static_cast<double>(chunk);
@@ -393,7 +400,7 @@ Prediction predict(const ModelCost& m, const ClusterSpec& cl, const Candidate& c
     if (T > 1) {
       std::vector<int> group;
       for (int t = 0; t < T; ++t) group.push_back(s * T + t);
-      const double syncs = expert ? static_cast<double>(m.moe_layers(b, e)) : 2.0 * static_cast<double>(e - b);
+      const double syncs = split == 1 ? static_cast<double>(m.moe_layers(b, e)) : 2.0 * static_cast<double>(e - b);
       sync = syncs * md.all_sum(group, act * static_cast<double>(chunk));
     }
     const double hop = s == P - 1 ? 0 : md.hop(s * T, (s + 1) * T, act * static_cast<double>(chunk));

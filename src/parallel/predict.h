@@ -5,9 +5,11 @@
 //   generation, per token = Σ over stages [ max over the stage's ranks (bytes read / rate)
 //                                          + tensor-parallel syncs (2 all_sums per layer) ]
 //                           + a hop between consecutive stages + the sampler's broadcast
-//     expert plans: every rank reads the replicated part (attention, dense layers, router) and
-//           the routed experts of the token that it holds; each MoE layer waits for its slowest
-//           rank (expected over the routing) and ends in one all_sum of the hidden state.
+//     expert plans: every rank reads its share of attention and the dense layers (split as in
+//           tensor parallel where the model has a KV head per rank, else whole), of the shared
+//           experts, and the routed experts of the token that it holds; each MoE layer waits for
+//           its slowest rank (expected over the routing); all_sums as tensor parallel (or one
+//           per MoE layer when attention is whole).
 //     rate: measured matrix-vector GB/s for the format and threads (calibrated CPU nodes), or
 //           memory bandwidth × the tier's efficiency (catalog machines); ranks running at once
 //           on one machine share it.

@@ -71,7 +71,7 @@ std::unique_ptr<Session> Session::start(dist::Group& world, const SessionOptions
         weights.push_back(static_cast<double>(least));
       }
     }
-    s->plan_ = make_plan(hp, kind, n, tp, weights, group_weights);
+    s->plan_ = make_plan(hp, kind, n, tp, weights, group_weights, o.whole_attention);
     check_budgets(*header, hp, s->plan_, mem, n_ctx, o.chunk, o.engine.kv_type);
   }
   const RankRole& role = s->plan_.ranks[static_cast<size_t>(world.rank())];

@@ -19,6 +19,7 @@ struct SessionOptions {
   Kind kind = Kind::kPipeline;
   bool choose = false;                // let the planner pick kind and tp (see auto_plan.h)
   int tp = 0;                         // hybrid: tensor-parallel ranks per stage
+  bool whole_attention = false;       // expert: attention and dense FFNs whole on every rank
   std::vector<uint64_t> mem;          // per-rank memory budgets in bytes (empty: unlimited)
   int64_t chunk = 64;                 // prompt tokens per pipeline step
 };

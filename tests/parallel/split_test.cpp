@@ -24,6 +24,7 @@ struct Case {
   int ranks;
   int tp;
   const char* backend;
+  bool whole = false;  // expert plans: attention and dense FFNs whole on every rank
 };
 
 std::string name_of(const Case& c) {
@@ -32,7 +33,7 @@ std::string name_of(const Case& c) {
     if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
   const bool groups = c.kind == Kind::kHybrid || (c.kind == Kind::kExpert && c.tp != c.ranks);
   return m + "_" + kind_name(c.kind) + std::to_string(c.ranks) + (groups ? "x" + std::to_string(c.tp) : "") +
-         "_" + c.backend;
+         (c.whole ? "_whole" : "") + "_" + c.backend;
 }
 
 class SplitModel : public ::testing::TestWithParam<Case> {};
@@ -60,7 +61,7 @@ TEST_P(SplitModel, GreedyTokensMatchTheSingleRankRunAndLogitsAgree) {
     f.feed(want.prompt_tokens, want_logits);
   }
 
-  const Plan plan = make_plan(ref->hparams(), c.kind, c.ranks, c.tp);
+  const Plan plan = make_plan(ref->hparams(), c.kind, c.ranks, c.tp, {}, {}, c.whole);
   std::mutex mu;
   GenerateResult got;
   std::vector<float> got_logits;
@@ -114,19 +115,22 @@ std::vector<Case> cases() {
       }
       out.push_back({model, Kind::kHybrid, 4, 2, backend});
     }
-  // Mixture-of-experts models (golden/moe, golden/qwen3): experts over 2-4 ranks, experts ×
-  // pipeline (2 stages of 2), pipeline, and tensor parallel with the experts replicated.
+  // Mixture-of-experts models (golden/moe, golden/qwen3): experts over 2-4 ranks (attention
+  // split with them, and kept whole), experts × pipeline (2 stages of 2), pipeline, and tensor
+  // parallel with the experts replicated.
   for (const char* model : {"golden/moe/mixtral.F32.gguf", "golden/moe/deepseek2.Q8_0.gguf",
                             "golden/moe/qwen2moe.F32.gguf", "golden/qwen3/qwen3moe.Q4_K_M.gguf"})
     for (const char* backend : {"tcp", "shm"}) {
-      for (int n : {2, 3, 4}) out.push_back({model, Kind::kExpert, n, n, backend});
-      out.push_back({model, Kind::kExpert, 4, 2, backend});
+      // A K-quant's 256-wide blocks straddle the parts of attn_output that split heads give
+      // each rank; each rank rounds its zero-padded part on its own, and the 4 KB model's
+      // near-ties then flip (qwen3moe.Q4_K_M diverged at token 4, split 2 ways by experts or by
+      // tensors). Its splits keep attention whole.
+      const bool kquant = std::string(model).find("_K") != std::string::npos;
+      for (int n : {2, 3, 4}) out.push_back({model, Kind::kExpert, n, n, backend, kquant});
+      out.push_back({model, Kind::kExpert, 4, 2, backend, kquant});
+      if (!kquant) out.push_back({model, Kind::kExpert, 2, 2, backend, true});
       out.push_back({model, Kind::kPipeline, 2, 1, backend});
-      // Tensor parallel of the F32 ones: a K-quant's 256-wide blocks straddle the two halves of
-      // attn_output, each rank rounds its zero-padded half on its own, and the 4 KB model's
-      // near-ties then flip (qwen3moe.Q4_K_M diverged at token 4); latent attention's heads do
-      // not split yet.
-      if (std::string(model).find("F32") != std::string::npos) out.push_back({model, Kind::kTensor, 2, 2, backend});
+      if (!kquant) out.push_back({model, Kind::kTensor, 2, 2, backend});
     }
   return out;
 }
@@ -185,14 +189,22 @@ TEST(Plan, RefusesImpossibleSplitsSayingWhy) {
   const Plan uneven = make_plan(hp, Kind::kExpert, 3, 0, {}, {1, 1, 2});
   ASSERT_EQ(uneven.ranks.size(), 3u);
   EXPECT_EQ(uneven.ranks[2].shard.expert_end - uneven.ranks[2].shard.expert_begin, 2) << uneven.describe();
-  EXPECT_EQ(uneven.ranks[0].shard.kv_head_end, -1) << "attention stays whole";
+  EXPECT_EQ(uneven.ranks[0].shard.kv_head_end, -1) << "3 ranks, 2 KV heads: attention stays whole";
+  EXPECT_TRUE(uneven.whole_attention);
+  // With a KV head per rank, attention, dense FFNs and the shared expert split with the experts.
+  hp.shared_ffn_dim = 64;
+  const Plan two = make_plan(hp, Kind::kExpert, 2);
+  EXPECT_FALSE(two.whole_attention);
+  EXPECT_EQ(two.ranks[1].shard.kv_head_begin, 1) << two.describe();
+  EXPECT_EQ(two.ranks[1].shard.ffn_begin, 32) << two.describe();
+  EXPECT_EQ(two.ranks[1].shard.shexp_begin, 32) << two.describe();
+  const Plan whole = make_plan(hp, Kind::kExpert, 2, 0, {}, {}, /*whole_attention=*/true);
+  EXPECT_EQ(whole.ranks[1].shard.kv_head_end, -1) << whole.describe();
+  EXPECT_EQ(whole.ranks[1].shard.ffn_end, -1) << whole.describe();
+  EXPECT_EQ(whole.ranks[1].shard.shexp_begin, 32) << "the shared expert splits either way";
+  // Latent attention splits by heads too.
   hp.kv_lora_rank = 8;
-  try {
-    make_plan(hp, Kind::kTensor, 2);
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("latent attention"), std::string::npos) << e.what();
-  }
+  EXPECT_NO_THROW(make_plan(hp, Kind::kTensor, 2));
   EXPECT_NO_THROW(make_plan(hp, Kind::kExpert, 2));
 }
 

@@ -62,13 +62,13 @@ std::unique_ptr<KVCache> LatentAttention::new_cache(const HParams& hp, int64_t n
   return std::make_unique<KVCache>(n_layers, 1, hp.kv_lora_rank + hp.n_rot, n_ctx, type, /*values=*/false);
 }
 
-void LatentAttention::forward(const HParams& hp, const LayerWeights& L, int64_t layer, const float* xn, int64_t n,
-                              std::span<KVCache* const> kvs, std::span<const int32_t> seq_of,
+void LatentAttention::forward(const HParams& hp, int64_t heads, const LayerWeights& L, int64_t layer, const float* xn,
+                              int64_t n, std::span<KVCache* const> kvs, std::span<const int32_t> seq_of,
                               std::span<const int64_t> pos_of, const float* rope_cs, float* out,
                               std::vector<uint8_t>& scratch, bool batch_invariant) {
   const LatentAttentionWeights& w = L.mla;
-  const int64_t heads = hp.n_heads, hd = hp.head_dim, rot = hp.n_rot, nope = hp.head_dim_nope(),
-                lora = hp.kv_lora_rank, vd = hp.v_head_dim, kd = lora + rot, qd = hp.q_dim();
+  const int64_t hd = hp.head_dim, rot = hp.n_rot, nope = hp.head_dim_nope(), lora = hp.kv_lora_rank,
+                vd = hp.v_head_dim, kd = lora + rot, qd = heads * hd;
 
   // q = W_qb · rmsnorm(W_qa · x) · q_a_norm, or W_q · x
   q_.resize(static_cast<size_t>(n * qd));

@@ -27,9 +27,11 @@ class LatentAttention {
   static std::unique_ptr<KVCache> new_cache(const HParams& hp, int64_t n_layers, int64_t n_ctx, KVType type);
 
   // xn: n rows of dim. Row t belongs to kvs[seq_of[t]] at position pos_of[t]; rope_cs holds
-  // each row's rotation (rope_angles, n_rot values). Stores the rows' latents in the caches and
-  // writes out: n rows of n_heads·v_head_dim, the input of attn_output.
-  void forward(const HParams& hp, const LayerWeights& L, int64_t layer, const float* xn, int64_t n,
+  // each row's rotation (rope_angles, n_rot values). Stores the rows' latents in the caches
+  // (every rank keeps the whole latent: all heads read it) and writes out: n rows of
+  // heads·v_head_dim, the input of this shard's columns of attn_output. `heads`: the query heads
+  // L holds (all of them unless tensor parallel splits them).
+  void forward(const HParams& hp, int64_t heads, const LayerWeights& L, int64_t layer, const float* xn, int64_t n,
                std::span<KVCache* const> kvs, std::span<const int32_t> seq_of, std::span<const int64_t> pos_of,
                const float* rope_cs, float* out, std::vector<uint8_t>& scratch, bool batch_invariant);
 
