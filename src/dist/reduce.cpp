@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "tensor/f16.h"
+#include "tensor/ops.h"
 
 namespace orchard::dist {
 
@@ -27,9 +28,9 @@ uint16_t narrow(float v, DType t) { return t == DType::F16 ? fp32_to_fp16(v) : f
 
 void add_into(void* dst, const void* src, size_t count, DType type) {
   if (type == DType::F32) {
-    float* d = static_cast<float*>(dst);
-    const float* s = static_cast<const float*>(src);
-    for (size_t i = 0; i < count; ++i) d[i] += s[i];
+    // axpy's 8-wide steps: at -O2 a plain loop stayed scalar and took a tenth of a 2 MiB tcp
+    // all_sum. 1·s is exact, so each element is d + s, the plain loop's bits.
+    axpy(1.0f, static_cast<const float*>(src), static_cast<float*>(dst), static_cast<int64_t>(count));
     return;
   }
   uint16_t* d = static_cast<uint16_t*>(dst);
@@ -46,11 +47,8 @@ void sum_sources(void* dst, const void* const* srcs, int n, size_t count, DType 
     for (size_t base = 0; base < count; base += kBlock) {
       const size_t m = std::min(kBlock, count - base);
       const float* s0 = static_cast<const float*>(srcs[0]) + base;
-      for (size_t i = 0; i < m; ++i) acc[i] = s0[i];
-      for (int k = 1; k < n; ++k) {
-        const float* sk = static_cast<const float*>(srcs[k]) + base;
-        for (size_t i = 0; i < m; ++i) acc[i] += sk[i];
-      }
+      std::copy_n(s0, m, acc);
+      for (int k = 1; k < n; ++k) axpy(1.0f, static_cast<const float*>(srcs[k]) + base, acc, static_cast<int64_t>(m));
       for (size_t i = 0; i < m; ++i) d[base + i] = acc[i];
     }
     return;

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -20,6 +21,14 @@ std::chrono::microseconds spin_for(const net::Mesh& mesh) {
   return static_cast<unsigned>(mesh.ranks_on_this_host()) <= cores ? kSpin : std::chrono::microseconds(0);
 }
 constexpr int kPollSliceMs = 100;
+// Messages up to kInterleaveUpTo bytes (a ring's pieces, the blocks of a mid-sized all_to_all)
+// are written kPiece bytes at a time, with the peers' data read in between, rather than as much
+// as the socket takes at once: both ends then copy in and out of the kernel in step. Measured
+// on loopback, 2 ranks, alternating 4 rounds: all_sum 1 MiB 960 -> 597 µs (OpenMPI's ob1/tcp:
+// 553), 4 MiB 4050 -> 2464 (2539); larger whole messages were slower in pieces (all_to_all
+// 4 MiB 1412 -> 1880 µs), so they are not cut.
+constexpr size_t kPiece = 128 << 10;
+constexpr size_t kInterleaveUpTo = 1 << 20;
 
 }  // namespace
 
@@ -92,7 +101,8 @@ bool TcpTransport::progress_sends(int peer) {
     constexpr size_t hb = sizeof(MsgHeader);
     if (p.done < hb) iov[cnt++] = {reinterpret_cast<uint8_t*>(&p.header) + p.done, hb - p.done};
     const size_t body_done = p.done > hb ? p.done - hb : 0;
-    if (p.bytes > body_done) iov[cnt++] = {p.buf + body_done, p.bytes - body_done};
+    const size_t most = p.bytes <= kInterleaveUpTo ? kPiece : p.bytes;
+    if (p.bytes > body_done) iov[cnt++] = {p.buf + body_done, std::min(most, p.bytes - body_done)};
     msghdr mh{};
     mh.msg_iov = iov;
     mh.msg_iovlen = static_cast<size_t>(cnt);
