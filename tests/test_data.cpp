@@ -12,7 +12,23 @@ std::filesystem::path shared_data() {
   return ORCHARD_SHARED_DATA;
 }
 
-std::filesystem::path data_file(const std::string& rel) { return shared_data() / rel; }
+std::filesystem::path repo_data() { return ORCHARD_REPO_DATA; }
+
+std::filesystem::path data_file(const std::string& rel) {
+  if (auto local = repo_data() / rel; std::filesystem::exists(local)) return local;
+  return shared_data() / rel;
+}
+
+bool in_ci() {
+  const char* ci = std::getenv("CI");
+  return ci && (std::strcmp(ci, "true") == 0 || std::strcmp(ci, "1") == 0);
+}
+
+std::string first_missing(std::initializer_list<std::string> rels) {
+  for (const std::string& rel : rels)
+    if (!std::filesystem::exists(data_file(rel))) return data_file(rel).string();
+  return {};
+}
 
 std::vector<char> read_bytes(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);

@@ -68,7 +68,7 @@ CmdResult expect_greedy_golden(const std::string& extra, const std::string& gold
 }
 
 TEST(Cli, GenerateStreamsGoldenTextAndStats) {
-  ORCHARD_REQUIRE_DATA();
+  ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
   CmdResult r = expect_greedy_golden("", "stories260K.once_upon_a_time.greedy64.kvf32.json");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("generation 64 tokens"), std::string::npos) << r.out;
@@ -78,7 +78,7 @@ TEST(Cli, GenerateStreamsGoldenTextAndStats) {
 // --kv-type f16 runs with a cache of halves (llama.cpp's f16-KV greedy text); anything but f16
 // or f32 is refused naming the value.
 TEST(Cli, KvTypeTakesF16OrF32AndNamesABadValue) {
-  ORCHARD_REQUIRE_DATA();
+  ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
   expect_greedy_golden(" --kv-type f16", "stories260K.once_upon_a_time.greedy64.kvf16.json");
   const auto model = test::data_file("models/stories260K.gguf").string();
   CmdResult bad = run("generate -m " + model + " -n 2 --kv-type f17");
@@ -87,7 +87,7 @@ TEST(Cli, KvTypeTakesF16OrF32AndNamesABadValue) {
 }
 
 TEST(Cli, InfoPrintsMetadataAndTensors) {
-  ORCHARD_REQUIRE_DATA();
+  ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
   CmdResult r = run("info " + test::data_file("models/stories260K.gguf").string());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("llama.embedding_length"), std::string::npos);
@@ -140,7 +140,7 @@ TEST(Cli, DefaultModelIsBuiltInWhenNoneGiven) {
 }
 
 TEST(Cli, PerplexityMatchesGolden) {
-  ORCHARD_REQUIRE_DATA();
+  ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
   CmdResult r = run("perplexity -m " + test::data_file("models/stories260K.gguf").string() + " -f " +
               test::data_file("golden/stories260K.ppl_text.txt").string() + " -c 128");
   ASSERT_EQ(r.code, 0) << r.out;

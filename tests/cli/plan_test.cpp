@@ -58,7 +58,7 @@ TEST(Plan, RefusesWhenNothingFitsAndRejectsBadClusterFiles) {
 }
 
 TEST(Plan, CalibrationWritesANodeFileThatPlansAndRunsUse) {
-  ORCHARD_REQUIRE_DATA();
+  ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
   const fs::path dir = fs::path(::testing::TempDir()) / ("orchard-cal-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::string node = (dir / "node.json").string();

@@ -16,7 +16,7 @@ std::string model() { return test::data_file("models/stories260K.gguf").string()
 std::string common() { return " -m " + model() + " -p 'The little dog' -n 48 --temp 0 -t 1 -c 256"; }
 
 TEST(Run, EverySplitPrintsTheSingleProcessText) {
-  ORCHARD_REQUIRE_DATA();
+  ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
   const Out single = run("generate" + common());
   ASSERT_EQ(single.code, 0) << single.err;
   ASSERT_GT(single.out.size(), 40u);
@@ -32,7 +32,7 @@ TEST(Run, EverySplitPrintsTheSingleProcessText) {
 }
 
 TEST(Run, ModelLargerThanOneBudgetRunsAcrossRanksAndIsRefusedOtherwise) {
-  ORCHARD_REQUIRE_DATA();
+  ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
   // stories260K needs ~1.6 MiB with a 256-token context; 1.2 MiB is too little for one rank
   // but two pipeline stages of ~1 MiB each fit.
   const Out alone = run("generate" + common() + " --mem 1.2M");

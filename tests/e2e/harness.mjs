@@ -20,7 +20,7 @@ function required(name) {
 export const serverUrl = required('ORCHARD_URL').replace(/\/$/, '');
 export const binary = process.env.ORCHARD_BINARY || path.join(repo, 'build/orchard');
 export const modelPath = process.env.ORCHARD_MODEL ||
-  path.join(process.env.ORCHARD_SHARED_DATA || path.join(repo, '../shared/data'), 'models/stories260K.gguf');
+  path.join(process.env.ORCHARD_TEST_DATA || path.join(repo, 'tests/data'), 'models/stories260K.gguf');
 
 export function artifactsDir() {
   const dir = process.env.ORCHARD_ARTIFACTS || path.join(repo, 'build/e2e-artifacts');

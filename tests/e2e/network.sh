@@ -6,7 +6,7 @@
 #
 #   tests/e2e/network.sh [ORCHARD_BINARY]
 #
-# Environment and exit status as run.sh's (77: skipped, no shared data).
+# Environment and exit status as run.sh's (77: skipped, no test data).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -18,6 +18,6 @@ artifacts=${ORCHARD_ARTIFACTS:-$(dirname "$binary")/e2e-artifacts}
 mkdir -p "$artifacts"
 artifacts=$(cd "$artifacts" && pwd)
 
-export ORCHARD_BINARY=$binary ORCHARD_MODEL=$model ORCHARD_SHARED_DATA=$data ORCHARD_ARTIFACTS=$artifacts
+export ORCHARD_BINARY=$binary ORCHARD_MODEL=$model ORCHARD_TEST_DATA=$data ORCHARD_ARTIFACTS=$artifacts
 echo "e2e: node --test network.test.mjs (process logs: $artifacts/network/)"
 node --test --test-reporter=spec network.test.mjs

@@ -25,7 +25,7 @@ function required(name) {
 }
 const binary = required('ORCHARD_BINARY');
 const stories = required('ORCHARD_MODEL');
-const golden = path.join(required('ORCHARD_SHARED_DATA'), 'golden');
+const golden = path.join(required('ORCHARD_TEST_DATA'), 'golden');
 const logs = path.join(required('ORCHARD_ARTIFACTS'), 'network');
 mkdirSync(logs, { recursive: true });
 const run = promisify(execFile);

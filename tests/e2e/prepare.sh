@@ -1,13 +1,18 @@
-# What every e2e runner needs before its tests (sourced by run.sh and network.sh): the shared
-# data (else exit 77, CTest's SKIP_RETURN_CODE), the binary, Node 18+ and npm, and the npm
+# What every e2e runner needs before its tests (sourced by run.sh and network.sh): the test
+# data (stories260K and its goldens, in the repository's tests/data; else exit 77, CTest's
+# SKIP_RETURN_CODE, or a failure with CI=true), the binary, Node 18+ and npm, and the npm
 # packages pinned by package-lock.json. Expects `binary` set; sets `here`, `repo`, `data`,
 # `model` (stories260K) and makes `binary` absolute.
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-data=${ORCHARD_SHARED_DATA:-$repo/../shared/data}
+data=${ORCHARD_TEST_DATA:-$repo/tests/data}
 model=$data/models/stories260K.gguf
 if [[ ! -f $model ]]; then
-  echo "e2e: SKIPPED: $model not found (set ORCHARD_SHARED_DATA to the shared data folder)"
+  if [[ ${CI:-} == true || ${CI:-} == 1 ]]; then
+    echo "e2e: CI=true but $model is absent" >&2
+    exit 1
+  fi
+  echo "e2e: SKIPPED: $model not found (set ORCHARD_TEST_DATA to a folder with models/ and golden/)"
   exit 77
 fi
 if [[ ! -x $binary ]]; then

@@ -6,10 +6,10 @@
 #
 #   tests/e2e/run.sh [ORCHARD_BINARY [TEST_FILE...]]
 #
-# Environment: ORCHARD_BINARY (default build/orchard), ORCHARD_SHARED_DATA (default
-# ../shared/data beside the repository), ORCHARD_ARTIFACTS (default e2e-artifacts beside the
-# binary: the server log and the pages' screenshots), ORCHARD_CHROMIUM (default /usr/bin/chromium).
-# Exit status: 0 passed, 77 skipped (no shared data; CTest's SKIP_RETURN_CODE), else failed.
+# Environment: ORCHARD_BINARY (default build/orchard), ORCHARD_TEST_DATA (default tests/data in
+# the repository), ORCHARD_ARTIFACTS (default e2e-artifacts beside the binary: the server log
+# and the pages' screenshots), ORCHARD_CHROMIUM (default /usr/bin/chromium).
+# Exit status: 0 passed, 77 skipped (no test data; CTest's SKIP_RETURN_CODE), else failed.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

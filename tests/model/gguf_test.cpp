@@ -367,7 +367,7 @@ TEST(GgufGetters, ConvertWhereSafeAndNameKeyAndTypesOtherwise) {
 // Golden files from the shared data folder
 
 TEST(GgufGolden, Stories260K) {
-  ORCHARD_REQUIRE_DATA();
+  ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
   auto f = GGUFFile::open(test::data_file("models/stories260K.gguf").string());
   EXPECT_EQ(f->version(), 3u);
   EXPECT_EQ(f->tensors().size(), 48u);
@@ -394,7 +394,7 @@ TEST(GgufGolden, Stories260K) {
 }
 
 TEST(GgufGolden, Stories260KRewrittenByOurWriterIsByteIdentical) {
-  ORCHARD_REQUIRE_DATA();
+  ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
   const auto path = test::data_file("models/stories260K.gguf");
   auto f = GGUFFile::open(path.string());
   GGUFWriter w(f->alignment());

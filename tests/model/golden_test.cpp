@@ -76,7 +76,7 @@ struct StoriesCase {
 class StoriesGolden : public ::testing::TestWithParam<StoriesCase> {};
 
 TEST_P(StoriesGolden, GreedyTokensMatchLlamaCpp) {
-  ORCHARD_REQUIRE_DATA();
+  ORCHARD_REQUIRE_FILES(GetParam().model);
   const auto& c = GetParam();
   auto e = load(c.model);
   for (const char* prompt : {"once_upon_a_time", "the_little_dog"}) {
@@ -92,7 +92,7 @@ TEST_P(StoriesGolden, GreedyTokensMatchLlamaCpp) {
 }
 
 TEST_P(StoriesGolden, LogitsWithinTolerance) {
-  ORCHARD_REQUIRE_DATA();
+  ORCHARD_REQUIRE_FILES(GetParam().model);
   const auto& c = GetParam();
   auto e = load(c.model);
   for (const char* prompt : {"once_upon_a_time", "the_little_dog"}) {
@@ -110,7 +110,7 @@ TEST_P(StoriesGolden, LogitsWithinTolerance) {
 }
 
 TEST_P(StoriesGolden, PerplexityWithinOnePercent) {
-  ORCHARD_REQUIRE_DATA();
+  ORCHARD_REQUIRE_FILES(GetParam().model);
   const auto& c = GetParam();
   auto e = load(c.model);
   std::ifstream in(test::data_file("golden/stories260K.ppl_text.txt"), std::ios::binary);
@@ -130,7 +130,7 @@ TEST_P(StoriesGolden, PerplexityWithinOnePercent) {
 // and F32 runs differ by up to 0.024). The cache must really hold halves: the logits move
 // away from the F32 cache's.
 TEST(StoriesGoldenF16KV, GreedyTokensAndLogitsFollowLlamaCppsF16KVRun) {
-  ORCHARD_REQUIRE_DATA();
+  ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
   auto e = load("models/stories260K.gguf", KVType::F16);
   for (const char* prompt : {"once_upon_a_time", "the_little_dog"}) {
     const std::string base = std::string("golden/stories260K.") + prompt + ".greedy64.";
@@ -214,7 +214,7 @@ namespace {
 // and then one token a step (the generation path), must agree within quantization noise, and
 // the greedy picks wherever the top two are clearly apart.
 TEST(RepackedWeights, SameLogitsAndGreedyPicksWithAndWithoutRepacking) {
-  ORCHARD_REQUIRE_DATA();
+  ORCHARD_REQUIRE_FILES("golden/stories260K.Q8_0.gguf", "golden/stories260K.Q4_0.gguf");
   for (const char* model : {"golden/stories260K.Q8_0.gguf", "golden/stories260K.Q4_0.gguf"}) {
     SCOPED_TRACE(model);
     std::vector<std::unique_ptr<Engine>> engines;

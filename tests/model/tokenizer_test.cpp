@@ -191,7 +191,7 @@ TEST(TokenizerLoad, InvalidUtf8InputIsEncodedWithoutLoss) {
 }
 
 TEST(SpmTokenizer, Stories260KPromptWithBos) {
-  ORCHARD_REQUIRE_DATA();
+  ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
   const auto t = load("models/stories260K.gguf");
   EXPECT_EQ(t.tokenizer->encode("Once upon a time", true),
             (std::vector<TokenId>{1, 403, 407, 261, 378}));
@@ -205,7 +205,7 @@ TEST(SpmTokenizer, Stories260KPromptWithBos) {
 }
 
 TEST(SpmTokenizer, Stories260KPerplexityText) {
-  ORCHARD_REQUIRE_DATA();
+  ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
   const auto t = load("models/stories260K.gguf");
   const std::string text = read_text(test::data_file("golden/stories260K.ppl_text.txt"));
   std::string golden = read_text(test::data_file("golden/stories260K.ppl_text.tokens.txt"));

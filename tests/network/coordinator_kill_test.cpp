@@ -118,7 +118,7 @@ void kill_and_wait(Proc& p, int sig) {
 // `replicas` coordinators share the stores; nodes and clients are split between them, and the
 // first is the one killed (with one, the whole network loses its coordinator for a moment).
 void run_kill_test(const std::string& name, const std::string& db_url, int replicas = 2) {
-  ORCHARD_REQUIRE_DATA();
+  ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
   const std::string bin = ::orchard::test::orchard_binary();
   const std::string model = ::orchard::test::data_file("models/stories260K.gguf").string();
   const auto dir = test::fresh_dir(name);

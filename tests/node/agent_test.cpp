@@ -116,7 +116,7 @@ std::string streamed_text(const RunningCoordinator& c, const std::string& path, 
 
 #define REQUIRE_MODEL()                                                                    \
   do {                                                                                     \
-    ORCHARD_REQUIRE_DATA();                                                                \
+    ORCHARD_REQUIRE_FILES("models/stories260K.gguf");                                      \
     if (!std::filesystem::exists(model_path())) GTEST_SKIP() << model_path() << " is absent"; \
   } while (0)
 

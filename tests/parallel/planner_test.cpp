@@ -38,7 +38,7 @@ uint64_t llama_params(const HParams& hp, bool tied) {
 }
 
 TEST(ModelCost, Stories260KCountsEveryParameterAndByteOfTheFile) {
-  ORCHARD_REQUIRE_DATA();
+  ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
   auto f = GGUFFile::open(test::data_file("models/stories260K.gguf").string());
   const ModelCost c = ModelCost::from_gguf(*f);
   // The golden README: dim 64, 5 layers, 8 heads (4 KV), head 8, FFN 172, vocab 512, all F32,

@@ -39,7 +39,7 @@ std::string name_of(const Case& c) {
 class SplitModel : public ::testing::TestWithParam<Case> {};
 
 TEST_P(SplitModel, GreedyTokensMatchTheSingleRankRunAndLogitsAgree) {
-  ORCHARD_REQUIRE_DATA();
+  ORCHARD_REQUIRE_FILES(GetParam().model);
   const Case c = GetParam();
   const std::string path = test::data_file(c.model).string();
   set_threads(1);  // ranks share this process; the pool then runs inline on each

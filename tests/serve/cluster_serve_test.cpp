@@ -55,7 +55,7 @@ std::pair<pid_t, int> start(const std::string& kind, const std::string& model, c
 class ClusterServe : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ClusterServe, AnswersEqualOneMachineAndStopsCleanly) {
-  ORCHARD_REQUIRE_DATA();
+  ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
   const std::string model = test::data_file("models/stories260K.gguf").string();
   EngineOptions eo;
   eo.model_path = model;

@@ -51,7 +51,7 @@ class ConcurrentRequests : public ::testing::TestWithParam<int> {};
 // The synthetic model repacked and not, and the golden stories260K.
 TEST_P(ConcurrentRequests, GetWhatTheyGetAlone) {
   const int which = GetParam();
-  if (which == 2) ORCHARD_REQUIRE_DATA();
+  if (which == 2) ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
   Fixture f(which == 2 ? load(test::data_file("models/stories260K.gguf").string())
                        : load(tiny_model(), 256, which == 0),
             4);
