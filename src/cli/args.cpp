@@ -4,6 +4,7 @@
 
 #include <sstream>
 
+#include "platform/platform.h"
 #include "tensor/error.h"
 
 namespace orchard::cli {
@@ -17,10 +18,9 @@ std::vector<std::string> split_commas(const std::string& text) {
 }
 
 std::string self_executable() {
-  char buf[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) throw Error("cannot find the orchard executable (/proc/self/exe)");
-  return std::string(buf, static_cast<size_t>(n));
+  std::string path = platform::executable_path();
+  if (path.empty()) throw Error("cannot find the orchard executable's path");
+  return path;
 }
 
 void add_kv_type_option(CLI::App* cmd, KVType& out) {

@@ -1,7 +1,8 @@
 // `orchard bench`: prompt-processing and generation speed in the style of llama-bench
 // (pp = one batch of P tokens from an empty cache, tg = N tokens one at a time), median of
-// repetitions, one row per thread count. With --roofline, every generation repetition is also
-// set against the memory read bandwidth measured just before and after it.
+// repetitions, one row per thread count, with joules per token from the CPU package's energy
+// counter where the platform has one. With --roofline, every generation repetition is also set
+// against the memory read bandwidth measured just before and after it.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -14,6 +15,8 @@
 #include "model/engine.h"
 #include "model/synthetic/synthetic.h"
 #include "parallel/model_cost.h"
+#include "platform/energy_meter.h"
+#include "platform/platform.h"
 #include "serve/model_store.h"
 #include "tensor/kernels/kernels.h"
 #include "tensor/read_bandwidth.h"
@@ -83,7 +86,10 @@ void register_bench(CLI::App& app) {
     std::printf("model: %s (%s, %lld layers, dim %lld), kernels: %s, KV cache: %s\n", eo.model_path.c_str(),
                 hp.arch.c_str(), static_cast<long long>(hp.n_layers), static_cast<long long>(hp.dim),
                 kernels::isa_name(kernels::detect_isa()), kv_type_name(eo.kv_type));
-    std::printf("| threads | test | t/s (median of %d) | stddev |\n|---:|---|---:|---:|\n", o->reps);
+    // Energy: the CPU package's counter around each repetition (the whole package, so other
+    // work on the machine counts too), or "unavailable" with the reason below the table.
+    const bool energy = platform::read_energy().has_value();
+    std::printf("| threads | test | t/s (median of %d) | stddev | J/token |\n|---:|---|---:|---:|---:|\n", o->reps);
     std::mt19937 rng(1234);
     std::uniform_int_distribution<int32_t> tok(3, static_cast<int32_t>(hp.n_vocab - 1));
     auto kv = engine->new_cache();
@@ -101,13 +107,15 @@ void register_bench(CLI::App& app) {
       auto run = [&](const char* name, int n, auto&& body, BandwidthProbe* roof) {
         if (n <= 0) return;
         body();  // warm-up: maps pages and fills caches
-        std::vector<double> tps, read_gbs, shares;
+        std::vector<double> tps, read_gbs, shares, joules;
         double before = roof ? roof->roofline(global_pool()) : 0.0;
         for (int r = 0; r < o->reps; ++r) {
+          platform::EnergyMeter meter;
           auto t0 = std::chrono::steady_clock::now();
           body();
           const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           tps.push_back(n / s);
+          if (const std::optional<double> j = meter.joules()) joules.push_back(*j / n);
           if (!roof) continue;
           // A shared host's bandwidth moves within seconds: each repetition against the mean of
           // the readings on either side of it.
@@ -117,7 +125,9 @@ void register_bench(CLI::App& app) {
           before = after;
         }
         const Stat st = stats(tps);
-        std::printf("| %d | %s%d | %.2f | %.2f |\n", shown, name, n, st.median, st.stddev);
+        char j[32] = "unavailable";
+        if (!joules.empty()) std::snprintf(j, sizeof j, "%.4g", stats(joules).median);
+        std::printf("| %d | %s%d | %.2f | %.2f | %s |\n", shown, name, n, st.median, st.stddev, j);
         std::fflush(stdout);
         if (!roof) return;
         const auto [lo, hi] = std::minmax_element(shares.begin(), shares.end());
@@ -141,6 +151,9 @@ void register_bench(CLI::App& app) {
         }
       }, probe.get());
     }
+    std::printf("\nenergy: %s\n", energy ? ("CPU package counter " + platform::energy_source() +
+                                            " (the whole package: anything else running counts too)").c_str()
+                                         : platform::energy_source().c_str());
     if (roof_rows.empty()) return;
     std::printf("\nroofline: %.2f MB of weights read per generated token; read GB/s = the faster of a plain and a\n"
                 "prefetching read of 1 GiB (median of 3 passes each), the mean of the readings before and\n"

@@ -26,6 +26,7 @@
 #include "parallel/model_cost.h"
 #include "parallel/predict.h"
 #include "parallel/session.h"
+#include "platform/platform.h"
 #include "serve/model_store.h"
 #include "tensor/error.h"
 #include "tensor/threadpool.h"
@@ -58,16 +59,7 @@ std::vector<TokenId> prompt_tokens(int n, int64_t vocab) {
 }
 
 // Resident memory of this process (VmRSS), in MiB.
-double rss_mib() {
-  FILE* f = std::fopen("/proc/self/status", "r");
-  if (!f) return 0;
-  char line[256];
-  double kib = 0;
-  while (std::fgets(line, sizeof line, f))
-    if (std::sscanf(line, "VmRSS: %lf kB", &kib) == 1) break;
-  std::fclose(f);
-  return kib / 1024.0;
-}
+double rss_mib() { return platform::resident_mib(); }
 
 // The planner's figures for this row's setup: (TTFT ms, tg tokens/s).
 std::pair<double, double> predicted(const BenchOpts& o, const std::string& path, int ranks, const std::string& split,

@@ -16,6 +16,7 @@
 
 #include "dist/net/auth.h"
 #include "dist/net/socket.h"
+#include "platform/platform.h"
 #include "tensor/error.h"
 
 extern char** environ;
@@ -85,18 +86,10 @@ std::string describe_status(int status) {
 
 // Rank r of n gets cores [r·k, (r+1)·k) of the ones this process may use, k = cores / n.
 void bind_to_cores(int r, int n) {
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
-  std::vector<int> cores;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &allowed)) cores.push_back(c);
+  const std::vector<int> cores = platform::allowed_cpus();
   const int k = static_cast<int>(cores.size()) / n;
-  if (k < 1) return;  // oversubscribed: let the scheduler share
-  cpu_set_t mine;
-  CPU_ZERO(&mine);
-  for (int i = r * k; i < (r + 1) * k; ++i) CPU_SET(cores[static_cast<size_t>(i)], &mine);
-  ::sched_setaffinity(0, sizeof mine, &mine);
+  if (k < 1) return;  // oversubscribed (or unknown): let the scheduler share
+  platform::pin_to_cpus(std::vector<int>(cores.begin() + r * k, cores.begin() + (r + 1) * k));
 }
 
 int exit_code(int status) {
@@ -168,7 +161,7 @@ int launch(const LaunchOptions& o) {
       if (!o.secret.empty()) env.push_back("ORCHARD_SECRET=" + o.secret);
     }
     int out_pipe[2], err_pipe[2], in_pipe[2];
-    if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0 || ::pipe2(in_pipe, O_CLOEXEC) != 0)
+    if (!platform::make_pipe(out_pipe, false) || !platform::make_pipe(err_pipe, false) || !platform::make_pipe(in_pipe, false))
       throw Error(std::string("launch: pipe: ") + std::strerror(errno));
     const pid_t pid = ::fork();
     if (pid < 0) throw Error(std::string("launch: fork: ") + std::strerror(errno));

@@ -12,6 +12,7 @@
 
 #include "model/gguf_byte_reader.h"
 #include "model/gguf_value_parser.h"
+#include "platform/platform.h"
 #include "tensor/error.h"
 
 namespace orchard {
@@ -89,7 +90,7 @@ void* read_into_anonymous_memory(int fd, const std::string& path, size_t size) {
     throw Error(path + ": cannot allocate " + std::to_string(size) + " bytes to load the file: " +
                 std::strerror(err));
   }
-  ::madvise(mem, size, MADV_HUGEPAGE);
+  platform::advise_huge_pages(mem, size);
   size_t done = 0;
   while (done < size) {
     const ssize_t n = ::pread(fd, static_cast<char*>(mem) + done, size - done, static_cast<off_t>(done));
@@ -166,7 +167,7 @@ std::unique_ptr<GGUFFile> GGUFFile::open_selected(const std::string& path,
     ::close(fd);
     throw Error(path + ": cannot reserve " + std::to_string(size) + " bytes: " + std::strerror(err));
   }
-  ::madvise(mem, size, MADV_HUGEPAGE);
+  platform::advise_huge_pages(mem, size);
   for (const auto& [begin, end] : ranges) {
     size_t done = begin;
     while (done < std::min<uint64_t>(end, size)) {
@@ -201,7 +202,7 @@ void GGUFFile::release(const void* p, size_t n) const {
   const uintptr_t page = uintptr_t{2} << 20;
   const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) & ~(page - 1);
   const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) & ~(page - 1);
-  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  if (end > begin) platform::release_pages(reinterpret_cast<void*>(begin), end - begin);
 }
 
 std::unique_ptr<GGUFFile> GGUFFile::from_memory(std::span<const uint8_t> bytes, const std::string& name) {

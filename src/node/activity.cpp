@@ -10,6 +10,8 @@
 #include <sstream>
 #include <vector>
 
+#include "platform/platform.h"
+
 namespace orchard::node {
 
 namespace fs = std::filesystem;
@@ -21,12 +23,8 @@ int64_t unix_ms() {
       .count();
 }
 
-// Seconds since boot (/proc/uptime), as ms; a day when unreadable (only the "nobody there" answer uses it).
-int64_t uptime_ms() {
-  std::ifstream in("/proc/uptime");
-  double s = 0;
-  return in >> s ? static_cast<int64_t>(s * 1000) : int64_t{86'400'000};
-}
+// Time since boot, as ms; a day when unknown (only the "nobody there" answer uses it).
+int64_t uptime_ms() { return static_cast<int64_t>(platform::uptime_seconds().value_or(86'400.0) * 1000); }
 
 bool all_digits(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });

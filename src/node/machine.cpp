@@ -11,19 +11,12 @@
 #include <thread>
 #include <vector>
 
+#include "platform/platform.h"
 #include "tensor/error.h"
 
 namespace orchard::node {
 
-uint64_t total_memory_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  std::string unit;
-  while (in >> key >> kib >> unit)
-    if (key == "MemTotal:") return kib * 1024;
-  return 0;
-}
+uint64_t total_memory_bytes() { return platform::physical_memory_bytes(); }
 
 int cpu_cores() { return std::max(1u, std::thread::hardware_concurrency()); }
 
@@ -54,10 +47,9 @@ double measure_bandwidth_gbs(size_t bytes) {
 }
 
 std::optional<double> load_per_core() {
-  std::ifstream in("/proc/loadavg");
-  double one = 0;
-  if (!(in >> one)) return std::nullopt;
-  return one / cpu_cores();
+  const std::optional<double> one = platform::load_average();
+  if (!one) return std::nullopt;
+  return *one / cpu_cores();
 }
 
 std::string host_name() {
@@ -71,7 +63,7 @@ network::MachineInfo this_machine(const std::string& chip, uint64_t memory_bytes
   m.name = host_name();
   m.chip = chip;
   m.memory_bytes = memory_bytes > 0 ? memory_bytes : total_memory_bytes();
-  if (m.memory_bytes == 0) throw Error("cannot read this machine's memory size from /proc/meminfo (give it with --memory)");
+  if (m.memory_bytes == 0) throw Error("cannot read this machine's memory size (give it with --memory)");
   m.cores = cpu_cores();
   m.mem_bw_gbs = bandwidth_gbs > 0 ? bandwidth_gbs : measure_bandwidth_gbs();
   return m;
@@ -135,7 +127,7 @@ std::string LendingPolicy::refusal(std::optional<double> load, int minute, std::
                   static_cast<long long>(*user_idle_ms / 1000), static_cast<long long>(*idle_after_ms / 1000));
     return b;
   }
-  if (!load) return "the CPU load cannot be read (/proc/loadavg), so the machine may not be idle";
+  if (!load) return "the CPU load cannot be read, so the machine may not be idle";
   if (*load > max_load) {
     char b[96];
     std::snprintf(b, sizeof b, "load %.2f per core is above %.2f", *load, max_load);

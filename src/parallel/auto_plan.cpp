@@ -10,6 +10,7 @@
 
 #include "dist/config.h"
 #include "model/gguf.h"
+#include "platform/platform.h"
 #include "tensor/error.h"
 
 namespace orchard::parallel {
@@ -23,7 +24,7 @@ MachineSpec rough_machine() {
   m.name = "this machine (not calibrated)";
   m.measured = true;
   m.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  m.memory_gib = {static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1073741824.0};
+  m.memory_gib = {static_cast<double>(platform::physical_memory_bytes()) / 1073741824.0};
   m.usable_memory = 0.9;
   m.membw_gbs.at_count[m.cores] = 20;
   m.matmul_gflops[DType::F32].at_count[m.cores] = 100;

@@ -19,6 +19,8 @@
 #include "model/gguf.h"
 #include "model/synthetic/synthetic.h"
 #include "parallel/model_cost.h"
+#include "platform/energy_meter.h"
+#include "platform/platform.h"
 #include "tensor/error.h"
 #include "tensor/matmul.h"
 #include "tensor/quant.h"
@@ -221,21 +223,11 @@ Loaded loaded_costs(const std::string& backend, int n, double latency_us, double
   return l;
 }
 
-double total_memory_gib() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  double kib = 0;
-  while (in >> key >> kib)
-    if (key == "MemTotal:") return kib / 1048576.0;
-  return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1073741824.0;
-}
+double total_memory_gib() { return static_cast<double>(platform::physical_memory_bytes()) / 1073741824.0; }
 
 std::string cpu_name() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "CPU";
+  const std::string model = platform::cpu_model();
+  return model.empty() ? "CPU" : model;
 }
 
 // Memory bandwidth, fork/join cost and kernel rates for `types` at each thread count.
@@ -345,15 +337,6 @@ void refresh_compute(MachineSpec& m, const std::vector<DType>& types, double sec
   set_threads(0);
 }
 
-double read_rapl_uj() {
-  for (const char* path : {"/sys/class/powercap/intel-rapl:0/energy_uj", "/sys/class/powercap/intel-rapl/intel-rapl:0/energy_uj"}) {
-    std::ifstream in(path);
-    double v = 0;
-    if (in >> v) return v;
-  }
-  return -1;
-}
-
 MachineSpec calibrate(const CalibrateOptions& o) {
   auto say = [&](const std::string& s) {
     if (o.progress) o.progress(s);
@@ -370,23 +353,22 @@ MachineSpec calibrate(const CalibrateOptions& o) {
   if (threads.empty())
     for (int t = 1; t <= m.cores; ++t) threads.push_back(t);
 
-  const double rapl0 = read_rapl_uj();
+  platform::EnergyMeter energy;
   const auto load_t0 = Clock::now();
   measure_compute(m, o.types, threads, o.seconds, say);
   if (std::find(o.types.begin(), o.types.end(), DType::Q4_0) != o.types.end()) measure_layer_overhead(m, threads, say);
-  const double rapl1 = read_rapl_uj();
+  const std::optional<double> load_j = energy.joules();
   const double load_s = since(load_t0);
   set_threads(0);
-  if (rapl0 >= 0 && rapl1 > rapl0) {
+  if (load_j && *load_j > 0) {
     say("idle power");
-    const double i0 = read_rapl_uj();
+    energy.restart();
     std::this_thread::sleep_for(std::chrono::seconds(1));
-    const double i1 = read_rapl_uj();
-    m.idle_w = (i1 - i0) * 1e-6;
-    m.load_w = (rapl1 - rapl0) * 1e-6 / load_s;
-    m.power_of = "RAPL package counter during calibration (CPU package only, not the wall)";
+    m.idle_w = energy.joules().value_or(0);
+    m.load_w = *load_j / load_s;
+    m.power_of = "package energy counter (" + platform::energy_source() + ") during calibration: the CPU package only, not the wall";
   } else {
-    m.power_of = "not measured: no RAPL counters (/sys/class/powercap); set idle_w and load_w by hand";
+    m.power_of = "not measured: energy counter " + platform::energy_source() + "; set idle_w and load_w by hand";
   }
   for (const std::string& backend : o.backends)
     for (int n : o.ranks) {

@@ -2,7 +2,7 @@
 // Measures this machine for the planner (`orchard plan --calibrate`): memory read bandwidth,
 // the kernels' weight-streaming rate per format (generation) and FLOP rate (prompt), the
 // thread pool's fork/join cost, all_sum time between ranks on loopback (shm and tcp, with
-// emulated latencies if asked), and power from Linux RAPL counters when the kernel exposes
+// emulated latencies if asked), and power from the platform's energy counter (Linux RAPL) when the kernel exposes
 // them. The result is a node description (MachineSpec) that cluster files can name.
 #include <functional>
 #include <string>
@@ -29,7 +29,5 @@ MachineSpec calibrate(const CalibrateOptions& options);
 // drifts from minute to minute, a prediction made right after this uses the speed of the moment.
 void refresh_compute(MachineSpec& m, const std::vector<DType>& types, double seconds);
 
-// Package energy counter (microjoules) from /sys/class/powercap, or -1 when there is none.
-double read_rapl_uj();
 
 }  // namespace orchard::parallel

@@ -132,6 +132,16 @@ std::string Metrics::render() const {
   o += "# HELP orchard_tokens_per_second Generated tokens per second over the last 5 s.\n";
   o += "# TYPE orchard_tokens_per_second gauge\n";
   o += "orchard_tokens_per_second " + num(tps) + "\n";
+  // The whole CPU package since the server started (idle time and other processes included).
+  if (const std::optional<double> j = energy_.joules()) {
+    o += "# HELP orchard_energy_joules_total CPU package energy since the server started.\n";
+    o += "# TYPE orchard_energy_joules_total counter\norchard_energy_joules_total " + num(*j) + "\n";
+    o += "# HELP orchard_energy_joules_per_generated_token That energy over the tokens generated since.\n";
+    o += "# TYPE orchard_energy_joules_per_generated_token gauge\norchard_energy_joules_per_generated_token " +
+         (generated_tokens_ > 0 ? num(*j / static_cast<double>(generated_tokens_)) : std::string("NaN")) + "\n";
+  } else {
+    o += "# orchard_energy: " + platform::energy_source() + "\n";
+  }
   return o;
 }
 

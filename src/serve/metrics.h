@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "platform/energy_meter.h"
+
 namespace orchard::serve {
 
 class Histogram {
@@ -52,6 +54,7 @@ class Metrics {
   uint64_t prompt_tokens_ = 0, generated_tokens_ = 0;
   int64_t waiting_ = 0, active_ = 0, slots_ = 0;
   Histogram ttft_, token_latency_;
+  platform::EnergyMeter energy_;  // the CPU package's energy since the server started
   // (time, tokens) of recent generation, for the tokens/s gauge.
   std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> recent_;
 };

@@ -11,6 +11,9 @@
 #include <new>
 #include <vector>
 
+#include "platform/platform.h"
+
+
 // Under AddressSanitizer the bytes come from the heap instead, so reads and writes past the end
 // of a buffer are still caught (mapped memory has no red zones).
 #if defined(__SANITIZE_ADDRESS__)
@@ -73,7 +76,7 @@ class HugeBuffer {
       if (reserve - head > length) ::munmap(raw + head + length, reserve - head - length);
       data = raw + head;
     }
-    ::madvise(data, length, MADV_HUGEPAGE);
+    platform::advise_huge_pages(data, length);
     return data;
   }
   static void* map_or_throw(size_t bytes) {

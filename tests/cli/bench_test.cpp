@@ -1,10 +1,15 @@
 // `orchard bench` as a user runs it: llama-bench's table, the roofline table, clear refusals.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/cli_run.h"
@@ -95,6 +100,49 @@ TEST_F(Bench, WithoutRooflineThereIsNoRooflineTable) {
   EXPECT_NE(b.out.find("| 1 | tg2 |"), std::string::npos) << b.out;
   EXPECT_EQ(b.out.find("pp"), std::string::npos) << b.out;  // -p 0 skips prompt processing
   EXPECT_EQ(b.out.find("roofline"), std::string::npos) << b.out;
+}
+
+// Joules per token from the CPU package's energy counter: here a file in RAPL's layout that a
+// thread advances while the benchmark runs (0.2 J every 2 ms: at most 100 W), and no counter.
+TEST_F(Bench, ReportsJoulesPerTokenFromTheEnergyCounterOrSaysUnavailable) {
+  const fs::path model = tiny_model("Q8_0");
+  const fs::path dir = temp_dir() / "powercap";
+  fs::create_directories(dir);
+  const fs::path counter = dir / "energy_uj";
+  std::atomic<bool> done{false};
+  std::thread ticking([&] {
+    for (uint64_t uj = 0; !done; uj += 200'000) {
+      std::ofstream(dir / "energy_uj.tmp") << uj << "\n";
+      fs::rename(dir / "energy_uj.tmp", counter);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
+  setenv("ORCHARD_ENERGY_FILE", counter.c_str(), 1);
+  const Out b = run("bench -m " + model.string() + " -p 64 -n 64 -r 3 -t 1");
+  done = true;
+  ticking.join();
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_NE(b.out.find("| stddev | J/token |"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("energy: CPU package counter " + counter.string()), std::string::npos) << b.out;
+  for (const char* test : {"pp64", "tg64"}) {
+    const auto r = rows(b.out, "1", test);
+    ASSERT_EQ(r.size(), 1u) << b.out;
+    ASSERT_EQ(r[0].size(), 5u) << b.out;
+    // J/token = watts / (tokens/s). The counter runs at most 100 W (less when the ticking
+    // thread oversleeps on a busy host), and a repetition may see one tick more or fewer.
+    const double j = std::stod(r[0][4]), tps = std::stod(r[0][2]), tick = 0.2 / 64;
+    EXPECT_LE(j, 100.0 / tps * 1.05 + tick) << b.out;
+    EXPECT_GE(j, 0.2 * 100.0 / tps - tick) << b.out;
+  }
+
+  setenv("ORCHARD_ENERGY_FILE", "/nonexistent/energy_uj", 1);
+  const Out none = run("bench -m " + model.string() + " -p 0 -n 2 -r 1 -t 1");
+  unsetenv("ORCHARD_ENERGY_FILE");
+  ASSERT_EQ(none.code, 0) << none.err;
+  const auto r = rows(none.out, "1", "tg2");
+  ASSERT_EQ(r.size(), 1u) << none.out;
+  EXPECT_EQ(r[0][4], "unavailable");
+  EXPECT_NE(none.out.find("energy: unavailable: /nonexistent/energy_uj cannot be read"), std::string::npos) << none.out;
 }
 
 TEST_F(Bench, RefusesZeroRepetitionsAndAMissingModel) {

@@ -6,6 +6,7 @@
 #include <httplib.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -262,6 +263,39 @@ TEST(Server, FullQueueGets429AndHangingUpFreesTheSlot) {
   EXPECT_NE(metrics.find("orchard_rejected_total{reason=\"queue_full\"} 1"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("orchard_requests_total{endpoint=\"/v1/completions\",code=\"429\"} 1"), std::string::npos);
   EXPECT_NE(metrics.find("orchard_time_to_first_token_seconds_count"), std::string::npos);
+}
+
+// /metrics reports the CPU package's energy since the server started and per generated token,
+// from the platform's counter: here a file in RAPL's layout the test sets; without a counter,
+// a comment saying why.
+TEST(Server, MetricsReportJoulesPerGeneratedTokenOrWhyNot) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "server-powercap";
+  std::filesystem::create_directories(dir);
+  const auto counter = dir / "energy_uj";
+  std::ofstream(counter) << 1000000 << "\n";
+  setenv("ORCHARD_ENERGY_FILE", counter.c_str(), 1);
+  {
+    Running s;
+    s.post("/v1/completions", json{{"prompt", "hi"}, {"max_tokens", 8}, {"ignore_eos", true}}.dump(), 200);
+    std::ofstream(counter) << 3000000 << "\n";  // 2 J since the server started
+    const std::string m = s.client().Get("/metrics")->body;
+    auto value = [&](const std::string& name) {
+      const size_t at = m.find("\n" + name + " ");
+      return at == std::string::npos ? -1.0 : std::stod(m.substr(at + name.size() + 2));
+    };
+    EXPECT_DOUBLE_EQ(value("orchard_generated_tokens_total"), 8.0) << m;
+    EXPECT_DOUBLE_EQ(value("orchard_energy_joules_total"), 2.0) << m;
+    EXPECT_DOUBLE_EQ(value("orchard_energy_joules_per_generated_token"), 0.25) << m;
+  }
+  setenv("ORCHARD_ENERGY_FILE", "/nonexistent/energy_uj", 1);
+  {
+    Running s;
+    const std::string m = s.client().Get("/metrics")->body;
+    EXPECT_EQ(m.find("orchard_energy_joules"), std::string::npos) << m;
+    EXPECT_NE(m.find("# orchard_energy: unavailable: /nonexistent/energy_uj cannot be read"), std::string::npos) << m;
+  }
+  unsetenv("ORCHARD_ENERGY_FILE");
+  std::filesystem::remove_all(dir);
 }
 
 // The load the benchmark measures (`orchard bench serve`), checked for correctness only: 16

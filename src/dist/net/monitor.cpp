@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "dist/group.h"
+#include "platform/platform.h"
 
 namespace orchard::dist::net {
 namespace {
@@ -34,7 +35,7 @@ PeerMonitor::PeerMonitor(int rank, std::vector<Fd> control, std::vector<std::str
     last_seen_ns_[i].store(t);
     if (control_[i]) set_nonblocking(control_[i].get());
   }
-  if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) throw CommError("pipe for the peer monitor failed");
+  if (!platform::make_pipe(wake_, /*nonblocking=*/true)) throw CommError("pipe for the peer monitor failed");
   thread_ = std::thread([this] { run(); });
 }
 
@@ -51,7 +52,7 @@ void PeerMonitor::goodbye() {
   thread_.join();
   for (auto& fd : control_)
     if (fd) {
-      [[maybe_unused]] ssize_t s = ::send(fd.get(), &kBye, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      [[maybe_unused]] ssize_t s = ::send(fd.get(), &kBye, 1, platform::send_no_signal() | MSG_DONTWAIT);
       ::shutdown(fd.get(), SHUT_WR);
     }
 }
@@ -67,7 +68,7 @@ void PeerMonitor::run() {
     if (now >= next_beat) {
       for (size_t i = 0; i < control_.size(); ++i)
         if (control_[i] && state_[i].load() == kAlive)
-          [[maybe_unused]] ssize_t s = ::send(control_[i].get(), &kBeat, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+          [[maybe_unused]] ssize_t s = ::send(control_[i].get(), &kBeat, 1, platform::send_no_signal() | MSG_DONTWAIT);
       next_beat = now + std::chrono::duration_cast<Clock::duration>(interval);
     }
     const int64_t t = now_ns();

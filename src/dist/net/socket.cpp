@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "dist/group.h"
+#include "platform/platform.h"
 
 namespace orchard::dist::net {
 
@@ -75,7 +76,7 @@ Endpoint parse_endpoint(const std::string& text, const std::string& what) {
 }
 
 Fd listen_on(const Endpoint& where, int backlog) {
-  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  Fd fd(platform::tcp_socket(/*nonblocking=*/false));
   if (!fd) throw CommError(sys_error("socket"));
   int one = 1;
   ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -97,7 +98,7 @@ Fd connect_to(const Endpoint& where, Clock::time_point deadline) {
   const sockaddr_in sa = resolve(where);
   auto pause = std::chrono::milliseconds(5);
   for (;;) {
-    Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    Fd fd(platform::tcp_socket(/*nonblocking=*/true));
     if (!fd) throw CommError(sys_error("socket"));
     int rc = ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof sa);
     if (rc != 0 && errno == EINPROGRESS) {
@@ -141,7 +142,7 @@ Fd accept_until(int listen_fd, Clock::time_point deadline, std::string* peer_add
     }
     sockaddr_in sa{};
     socklen_t len = sizeof sa;
-    Fd fd(::accept4(listen_fd, reinterpret_cast<sockaddr*>(&sa), &len, SOCK_CLOEXEC));
+    Fd fd(platform::accept_connection(listen_fd, reinterpret_cast<sockaddr*>(&sa), &len));
     if (!fd) {
       if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN) continue;
       throw CommError(sys_error("accept"));
@@ -159,7 +160,7 @@ Fd accept_until(int listen_fd, Clock::time_point deadline, std::string* peer_add
 void write_all(int fd, const void* buf, size_t n, Clock::time_point deadline, const std::string& what) {
   const char* p = static_cast<const char*>(buf);
   while (n > 0) {
-    const ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t w = ::send(fd, p, n, platform::send_no_signal() | MSG_DONTWAIT);
     if (w > 0) {
       p += w;
       n -= static_cast<size_t>(w);

@@ -1,6 +1,5 @@
 #include "dist/shm/shm_group.h"
 
-#include <linux/futex.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -15,6 +14,7 @@
 #include "dist/make_group.h"
 #include "dist/net/auth.h"
 #include "dist/reduce.h"
+#include "platform/platform.h"
 
 namespace orchard::dist {
 namespace {
@@ -36,15 +36,6 @@ inline void cpu_relax() {
 #elif defined(__aarch64__)
   asm volatile("yield");
 #endif
-}
-
-void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, long ns) {
-  timespec ts{0, ns};
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
-}
-
-void futex_wake(std::atomic<uint32_t>* word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
 // What a rank is doing, published for peers: op, peer, direction, sequence.
@@ -113,7 +104,7 @@ void ShmGroup::wake() {
   shm::SegmentHeader& h = seg_.header();
   if (h.sleepers.load() > 0) {
     h.epoch.fetch_add(1);
-    futex_wake(&h.epoch);
+    platform::wake_address(&h.epoch);
   }
 }
 
@@ -147,7 +138,7 @@ void ShmGroup::wait_until(Ready ready, Blocker blocker) {
       h.sleepers.fetch_sub(1);
       return;
     }
-    futex_wait(&h.epoch, e, 20'000'000);
+    platform::wait_on_address(&h.epoch, e, 20'000'000);
     h.sleepers.fetch_sub(1);
     if (ready()) return;
     const int peer = blocker();

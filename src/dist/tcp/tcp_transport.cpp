@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "dist/group.h"
+#include "platform/platform.h"
 
 namespace orchard::dist {
 namespace {
@@ -108,7 +109,7 @@ bool TcpTransport::progress_sends(int peer) {
     msghdr mh{};
     mh.msg_iov = iov;
     mh.msg_iovlen = static_cast<size_t>(cnt);
-    const ssize_t w = ::sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+    const ssize_t w = ::sendmsg(fd, &mh, MSG_DONTWAIT | platform::send_no_signal());
     if (w < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return moved;
       fail(peer, std::string("dropped its connection (") + std::strerror(errno) + "; it exited or crashed)");

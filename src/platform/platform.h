@@ -1,0 +1,71 @@
+#pragma once
+// Everything Orchard asks of the operating system, in one place. platform_linux.cpp implements it
+// for Linux; a macOS port is one more file implementing the same functions (docs/architecture.md
+// lists what each must do there). Code outside src/platform makes no OS-specific call: it asks
+// here. Every function is safe to call from any thread.
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace orchard::platform {
+
+// Installed memory in bytes; 0 when it cannot be read.
+uint64_t physical_memory_bytes();
+// Memory that can be allocated without swapping (Linux: MemAvailable), when known.
+std::optional<uint64_t> available_memory_bytes();
+// The 1-minute load average (runnable threads), when known.
+std::optional<double> load_average();
+// Seconds since the machine booted, when known.
+std::optional<double> uptime_seconds();
+// The CPU's marketing name ("AMD EPYC 9B14"); empty when unknown.
+std::string cpu_model();
+// The running executable's absolute path; empty when it cannot be found.
+std::string executable_path();
+// This process's resident memory now and at its peak, in MiB (0 when unknown).
+double resident_mib();
+double peak_resident_mib();
+
+// Hints about memory the caller owns: back [p, p+n) with huge pages where the OS can (no-op
+// elsewhere), and give the pages of [p, p+n) back (their contents are reloaded or zero on the
+// next touch). Both round inward to whole pages.
+void advise_huge_pages(void* p, size_t n);
+void release_pages(void* p, size_t n);
+
+// The CPUs this process may run on, and restricting the calling process to some of them (both
+// empty / no-op where the OS has no such call: macOS schedules by its own affinity hints).
+std::vector<int> allowed_cpus();
+void pin_to_cpus(const std::vector<int>& cpus);
+
+// A TCP socket (IPv4, stream), close-on-exec so launched ranks do not inherit it, optionally
+// non-blocking; -1 with errno set on failure. accept(2) likewise.
+int tcp_socket(bool nonblocking);
+int accept_connection(int listen_fd, sockaddr* addr, socklen_t* len);
+// A pipe whose ends are close-on-exec (and non-blocking if asked); false with errno on failure.
+bool make_pipe(int fds[2], bool nonblocking);
+// Flags for send(2)/sendmsg(2) so that a peer gone away is an EPIPE error, not SIGPIPE (Linux:
+// MSG_NOSIGNAL; macOS sets SO_NOSIGPIPE on the socket instead and passes 0).
+int send_no_signal();
+
+// Sleep while *word == expected, at most timeout_ns (Linux: futex; macOS: os_sync_wait_on_address),
+// and wake every sleeper on word. Works across processes on shared memory.
+void wait_on_address(std::atomic<uint32_t>* word, uint32_t expected, long timeout_ns);
+void wake_address(std::atomic<uint32_t>* word);
+
+// The CPU package's energy counter: microjoules since an arbitrary start, wrapping to 0 after
+// `range` (Linux: powercap RAPL, /sys/class/powercap/intel-rapl:0; macOS would read IOReport's
+// energy model). ORCHARD_ENERGY_FILE names a file read instead, laid out as RAPL's energy_uj
+// (its max_energy_range_uj beside it), which is how tests provide a counter.
+struct EnergySample {
+  uint64_t microjoules = 0;
+  uint64_t range = 0;  // the counter wraps here; 0: does not wrap
+};
+std::optional<EnergySample> read_energy();
+// Where read_energy() reads, or why there is nothing to read ("unavailable: …").
+std::string energy_source();
+
+}  // namespace orchard::platform
