@@ -95,9 +95,9 @@ constexpr Kernels kKernels[] = {
     {DType::Q8_1, DType::Q8_1, detail::dequantize_q8_1, detail::quantize_q8_1, nullptr},
     {DType::Q2_K, DType::Q8_K, detail::dequantize_q2_k, nullptr, detail::vec_dot_q2_k_q8_k},
     {DType::Q3_K, DType::Q8_K, detail::dequantize_q3_k, nullptr, detail::vec_dot_q3_k_q8_k},
-    {DType::Q4_K, DType::Q8_K, detail::dequantize_q4_k, nullptr, detail::vec_dot_q4_k_q8_k},
-    {DType::Q5_K, DType::Q8_K, detail::dequantize_q5_k, nullptr, detail::vec_dot_q5_k_q8_k},
-    {DType::Q6_K, DType::Q8_K, detail::dequantize_q6_k, nullptr, detail::vec_dot_q6_k_q8_k},
+    {DType::Q4_K, DType::Q8_K, detail::dequantize_q4_k, detail::quantize_q4_k, detail::vec_dot_q4_k_q8_k},
+    {DType::Q5_K, DType::Q8_K, detail::dequantize_q5_k, detail::quantize_q5_k, detail::vec_dot_q5_k_q8_k},
+    {DType::Q6_K, DType::Q8_K, detail::dequantize_q6_k, detail::quantize_q6_k, detail::vec_dot_q6_k_q8_k},
     {DType::Q8_K, DType::Q8_K, detail::dequantize_q8_k, detail::quantize_q8_k, detail::vec_dot_q8_k_q8_k},
 };
 

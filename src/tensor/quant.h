@@ -18,7 +18,8 @@ DType vec_dot_type(DType w);
 // Throws orchard::Error for types that are not computable or n not a multiple of the block.
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 
-// Stores n floats in format `t` (F32, F16, BF16, Q8_0, Q8_1, Q8_K, Q4_0, Q4_1, Q5_0, Q5_1).
+// Stores n floats in format `t` (F32, F16, BF16, Q8_0, Q8_1, Q8_K, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
+// Q5_K, Q6_K).
 // Rounding follows ggml's reference quantizers so files we write load identically elsewhere.
 void quantize_row(DType t, const float* src, void* dst, int64_t n);
 

@@ -4,6 +4,7 @@
 // mapped file are read through them directly; every field is 1- or 2-byte aligned except Q8_K's
 // float, and GGUF aligns tensor data to 32 bytes.
 #include <cstdint>
+#include <cstring>
 
 #include "tensor/types.h"
 
@@ -95,6 +96,28 @@ static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110);
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292);
 
+// ggml's nearest_int: adding 1.5*2^23 leaves round-to-nearest-even(f) in the low mantissa bits
+// (valid for |f| < 2^22, which the callers guarantee).
+inline int nearest_int(float f) {
+  const float v = f + 12582912.0f;
+  int32_t i;
+  std::memcpy(&i, &v, sizeof i);
+  return (i & 0x007FFFFF) - 0x00400000;
+}
+
+// Q4_K/Q5_K: eight 6-bit scales and mins in 12 bytes (ggml's get_scale_min_k4): entries 0-3 in
+// the low 6 bits of bytes 0-3 (scales) and 4-7 (mins); entries 4-7 take their low nibbles from
+// bytes 8-11 and their top two bits from the spare bits 6-7 of bytes 0-7.
+inline void scale_min_k4(int j, const uint8_t* q, int& sc, int& m) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    sc = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
+    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
 // Kernel signatures: `nb` is a count of blocks, never of elements.
 using DequantizeFn = void (*)(const void* src, float* dst, int64_t nb);
 using QuantizeFn = void (*)(const float* src, void* dst, int64_t nb);
@@ -131,6 +154,10 @@ void dequantize_q5_k(const void* src, float* dst, int64_t nb);
 void dequantize_q6_k(const void* src, float* dst, int64_t nb);
 void dequantize_q8_k(const void* src, float* dst, int64_t nb);
 void quantize_q8_k(const float* src, void* dst, int64_t nb);
+// llama-quantize's K-quants without an importance matrix (quantize_k.cpp).
+void quantize_q4_k(const float* src, void* dst, int64_t nb);
+void quantize_q5_k(const float* src, void* dst, int64_t nb);
+void quantize_q6_k(const float* src, void* dst, int64_t nb);
 float vec_dot_q2_k_q8_k(const void* w, const void* xq, int64_t nb);
 float vec_dot_q3_k_q8_k(const void* w, const void* xq, int64_t nb);
 float vec_dot_q4_k_q8_k(const void* w, const void* xq, int64_t nb);

@@ -4,13 +4,7 @@
 // dequantizer and the dot product are written on top of that, with the float arithmetic of
 // ggml-quants.c's dequantize_row_* so results are bitwise those of ggml and gguf-py.
 
-// Under -march=native, GCC would fuse `dl*q - ml` into one FMA (C++ allows contraction), which
-// rounds once instead of twice and so differs from ggml/gguf-py in the last bit.
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "tensor/ggml_rounding.h"  // first: no contraction into FMAs below
 
 #include <algorithm>
 #include <cmath>
@@ -59,19 +53,6 @@ void scales_q3_k(const BlockQ3_K& b, int* sc) {
   }
 }
 
-// Q4_K/Q5_K: eight 6-bit scales and mins in 12 bytes (ggml's get_scale_min_k4): entries 0-3 in
-// the low 6 bits of bytes 0-3 (scales) and 4-7 (mins); entries 4-7 take their low nibbles from
-// bytes 8-11 and their top two bits from the spare bits 6-7 of bytes 0-7.
-void scale_min_k4(int j, const uint8_t* q, int& sc, int& m) {
-  if (j < 4) {
-    sc = q[j] & 63;
-    m = q[j + 4] & 63;
-  } else {
-    sc = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
-    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 // Q4_K: qs byte 32j+l holds element 64j+l (low nibble) and 64j+32+l (high nibble).
 void levels_q4_k(const BlockQ4_K& b, int8_t* q) {
   for (int j = 0; j < 4; ++j)
@@ -115,15 +96,6 @@ int dot_i8(const int8_t* q, const int8_t* x, int n) {
   int s = 0;
   for (int i = 0; i < n; ++i) s += q[i] * x[i];
   return s;
-}
-
-// ggml's nearest_int: adding 1.5*2^23 leaves round-to-nearest-even(f) in the low mantissa bits
-// (valid for |f| < 2^22, which the callers guarantee).
-int nearest_int(float f) {
-  const float v = f + 12582912.0f;
-  int32_t i;
-  std::memcpy(&i, &v, sizeof i);
-  return (i & 0x007FFFFF) - 0x00400000;
 }
 
 }  // namespace

@@ -3,13 +3,7 @@
 // for step, because files we quantize must be byte-identical to llama-quantize's and our
 // dequantized values bitwise-identical to ggml's and gguf-py's.
 
-// Under -march=native, GCC would fuse `q*d + m` into one FMA (C++ allows contraction), which
-// rounds once instead of twice and so differs from ggml/gguf-py in the last bit.
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "tensor/ggml_rounding.h"  // first: no contraction into FMAs below
 
 #include <algorithm>
 #include <cmath>

@@ -120,6 +120,7 @@ struct QuantCase {
 const QuantCase kQuantizers[] = {
     {"Q8_0", DType::Q8_0}, {"Q4_0", DType::Q4_0}, {"Q4_1", DType::Q4_1}, {"Q5_0", DType::Q5_0},
     {"Q5_1", DType::Q5_1}, {"F16", DType::F16},   {"BF16", DType::BF16},
+    {"Q4_K_S", DType::Q4_K}, {"Q5_K_S", DType::Q5_K}, {"Q6_K", DType::Q6_K},
 };
 
 class GoldenQuantize : public ::testing::TestWithParam<QuantCase> {};
@@ -457,7 +458,7 @@ TEST(QuantErrors, NonComputableTypesAreRefused) {
   expect_error_naming([&] { vec_dot_type(DType::TQ1_0); }, "TQ1_0");
   expect_error_naming([&] { dequantize_row(DType::I32, buf.data(), f.data(), 4); }, "I32");
   // Formats we read but do not write.
-  expect_error_naming([&] { quantize_row(DType::Q4_K, f.data(), buf.data(), 256); }, "Q4_K");
+  expect_error_naming([&] { quantize_row(DType::Q3_K, f.data(), buf.data(), 256); }, "Q3_K");
   // Q8_1 is an activation format only.
   expect_error_naming([&] { vec_dot(DType::Q8_1, buf.data(), buf.data(), 32); }, "Q8_1");
 }
