@@ -21,18 +21,21 @@ void register_make_model(CLI::App& app) {
       "Write a GGUF model of a built-in shape with seeded random weights and a generated "
       "vocabulary (for demos and benchmarks; its text is meaningless). Shapes:" + shapes);
   cmd->add_option("--shape", o->shape, "Model shape")->capture_default_str();
-  cmd->add_option("--type", o->type, "Weight format: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1")
+  cmd->add_option("--type", o->type,
+                  "Weight format: " + file_type_names() +
+                      " (a plain type puts every matrix in it; the K-quant _M/_S mixtures assign formats as "
+                      "llama-quantize does, e.g. Q6_K output and some ffn_down)")
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Random seed (same seed, same file)")->capture_default_str();
   cmd->add_option("-o,--output", o->out, "Output file")->required();
   cmd->callback([o] {
     const ModelShape& shape = model_shape(o->shape);
-    const DType type = parse_type(o->type);
-    ProgressBar bar("make-model " + shape.name + " " + type_name(type));
+    const FileType type = parse_file_type(o->type);
+    ProgressBar bar("make-model " + shape.name + " " + type.name);
     write_synthetic_model(shape, type, o->seed, o->out,
                           [&](int64_t d, int64_t t) { bar.update(d, t); });
     std::printf("wrote %s: shape %s (%s), %s, seed %llu\n", o->out.c_str(), shape.name.c_str(),
-                shape.description.c_str(), type_name(type), static_cast<unsigned long long>(o->seed));
+                shape.description.c_str(), type.name.c_str(), static_cast<unsigned long long>(o->seed));
     std::printf("note: the weights are random, so text generated with this model is meaningless.\n");
   });
 }

@@ -79,7 +79,7 @@ TEST(SyntheticModel, DifferentSeedsGiveDifferentWeights) {
 
 TEST(SyntheticModel, UnknownShapeAndTypeAreRefused) {
   EXPECT_THROW(model_shape("huge"), Error);
-  EXPECT_THROW(write_synthetic_model(model_shape("tiny"), DType::Q6_K, 1, temp_path("x").string()), Error);
+  EXPECT_THROW(write_synthetic_model(model_shape("tiny"), DType::Q3_K, 1, temp_path("x").string()), Error);
 }
 
 TEST(SyntheticModel, GeneratesDeterministicallyAndTokenizesWords) {

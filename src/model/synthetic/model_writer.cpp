@@ -30,22 +30,6 @@ uint64_t hash_name(const std::string& s, uint64_t seed) {
   return h;
 }
 
-// GGUF general.file_type values (llama.cpp's LLAMA_FTYPE numbering).
-uint32_t file_type(DType t) {
-  switch (t) {
-    case DType::F32: return 0;
-    case DType::F16: return 1;
-    case DType::Q4_0: return 2;
-    case DType::Q4_1: return 3;
-    case DType::Q8_0: return 7;
-    case DType::Q5_0: return 8;
-    case DType::Q5_1: return 9;
-    case DType::BF16: return 32;
-    default: throw Error(std::string("make-model cannot write type ") + type_name(t) +
-                         " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1)");
-  }
-}
-
 std::vector<uint8_t> random_matrix(const std::string& name, int64_t rows, int64_t cols, DType type,
                                    uint64_t seed, float std) {
   Rng rng{hash_name(name, seed)};
@@ -88,7 +72,7 @@ void set_moe_keys(GGUFWriter& w, const ModelShape& s) {
 
 // A deepseek2 layer's tensors (latent attention; dense FFN or routed + shared experts). The
 // router and the selection bias stay F32, as llama-quantize leaves them.
-void add_moe_layer(GGUFWriter& w, const ModelShape& s, int64_t l, DType type, uint64_t seed,
+void add_moe_layer(GGUFWriter& w, const ModelShape& s, int64_t l, const FileType& ft, uint64_t seed,
                    const std::function<void(const std::string&, int64_t, int64_t)>& mat) {
   const MoeShape& m = s.moe;
   const std::string p = "blk." + std::to_string(l) + ".";
@@ -112,6 +96,7 @@ void add_moe_layer(GGUFWriter& w, const ModelShape& s, int64_t l, DType type, ui
   w.add_tensor(p + "exp_probs_b.bias", DType::F32, {m.n_expert},
                random_matrix(p + "exp_probs_b.bias", 1, m.n_expert, DType::F32, seed, 0.05f));
   auto experts = [&](const std::string& n, int64_t rows, int64_t cols) {
+    const DType type = tensor_type(ft, p + n, s.n_layers, cols);
     std::vector<uint8_t> all;
     for (int64_t e = 0; e < m.n_expert; ++e) {
       const auto one = random_matrix(p + n + "." + std::to_string(e), rows, cols, type, seed, 0.02f);
@@ -132,6 +117,11 @@ void add_moe_layer(GGUFWriter& w, const ModelShape& s, int64_t l, DType type, ui
 
 void write_synthetic_model(const ModelShape& s, DType type, uint64_t seed, const std::string& path,
                            const std::function<void(int64_t, int64_t)>& progress) {
+  write_synthetic_model(s, parse_file_type(type_name(type)), seed, path, progress);
+}
+
+void write_synthetic_model(const ModelShape& s, const FileType& ft, uint64_t seed, const std::string& path,
+                           const std::function<void(int64_t, int64_t)>& progress) {
   GGUFWriter w;
   const bool moe = s.moe.n_expert > 0;
   const int64_t head_dim = moe ? s.moe.nope_dim + s.moe.rope_dim : s.dim / s.n_heads,
@@ -142,7 +132,7 @@ void write_synthetic_model(const ModelShape& s, DType type, uint64_t seed, const
   w.set_string("general.description",
                "Random weights (seed " + std::to_string(seed) +
                    ") made by `orchard make-model`: for demos and benchmarks; its text is meaningless.");
-  w.set_u32("general.file_type", file_type(type));
+  w.set_u32("general.file_type", ft.ftype);
   w.set_u32(a + "context_length", static_cast<uint32_t>(s.n_ctx));
   w.set_u32(a + "embedding_length", static_cast<uint32_t>(s.dim));
   w.set_u32(a + "block_count", static_cast<uint32_t>(s.n_layers));
@@ -170,17 +160,19 @@ void write_synthetic_model(const ModelShape& s, DType type, uint64_t seed, const
   int64_t done = 0;
   auto step = [&] { if (progress) progress(++done, total); };
   const float std = 0.02f;
-  w.add_tensor("token_embd.weight", type, {s.dim, s.n_vocab},
-               random_matrix("token_embd.weight", s.n_vocab, s.dim, type, seed, std));
+  // A matrix in the format the file type gives it.
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
+    const DType type = tensor_type(ft, name, s.n_layers, cols);
+    w.add_tensor(name, type, {cols, rows}, random_matrix(name, rows, cols, type, seed, std));
+  };
+  matrix("token_embd.weight", s.n_vocab, s.dim);
   step();
   for (int64_t l = 0; l < s.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    auto mat = [&](const std::string& n, int64_t rows, int64_t cols) {
-      w.add_tensor(p + n, type, {cols, rows}, random_matrix(p + n, rows, cols, type, seed, std));
-    };
+    auto mat = [&](const std::string& n, int64_t rows, int64_t cols) { matrix(p + n, rows, cols); };
     w.add_tensor(p + "attn_norm.weight", DType::F32, {s.dim}, ones(s.dim));
     if (moe) {
-      add_moe_layer(w, s, l, type, seed, mat);
+      add_moe_layer(w, s, l, ft, seed, mat);
       step();
       continue;
     }
@@ -195,8 +187,7 @@ void write_synthetic_model(const ModelShape& s, DType type, uint64_t seed, const
     step();
   }
   w.add_tensor("output_norm.weight", DType::F32, {s.dim}, ones(s.dim));
-  w.add_tensor("output.weight", type, {s.dim, s.n_vocab},
-               random_matrix("output.weight", s.n_vocab, s.dim, type, seed, std));
+  matrix("output.weight", s.n_vocab, s.dim);
   step();
   w.write(path);
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "model/synthetic/file_type.h"
 #include "tensor/types.h"
 
 namespace orchard {
@@ -40,7 +41,10 @@ struct Vocabulary {
 // syllable words until n_vocab entries exist.
 Vocabulary make_vocabulary(int64_t n_vocab);
 
-// Writes the model; `progress(done, total)` is called as tensors are generated.
+// Writes the model; `progress(done, total)` is called as tensors are generated. `ft`: the formats
+// of its matrices (file_type.h); a DType puts every matrix in that format.
+void write_synthetic_model(const ModelShape& shape, const FileType& ft, uint64_t seed, const std::string& path,
+                           const std::function<void(int64_t, int64_t)>& progress = {});
 void write_synthetic_model(const ModelShape& shape, DType type, uint64_t seed,
                            const std::string& path,
                            const std::function<void(int64_t, int64_t)>& progress = {});
