@@ -22,7 +22,9 @@ Shard Shard::resolved(const HParams& hp) const {
   fix(s.vocab_begin, s.vocab_end, hp.n_vocab, "vocabulary");
   if (hp.n_expert > 0) fix(s.expert_begin, s.expert_end, hp.n_expert, "expert");
   else s.expert_begin = s.expert_end = 0;
-  if (hp.shared_ffn_dim > 0) fix(s.shexp_begin, s.shexp_end, hp.shared_ffn_dim, "shared-expert column");
+  // [0, 0): none of the shared experts' columns (an expert group with more ranks than blocks).
+  if (hp.shared_ffn_dim > 0 && !(s.shexp_begin == 0 && s.shexp_end == 0))
+    fix(s.shexp_begin, s.shexp_end, hp.shared_ffn_dim, "shared-expert column");
   else s.shexp_begin = s.shexp_end = 0;
   return s;
 }

@@ -185,7 +185,7 @@ void bind_moe(Binder& b, const HParams& hp, const Shard& s, const std::string& p
   m.down = b.experts(p + "ffn_down_exps.weight", hp.dim, hp.expert_ffn_dim, hp.n_expert, e0, e1);
   m.router = b.matrix(p + "ffn_gate_inp.weight", hp.n_expert, hp.dim);
   m.selection_bias = b.vector(p + "exp_probs_b.bias", hp.n_expert, /*required=*/false);
-  if (hp.shared_ffn_dim > 0) {
+  if (s.n_shexp() > 0) {
     const int64_t c0 = s.shexp_begin, c1 = s.shexp_end, width = hp.shared_ffn_dim;
     m.shared.gate = b.rows_of(p + "ffn_gate_shexp.weight", width, hp.dim, c0, c1);
     m.shared.up = b.rows_of(p + "ffn_up_shexp.weight", width, hp.dim, c0, c1);
@@ -287,6 +287,8 @@ std::vector<std::pair<uint64_t, uint64_t>> ModelWeights::byte_ranges(const GGUFF
       auto it = std::find_if(std::begin(split_rows), std::end(split_rows), [&](const auto& e) { return rest == e.first; });
       if (it != std::end(split_rows)) add(t.name, it->second.first, it->second.second);
       else if (rest.find("_exps.") != std::string_view::npos) add(t.name, s.expert_begin, s.expert_end, /*per=*/t.ne.size() == 3 ? t.ne[1] : 1);
+      else if (rest.find("_shexp.") != std::string_view::npos && rest != "ffn_gate_inp_shexp.weight" && s.n_shexp() == 0)
+        continue;
       else add(t.name);
     }
   }

@@ -102,9 +102,19 @@ Plan make_plan(const HParams& hp, Kind kind, int ranks, int tp, const std::vecto
   const auto ffn = split_range(hp.ffn_dim, split, ffn_unit);
   const auto vocab = split_range(hp.n_vocab, plan.tp);
   const auto experts = expert ? split_range(hp.n_expert, plan.tp, 1, group_weights) : decltype(vocab){};
-  const int64_t shexp_unit = hp.shared_ffn_dim % 32 == 0 && hp.shared_ffn_dim / 32 >= plan.tp ? 32 : 1;
-  const auto shexp = expert && hp.shared_ffn_dim >= plan.tp ? split_range(hp.shared_ffn_dim, plan.tp, shexp_unit)
-                                                             : decltype(vocab){};
+  // The shared experts' columns in whole blocks of 32 (a cut block is rounded apart by each rank
+  // and the sum no longer matches one rank's: deepseek2's 64-wide shared expert over 3 ranks
+  // changed greedy tokens); with fewer blocks than ranks the last ranks hold none.
+  std::vector<std::pair<int64_t, int64_t>> shexp;
+  if (expert && hp.shared_ffn_dim > 0) {
+    const int64_t blocks = hp.shared_ffn_dim % 32 == 0 ? hp.shared_ffn_dim / 32 : 0;
+    if (blocks == 0) {
+      shexp = split_range(hp.shared_ffn_dim, std::min<int64_t>(plan.tp, hp.shared_ffn_dim));
+    } else {
+      shexp = split_range(hp.shared_ffn_dim, static_cast<int>(std::min<int64_t>(plan.tp, blocks)), 32);
+    }
+    shexp.resize(static_cast<size_t>(plan.tp), {0, 0});  // {0, 0}: none
+  }
   for (int s = 0; s < plan.stages; ++s)
     for (int t = 0; t < plan.tp; ++t) {
       RankRole role;

@@ -202,6 +202,14 @@ TEST(Plan, RefusesImpossibleSplitsSayingWhy) {
   EXPECT_EQ(whole.ranks[1].shard.kv_head_end, -1) << whole.describe();
   EXPECT_EQ(whole.ranks[1].shard.ffn_end, -1) << whole.describe();
   EXPECT_EQ(whole.ranks[1].shard.shexp_begin, 32) << "the shared expert splits either way";
+  // In whole blocks of 32 only: 64 columns over 3 ranks are 2 blocks, the third rank holds none.
+  hp.n_kv_heads = 4;
+  hp.n_heads = 8;
+  const Plan three = make_plan(hp, Kind::kExpert, 3);
+  EXPECT_EQ(three.ranks[0].shard.shexp_end - three.ranks[0].shard.shexp_begin, 32) << three.describe();
+  EXPECT_EQ(three.ranks[1].shard.shexp_end - three.ranks[1].shard.shexp_begin, 32) << three.describe();
+  EXPECT_EQ(three.ranks[2].shard.shexp_end - three.ranks[2].shard.shexp_begin, 0) << three.describe();
+  EXPECT_EQ(three.ranks[2].shard.resolved(hp).n_shexp(), 0);
   // Latent attention splits by heads too.
   hp.kv_lora_rank = 8;
   EXPECT_NO_THROW(make_plan(hp, Kind::kTensor, 2));
