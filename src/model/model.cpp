@@ -68,15 +68,8 @@ void Model::embed(std::span<const int32_t> tokens, float* x) const {
 }
 
 void Model::matmul_cols(const MatrixView& w, int64_t offset, const float* x, int64_t width, int64_t n,
-                             float* y) {
-  if (offset == 0 && width == w.cols) {
-    matmul(w, x, n, y, scratch_, batch_invariant_);
-    return;
-  }
-  ActivationVector& p = buf_.padded;
-  p.assign(static_cast<size_t>(n * w.cols), 0.0f);
-  for (int64_t t = 0; t < n; ++t) std::copy_n(x + t * width, width, &p[static_cast<size_t>(t * w.cols + offset)]);
-  matmul(w, p.data(), n, y, scratch_, batch_invariant_);
+                        float* y) {
+  orchard::matmul_cols(w, offset, x, width, n, y, buf_.padded, scratch_, batch_invariant_);
 }
 
 BatchRows::BatchRows(std::span<const BatchSeq> seqs) {

@@ -186,6 +186,18 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
   });
 }
 
+void matmul_cols(const MatrixView& w, int64_t offset, const float* x, int64_t width, int64_t n_tokens, float* y,
+                 ActivationVector& padded, std::vector<uint8_t>& scratch, bool batch_invariant) {
+  if (offset == 0 && width == w.cols) {
+    matmul(w, x, n_tokens, y, scratch, batch_invariant);
+    return;
+  }
+  padded.assign(static_cast<size_t>(n_tokens * w.cols), 0.0f);
+  for (int64_t t = 0; t < n_tokens; ++t)
+    std::copy_n(x + t * width, width, &padded[static_cast<size_t>(t * w.cols + offset)]);
+  matmul(w, padded.data(), n_tokens, y, scratch, batch_invariant);
+}
+
 void matmul_shared(std::span<const MatrixView> ws, const float* x, int64_t n_tokens, std::span<float* const> ys,
                    std::vector<uint8_t>& scratch, bool batch_invariant) {
   if (ws.size() != ys.size()) throw Error("matmul_shared: " + std::to_string(ws.size()) + " matrices but " +

@@ -57,6 +57,13 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
 void matmul_shared(std::span<const MatrixView> ws, const float* x, int64_t n_tokens, std::span<float* const> ys,
                    std::vector<uint8_t>& scratch, bool batch_invariant = false);
 
+// matmul for a column slice: W keeps whole quantization blocks around the `width` columns the
+// activations cover, which start `offset` columns in (tensor and expert parallel shards), so
+// each row of x is placed into zero padding (`padded`, reused) first. Plain matmul when the
+// slice is all of W.
+void matmul_cols(const MatrixView& w, int64_t offset, const float* x, int64_t width, int64_t n_tokens, float* y,
+                 ActivationVector& padded, std::vector<uint8_t>& scratch, bool batch_invariant = false);
+
 // One row of W as floats (embedding lookup).
 void get_row(const MatrixView& w, int64_t row, float* out);
 

@@ -16,16 +16,8 @@ void dense_ffn(const FfnWeights& w, const float* x, int64_t n, float* out, Activ
   float* const ys[] = {gate.data(), up.data()};
   matmul_shared(ws, x, n, ys, scratch, batch_invariant);
   swiglu(gate.data(), up.data(), gate.data(), n * ffn);
-  if (w.down_offset == 0 && w.down.cols == ffn) {
-    matmul(w.down, gate.data(), n, out, scratch, batch_invariant);
-    return;
-  }
-  // A column slice of down (tensor or expert parallel) keeps whole blocks: the activations go
-  // into zero padding around its columns (up is free again).
-  up.assign(static_cast<size_t>(n * w.down.cols), 0.0f);
-  for (int64_t t = 0; t < n; ++t)
-    std::copy_n(&gate[static_cast<size_t>(t * ffn)], ffn, &up[static_cast<size_t>(t * w.down.cols + w.down_offset)]);
-  matmul(w.down, up.data(), n, out, scratch, batch_invariant);
+  // (up is free again: the padding of a column slice of down, tensor or expert parallel)
+  matmul_cols(w.down, w.down_offset, gate.data(), ffn, n, out, up, scratch, batch_invariant);
 }
 
 // A decoding step: every chosen expert held here takes the same input, so their gate and up
