@@ -47,6 +47,7 @@ Config Config::from_env() {
   c.link_latency_us = env_number("ORCHARD_LINK_LATENCY_US", 0, 0, 1e7);
   c.link_gbps = env_number("ORCHARD_LINK_GBPS", 0, 0, 1e4);
   c.ring_bytes = static_cast<size_t>(env_number("ORCHARD_RING_BYTES", 0, 0, 1e12));
+  if (const char* v = env("ORCHARD_TCP_CONGESTION")) c.tcp_congestion = v;
   return c;
 }
 

@@ -30,6 +30,11 @@ struct Config {
   double link_latency_us = 0.0;
   double link_gbps = 0.0;
   size_t ring_bytes = 0;  // 0: the measured default
+  // Congestion control of the tcp backend's data sockets; "" or "system" keeps the OS default.
+  // BBR (a common default) paces each connection to its estimate of the path's rate, which holds
+  // back the bursts a collective sends on a LAN or loopback: 2 ranks on loopback, 1-16 MiB, cubic
+  // took 0.45-0.85 of BBR's time (docs/benchmarks.md).
+  std::string tcp_congestion = "cubic";
 
   // Reads the ORCHARD_* variables; throws CommError naming a malformed one.
   static Config from_env();

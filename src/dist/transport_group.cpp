@@ -4,8 +4,8 @@
 
 namespace orchard::dist {
 
-TransportGroup::TransportGroup(Transport& t, uint32_t id, size_t ring_bytes)
-    : t_(t), id_(id), ring_bytes_(ring_bytes) {}
+TransportGroup::TransportGroup(Transport& t, uint32_t id, size_t ring_bytes, size_t chunk_bytes)
+    : t_(t), id_(id), ring_bytes_(ring_bytes), chunk_bytes_(chunk_bytes) {}
 
 void TransportGroup::check_peer(int peer, const char* what) const {
   if (peer < 0 || peer >= size() || peer == rank())

@@ -14,7 +14,7 @@ namespace orchard::dist {
 class TransportGroup : public Group {
  public:
   // `t` must outlive this object (it is normally a member of the derived class).
-  TransportGroup(Transport& t, uint32_t id, size_t ring_bytes);
+  TransportGroup(Transport& t, uint32_t id, size_t ring_bytes, size_t chunk_bytes);
 
   int rank() const override { return t_.rank(); }
   int size() const override { return t_.size(); }
@@ -46,7 +46,7 @@ class TransportGroup : public Group {
   std::vector<uint32_t> sent_, received_;
   Scratch scratch_;
   size_t ring_bytes_;
-  size_t chunk_bytes_ = 256 << 10;  // ring piece; 64 KiB-1 MiB measured alike within noise
+  size_t chunk_bytes_;  // the ring's piece: its reduction of one piece overlaps the next transfer
 };
 
 }  // namespace orchard::dist

@@ -50,6 +50,9 @@ bool make_pipe(int fds[2], bool nonblocking);
 // Flags for send(2)/sendmsg(2) so that a peer gone away is an EPIPE error, not SIGPIPE (Linux:
 // MSG_NOSIGNAL; macOS sets SO_NOSIGPIPE on the socket instead and passes 0).
 int send_no_signal();
+// Use the named TCP congestion control on this socket (Linux: TCP_CONGESTION, e.g. "cubic");
+// false where the OS has no such option or does not offer that algorithm.
+bool set_tcp_congestion(int fd, const std::string& name);
 
 // Sleep while *word == expected, at most timeout_ns (Linux: futex; macOS: os_sync_wait_on_address),
 // and wake every sleeper on word. Works across processes on shared memory.

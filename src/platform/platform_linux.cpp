@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -145,6 +146,10 @@ int accept_connection(int listen_fd, sockaddr* addr, socklen_t* len) {
 bool make_pipe(int fds[2], bool nonblocking) { return ::pipe2(fds, O_CLOEXEC | (nonblocking ? O_NONBLOCK : 0)) == 0; }
 
 int send_no_signal() { return MSG_NOSIGNAL; }
+
+bool set_tcp_congestion(int fd, const std::string& name) {
+  return ::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.c_str(), static_cast<socklen_t>(name.size())) == 0;
+}
 
 void wait_on_address(std::atomic<uint32_t>* word, uint32_t expected, long timeout_ns) {
   timespec ts{timeout_ns / 1'000'000'000, timeout_ns % 1'000'000'000};

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "dist/group.h"
+#include "platform/platform.h"
 #include "dist/net/auth.h"
 
 namespace orchard::dist::net {
@@ -268,7 +269,12 @@ std::shared_ptr<Mesh> Mesh::connect(const Config& c, int channels) {
   for (int r = 0; r < n; ++r) {
     control[r] = std::move(conns[r][0]);
     for (int lane = 1; lane < lanes; ++lane) {
-      if (conns[r][lane]) set_nonblocking(conns[r][lane].get());
+      if (conns[r][lane]) {
+        set_nonblocking(conns[r][lane].get());
+        // Best effort: an algorithm the kernel lacks (or a non-Linux OS) leaves the default.
+        if (!c.tcp_congestion.empty() && c.tcp_congestion != "system")
+          platform::set_tcp_congestion(conns[r][lane].get(), c.tcp_congestion);
+      }
       m->data_[r].push_back(std::move(conns[r][lane]));
     }
   }
