@@ -110,6 +110,17 @@ TEST(Kernels, SimdGemmMatchesScalarReference) {
           for (int64_t cols : {256, 512}) check(wt, isa, rows, ntok, cols);
 }
 
+// The formats of the files people download (Q4_K_M mixes Q4_K, Q6_K and Q5_0; Q5_K_M adds Q5_K)
+// never fall back to the scalar reference on an ISA this CPU has, NEON included.
+TEST(Kernels, EveryCommonFormatHasASimdKernelOnEveryIsa) {
+  const auto isas = available_isas();
+  if (isas.empty()) GTEST_SKIP() << "no SIMD kernels on this CPU";
+  for (Isa isa : isas)
+    for (DType wt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K,
+                     DType::Q5_K, DType::Q6_K})
+      EXPECT_NE(kernels::lookup(wt, isa).gemm, nullptr) << type_name(wt) << " on " << kernels::isa_name(isa);
+}
+
 // The kernels with their own activation layout (one token and tiles of tokens), against the
 // scalar reference on the activations quantized the standard way.
 TEST(Kernels, PreparedLayoutKernelsMatchScalarReference) {

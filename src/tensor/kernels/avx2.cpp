@@ -27,6 +27,7 @@ template <int RB, int TB> using Q4_0Tile = x86::Q4_0Tile<Avx2Ops, RB, TB>;
 template <int RB, int TB> using Q5_0Tile = x86::Q5_0Tile<Avx2Ops, RB, TB>;
 template <int RB, int TB> using Q8_0Tile = x86::Q8_0Tile<Avx2Ops, RB, TB>;
 template <int RB, int TB> using Q4_KTile = x86::Q4_KTile<Avx2Ops, RB, TB>;
+template <int RB, int TB> using Q5_KTile = x86::Q5_KTile<Avx2Ops, RB, TB>;
 template <int RB, int TB> using Q6_KTile = x86::Q6_KTile<Avx2Ops, RB, TB>;
 
 struct V256 {
@@ -73,6 +74,7 @@ Kernels lookup_avx2(DType w) {
     case DType::Q5_0: return {gemm_tiled<Q5_0Tile>};
     case DType::Q8_0: return {gemm_tiled<Q8_0Tile>};
     case DType::Q4_K: return {gemm_tiled<Q4_KTile>};
+    case DType::Q5_K: return {gemm_tiled<Q5_KTile>};
     case DType::Q6_K: return {gemm_tiled<Q6_KTile>};
     case DType::F32: return {gemm_tiled<F32Tile>};
     case DType::BF16: return {gemm_tiled<BF16Tile>};

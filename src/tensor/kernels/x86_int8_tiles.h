@@ -22,6 +22,7 @@ namespace {
 
 using detail::BlockQ4_0;
 using detail::BlockQ4_K;
+using detail::BlockQ5_K;
 using detail::BlockQ5_0;
 using detail::BlockQ6_K;
 using detail::BlockQ8_0;
@@ -153,19 +154,39 @@ struct Q8_0Tile {
   }
 };
 
-// Q4_K's 6-bit scale and min of sub-block j (0..7), packed into 12 bytes.
-inline void q4_k_scale_min(const uint8_t* s, int j, int& sc, int& m) {
-  if (j < 4) {
-    sc = s[j] & 63;
-    m = s[j + 4] & 63;
-  } else {
-    sc = (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
-    m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+// Q4_K and Q5_K share everything but their levels: q[j] = sub-block j's 32 unsigned levels.
+struct Q4_KLevels {
+  using Block = BlockQ4_K;
+  static void unpack(const BlockQ4_K* wb, __m256i q[8]) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    #pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const __m256i bytes = load32(wb->qs + 32 * j);
+      q[2 * j] = _mm256_and_si256(bytes, low4);
+      q[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
+    }
   }
-}
+};
+// Q5_K: bit 2j of qh[l] is the fifth bit of sub-block 2j's element l, bit 2j+1 of 2j+1's. A
+// 16-bit shift then a per-byte mask of 1 takes bit s of every byte.
+struct Q5_KLevels {
+  using Block = BlockQ5_K;
+  static void unpack(const BlockQ5_K* wb, __m256i q[8]) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    const __m256i h = load32(wb->qh);
+    #pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const __m256i bytes = load32(wb->qs + 32 * j);
+      const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * j), one), 4);
+      const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * j + 1), one), 4);
+      q[2 * j] = _mm256_or_si256(_mm256_and_si256(bytes, low4), h0);
+      q[2 * j + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4), h1);
+    }
+  }
+};
 
-template <class Ops, int RB, int TB>
-struct Q4_KTile {
+template <class Ops, class Levels, int RB, int TB>
+struct K4Tile {
   static void run(const uint8_t* w, size_t wrb, const uint8_t* x, size_t xrb, int64_t nb, float* y,
                   int64_t ldy) {
     __m256 acc[RB][TB];
@@ -174,21 +195,15 @@ struct Q4_KTile {
     for (int r = 0; r < RB; ++r)
       #pragma GCC unroll 8
       for (int t = 0; t < TB; ++t) acc[r][t] = _mm256_setzero_ps();
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
     for (int64_t b = 0; b < nb; ++b) {
       #pragma GCC unroll 8
       for (int r = 0; r < RB; ++r) {
-        const auto* wb = reinterpret_cast<const BlockQ4_K*>(w + r * wrb) + b;
+        const auto* wb = reinterpret_cast<const typename Levels::Block*>(w + r * wrb) + b;
         __m256i q[8];
         int sc[8], m[8];
+        Levels::unpack(wb, q);
         #pragma GCC unroll 8
-        for (int j = 0; j < 4; ++j) {
-          const __m256i bytes = load32(wb->qs + 32 * j);
-          q[2 * j] = _mm256_and_si256(bytes, low4);
-          q[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
-        }
-        #pragma GCC unroll 8
-        for (int j = 0; j < 8; ++j) q4_k_scale_min(wb->scales, j, sc[j], m[j]);
+        for (int j = 0; j < 8; ++j) detail::scale_min_k4(j, wb->scales, sc[j], m[j]);
         const float d = f16(wb->d), dmin = f16(wb->dmin);
         #pragma GCC unroll 8
         for (int t = 0; t < TB; ++t) {
@@ -212,6 +227,9 @@ struct Q4_KTile {
       for (int t = 0; t < TB; ++t) y[t * ldy + r] = hsum256(acc[r][t]) - mins[r][t];
   }
 };
+
+template <class Ops, int RB, int TB> using Q4_KTile = K4Tile<Ops, Q4_KLevels, RB, TB>;
+template <class Ops, int RB, int TB> using Q5_KTile = K4Tile<Ops, Q5_KLevels, RB, TB>;
 
 template <class Ops, int RB, int TB>
 struct Q6_KTile {

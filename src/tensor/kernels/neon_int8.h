@@ -1,0 +1,25 @@
+#pragma once
+// Helpers shared by the NEON files (AArch64 only).
+#if defined(__aarch64__)
+#include <arm_neon.h>
+
+#include <cstdint>
+
+namespace orchard::kernels::neon {
+
+inline float f16(uint16_t h) { return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0); }
+
+// Four int32 lanes whose sum is Σ a_i·b_i over 16 int8 pairs: SDOT where the build targets the
+// dot-product extension (Armv8.2 "dotprod", every Apple M chip), widening multiplies otherwise.
+inline int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b) {
+#if defined(__ARM_FEATURE_DOTPROD)
+  return vdotq_s32(acc, a, b);
+#else
+  const int16x8_t lo = vmull_s8(vget_low_s8(a), vget_low_s8(b));
+  const int16x8_t hi = vmull_high_s8(a, b);
+  return vpadalq_s16(vpadalq_s16(acc, lo), hi);
+#endif
+}
+
+}  // namespace orchard::kernels::neon
+#endif  // __aarch64__
