@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Cross-builds Orchard for aarch64 and runs the kernel and engine tests under qemu-user, so the
 # NEON kernels are checked against the scalar reference on every change. Two builds: plain
-# Armv8-A NEON, and Armv8.2-A with the int8 dot-product instruction (as on Apple silicon).
+# Armv8-A NEON (whose integer tiles also come compiled for SDOT, chosen at run time: qemu's CPU
+# has it, so both run), and Armv8.2-A with the int8 dot-product instruction as the target.
 # Binaries are linked statically: Debian 12's qemu-user (7.2) hangs creating threads in
 # dynamically linked aarch64 programs on this machine, and statically linked ones run fine.
 set -euo pipefail

@@ -36,6 +36,15 @@ double peak_resident_mib();
 void advise_huge_pages(void* p, size_t n);
 void release_pages(void* p, size_t n);
 
+// The Arm extensions the kernels can use, as this CPU reports them (Linux: the auxiliary vector's
+// hwcaps; macOS: sysctl hw.optional.arm.FEAT_DotProd, FEAT_I8MM, FEAT_FP16). All false elsewhere.
+struct ArmFeatures {
+  bool dotprod = false;  // SDOT/UDOT: int8 dot products (Armv8.2 optional, every Apple M chip)
+  bool i8mm = false;     // SMMLA: int8 2×8 · 8×2 matrix tiles (Apple M2 and later)
+  bool fp16 = false;     // half-precision arithmetic
+};
+ArmFeatures arm_features();
+
 // The CPUs this process may run on, and restricting the calling process to some of them (both
 // empty / no-op where the OS has no such call: macOS schedules by its own affinity hints).
 std::vector<int> allowed_cpus();

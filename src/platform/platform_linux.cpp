@@ -8,6 +8,10 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#if defined(__aarch64__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
 
 #include <climits>
 
@@ -144,6 +148,21 @@ int accept_connection(int listen_fd, sockaddr* addr, socklen_t* len) {
 }
 
 bool make_pipe(int fds[2], bool nonblocking) { return ::pipe2(fds, O_CLOEXEC | (nonblocking ? O_NONBLOCK : 0)) == 0; }
+
+ArmFeatures arm_features() {
+  ArmFeatures f;
+#if defined(__aarch64__)
+  const unsigned long hw = ::getauxval(AT_HWCAP), hw2 = ::getauxval(AT_HWCAP2);
+  f.dotprod = (hw & HWCAP_ASIMDDP) != 0;
+  f.fp16 = (hw & HWCAP_ASIMDHP) != 0;
+#if defined(HWCAP2_I8MM)
+  f.i8mm = (hw2 & HWCAP2_I8MM) != 0;
+#else
+  f.i8mm = (hw2 & (1UL << 13)) != 0;  // HWCAP2_I8MM, Linux 5.10
+#endif
+#endif
+  return f;
+}
 
 int send_no_signal() { return MSG_NOSIGNAL; }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <random>
 
+#include "platform/platform.h"
 #include "tensor/f16.h"
 #include "tensor/kernels/kernels.h"
 #include "tensor/quant.h"
@@ -69,9 +70,7 @@ Tokens prepare_tokens(kernels::PrepareFn prepare, kernels::PrepBytesFn prep_byte
   return out;
 }
 
-void check(DType wt, Isa isa, int64_t rows, int64_t ntok, int64_t cols) {
-  const kernels::Kernels k = kernels::lookup(wt, isa);
-  if (!k.gemm) return;
+void check_gemm(DType wt, kernels::GemmFn gemm, const char* name, int64_t rows, int64_t ntok, int64_t cols) {
   std::mt19937 rng(static_cast<uint32_t>(rows * 131 + ntok * 7 + cols));
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const DType xt = vec_dot_type(wt);
@@ -86,17 +85,22 @@ void check(DType wt, Isa isa, int64_t rows, int64_t ntok, int64_t cols) {
   const int64_t nb = cols / type_info(wt).block_elems;
   const int64_t ldy = rows + 3;  // a stride wider than the rows catches indexing slips
   std::vector<float> y(ldy * ntok, -12345.0f);
-  k.gemm(w.data(), wrb, rows, x.data(), xrb, ntok, nb, y.data(), ldy);
+  gemm(w.data(), wrb, rows, x.data(), xrb, ntok, nb, y.data(), ldy);
   for (int64_t t = 0; t < ntok; ++t)
     for (int64_t r = 0; r < rows; ++r) {
       const float ref = vec_dot(wt, w.data() + r * wrb, x.data() + t * xrb, cols);
       const float tol = 1e-4f * std::sqrt(static_cast<float>(cols)) * (1.0f + std::fabs(ref));
-      ASSERT_NEAR(y[t * ldy + r], ref, tol) << type_name(wt) << " " << kernels::isa_name(isa)
+      ASSERT_NEAR(y[t * ldy + r], ref, tol) << type_name(wt) << " " << name
                                             << " rows " << rows << " ntok " << ntok << " cols "
                                             << cols << " at r " << r << " t " << t;
     }
   for (int64_t t = 0; t < ntok; ++t)
     for (int64_t r = rows; r < ldy; ++r) ASSERT_EQ(y[t * ldy + r], -12345.0f) << "wrote outside the rows";
+}
+
+void check(DType wt, Isa isa, int64_t rows, int64_t ntok, int64_t cols) {
+  const kernels::Kernels k = kernels::lookup(wt, isa);
+  if (k.gemm) check_gemm(wt, k.gemm, kernels::isa_name(isa), rows, ntok, cols);
 }
 
 TEST(Kernels, SimdGemmMatchesScalarReference) {
@@ -109,6 +113,22 @@ TEST(Kernels, SimdGemmMatchesScalarReference) {
         for (int64_t ntok : {1, 2, 4, 7, 70})
           for (int64_t cols : {256, 512}) check(wt, isa, rows, ntok, cols);
 }
+
+#if defined(__aarch64__)
+// Both builds of the NEON integer tiles: for the build's target, and for SDOT (chosen at run time
+// where the CPU reports it: qemu's default CPU does, so both run here).
+TEST(Kernels, NeonIntegerTilesMatchScalarReferenceWithAndWithoutSdot) {
+  const bool sdot = platform::arm_features().dotprod;
+  for (DType wt : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    for (int64_t rows : {1, 4, 9})
+      for (int64_t ntok : {1, 4, 7})
+        for (int64_t cols : {256, 512}) {
+          check_gemm(wt, kernels::neon_quant_gemm(wt), "neon (build target)", rows, ntok, cols);
+          if (sdot) check_gemm(wt, kernels::neon_quant_gemm_dotprod(wt), "neon + sdot", rows, ntok, cols);
+        }
+  if (!sdot) GTEST_SKIP() << "this CPU has no SDOT: only the build target's tiles were checked";
+}
+#endif
 
 // The formats of the files people download (Q4_K_M mixes Q4_K, Q6_K and Q5_0; Q5_K_M adds Q5_K)
 // never fall back to the scalar reference on an ISA this CPU has, NEON included.

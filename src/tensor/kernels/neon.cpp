@@ -3,6 +3,7 @@
 #if defined(__aarch64__)
 #include <arm_neon.h>
 
+#include "platform/platform.h"
 #include "tensor/f16.h"
 #include "tensor/kernels/float_tiles.h"
 #include "tensor/kernels/gemm_tiles.h"
@@ -76,7 +77,11 @@ Kernels lookup_neon(DType w) {
     case DType::F32: return {gemm_tiled<F32Tile>};
     case DType::F16: return {gemm_tiled<F16Tile>};
     case DType::BF16: return {gemm_tiled<BF16Tile>};
-    default: return {neon_quant_gemm(w)};  // neon_quant_tiles.cpp: the integer formats
+    default: {
+      // The integer formats (neon_quant_tiles.h), with SDOT where this CPU has it.
+      static const bool sdot = platform::arm_features().dotprod;
+      return {sdot ? neon_quant_gemm_dotprod(w) : neon_quant_gemm(w)};
+    }
   }
 }
 

@@ -6,13 +6,16 @@
 #include <cstdint>
 
 namespace orchard::kernels::neon {
+// Unnamed: a file compiled for SDOT and one without each keep their own dot16.
+namespace {
 
 inline float f16(uint16_t h) { return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0); }
 
 // Four int32 lanes whose sum is Σ a_i·b_i over 16 int8 pairs: SDOT where the build targets the
-// dot-product extension (Armv8.2 "dotprod", every Apple M chip), widening multiplies otherwise.
+// dot-product extension (Armv8.2 "dotprod", every Apple M chip) or a file compiled for it defines
+// ORCHARD_NEON_SDOT (clang's target attribute sets no feature macro), widening multiplies otherwise.
 inline int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b) {
-#if defined(__ARM_FEATURE_DOTPROD)
+#if defined(__ARM_FEATURE_DOTPROD) || defined(ORCHARD_NEON_SDOT)
   return vdotq_s32(acc, a, b);
 #else
   const int16x8_t lo = vmull_s8(vget_low_s8(a), vget_low_s8(b));
@@ -21,5 +24,6 @@ inline int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b) {
 #endif
 }
 
+}  // namespace
 }  // namespace orchard::kernels::neon
 #endif  // __aarch64__
