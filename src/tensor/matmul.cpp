@@ -101,7 +101,7 @@ bool run_quantized_shared(const kernels::Kernels& k, std::span<const MatrixView>
   scratch.resize(x_row * static_cast<size_t>(n_tokens));
   pool.parallel_for(n_tokens, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t)
-      quantize_row(xt, x + t * cols, scratch.data() + static_cast<size_t>(t) * x_row, cols);
+      quantize_activations(xt, x + t * cols, scratch.data() + static_cast<size_t>(t) * x_row, cols);
   });
   const int64_t nb = cols / type_info(ws[0].type).block_elems;
   const uint8_t* xq = scratch.data();
@@ -163,7 +163,7 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
   scratch.resize(x_row * static_cast<size_t>(n_tokens));
   pool.parallel_for(n_tokens, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t)
-      quantize_row(xt, x + t * w.cols, scratch.data() + static_cast<size_t>(t) * x_row, w.cols);
+      quantize_activations(xt, x + t * w.cols, scratch.data() + static_cast<size_t>(t) * x_row, w.cols);
   });
 
   const int64_t nb = w.cols / type_info(w.type).block_elems;

@@ -147,6 +147,13 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
   k.quantize(src, dst, block_count(t, n, "quantize_row"));
 }
 
+void quantize_activations(DType t, const float* src, void* dst, int64_t n) {
+  if (t == DType::Q8_0)
+    detail::quantize_q8_0_activations(src, dst, block_count(t, n, "quantize_activations"));
+  else
+    quantize_row(t, src, dst, n);
+}
+
 float vec_dot(DType w_type, const void* w, const void* xq, int64_t n) {
   const VecDotFn dot = detail::find_vec_dot(w_type);
   return dot(w, xq, block_count(w_type, n, "vec_dot"));

@@ -23,6 +23,12 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 // Rounding follows ggml's reference quantizers so files we write load identically elsewhere.
 void quantize_row(DType t, const float* src, void* dst, int64_t n);
 
+// Stores a product's input of n floats in t = vec_dot_type(weights), rounded as llama.cpp's x86
+// backend rounds activations (Q8_0 and Q8_1: q = round-half-even(x · 127/amax), not the weight
+// quantizer's roundf(x / d); other formats as quantize_row). Every ISA's kernels match it, so a
+// token's bits do not depend on the CPU.
+void quantize_activations(DType t, const float* src, void* dst, int64_t n);
+
 // sum_i w[i] * x[i], where w holds n elements of type `w_type` and xq holds the same n elements
 // of activations already in vec_dot_type(w_type).
 float vec_dot(DType w_type, const void* w, const void* xq, int64_t n);

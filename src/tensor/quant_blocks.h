@@ -139,6 +139,7 @@ void quantize_q4_1(const float* src, void* dst, int64_t nb);
 void quantize_q5_0(const float* src, void* dst, int64_t nb);
 void quantize_q5_1(const float* src, void* dst, int64_t nb);
 void quantize_q8_0(const float* src, void* dst, int64_t nb);
+void quantize_q8_0_activations(const float* src, void* dst, int64_t nb);
 void quantize_q8_1(const float* src, void* dst, int64_t nb);
 float vec_dot_q4_0_q8_0(const void* w, const void* xq, int64_t nb);
 float vec_dot_q4_1_q8_1(const void* w, const void* xq, int64_t nb);

@@ -215,20 +215,36 @@ void quantize_q8_0(const float* x, void* dst, int64_t nb) {
     const float d = absmax(x) / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     b[i].d = fp32_to_fp16(d);
-    // roundf: halves away from zero, unlike the SIMD quantizers' round-to-even.
+    // roundf: halves away from zero, as llama-quantize writes weights (activations:
+    // quantize_q8_0_activations).
     for (int j = 0; j < kQK; ++j) b[i].qs[j] = static_cast<int8_t>(std::round(x[j] * id));
   }
 }
 
+// Activations, as ggml's x86 backend rounds them (its SIMD quantize_row_q8_0, which llama.cpp
+// runs on every x86 CPU): id = 127/amax rather than 1/d, halves to even. The two differ from the
+// reference in rare last bits, and one int8 the other way can flip a mixture's expert.
+void quantize_q8_0_activations(const float* x, void* dst, int64_t nb) {
+  auto* b = static_cast<BlockQ8_0*>(dst);
+  for (int64_t i = 0; i < nb; ++i, x += kQK) {
+    const float amax = absmax(x);
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    b[i].d = fp32_to_fp16(amax / 127.0f);
+    for (int j = 0; j < kQK; ++j) b[i].qs[j] = static_cast<int8_t>(nearest_int(x[j] * id));
+  }
+}
+
+// Q8_1 only ever holds activations: ggml's x86 rounding, as quantize_q8_0_activations.
 void quantize_q8_1(const float* x, void* dst, int64_t nb) {
   auto* b = static_cast<BlockQ8_1*>(dst);
   for (int64_t i = 0; i < nb; ++i, x += kQK) {
-    const float d = absmax(x) / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float amax = absmax(x);
+    const float d = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     b[i].d = fp32_to_fp16(d);
     int sum = 0;
     for (int j = 0; j < kQK; ++j) {
-      b[i].qs[j] = static_cast<int8_t>(std::round(x[j] * id));
+      b[i].qs[j] = static_cast<int8_t>(nearest_int(x[j] * id));
       sum += b[i].qs[j];
     }
     // s uses the unrounded float d, not the stored half (ggml's quantize_row_q8_1_ref).

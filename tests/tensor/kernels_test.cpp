@@ -65,7 +65,7 @@ Tokens prepare_tokens(kernels::PrepareFn prepare, kernels::PrepBytesFn prep_byte
   for (int64_t t = 0; t < ntok; ++t) {
     for (auto& v : x) v = nd(rng);
     prepare(x.data(), cols, out.prepared.data() + t * out.pb);
-    quantize_row(xt, x.data(), out.ref.data() + t * out.xrb, cols);
+    quantize_activations(xt, x.data(), out.ref.data() + t * out.xrb, cols);
   }
   return out;
 }
@@ -80,7 +80,7 @@ void check_gemm(DType wt, kernels::GemmFn gemm, const char* name, int64_t rows, 
   fill_weights(wt, w, rows * cols, rng);
   for (int64_t t = 0; t < ntok; ++t) {
     for (auto& v : tmp) v = nd(rng);
-    quantize_row(xt, tmp.data(), x.data() + t * xrb, cols);
+    quantize_activations(xt, tmp.data(), x.data() + t * xrb, cols);
   }
   const int64_t nb = cols / type_info(wt).block_elems;
   const int64_t ldy = rows + 3;  // a stride wider than the rows catches indexing slips
@@ -115,20 +115,71 @@ TEST(Kernels, SimdGemmMatchesScalarReference) {
 }
 
 #if defined(__aarch64__)
-// Both builds of the NEON integer tiles: for the build's target, and for SDOT (chosen at run time
-// where the CPU reports it: qemu's default CPU does, so both run here).
+// Every build of the NEON integer tiles: for the build's target, for SDOT and for SDOT + SMMLA
+// (chosen at run time where the CPU reports them: qemu's default CPU does, so all run here).
+// SMMLA's 4 × 4 prompt tiles must give every token the bits a lone token gets.
 TEST(Kernels, NeonIntegerTilesMatchScalarReferenceWithAndWithoutSdot) {
-  const bool sdot = platform::arm_features().dotprod;
+  const bool sdot = platform::arm_features().dotprod, mmla = platform::arm_features().i8mm;
   for (DType wt : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})
     for (int64_t rows : {1, 4, 9})
       for (int64_t ntok : {1, 4, 7})
         for (int64_t cols : {256, 512}) {
           check_gemm(wt, kernels::neon_quant_gemm(wt), "neon (build target)", rows, ntok, cols);
           if (sdot) check_gemm(wt, kernels::neon_quant_gemm_dotprod(wt), "neon + sdot", rows, ntok, cols);
+          if (sdot && mmla) check_gemm(wt, kernels::neon_quant_gemm_i8mm(wt), "neon + smmla", rows, ntok, cols);
         }
+  // A token's bits do not depend on its batch: 8 tokens at once (two 4 × 4 SMMLA tiles per row
+  // group) against each token alone, for every build of the tiles present.
+  for (DType wt : {DType::Q4_0, DType::Q5_0, DType::Q8_0}) {
+    std::vector<kernels::GemmFn> fns = {kernels::neon_quant_gemm(wt)};
+    if (sdot) fns.push_back(kernels::neon_quant_gemm_dotprod(wt));
+    if (sdot && mmla) fns.push_back(kernels::neon_quant_gemm_i8mm(wt));
+    std::mt19937 rng(7);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    const int64_t rows = 8, ntok = 8, cols = 256, nb = cols / 32;
+    const size_t wrb = row_bytes(wt, cols), xrb = row_bytes(DType::Q8_0, cols);
+    std::vector<uint8_t> w(wrb * rows), x(xrb * ntok);
+    fill_weights(wt, w, rows * cols, rng);
+    std::vector<float> tmp(cols);
+    for (int64_t t = 0; t < ntok; ++t) {
+      for (auto& v : tmp) v = nd(rng);
+      quantize_activations(DType::Q8_0, tmp.data(), x.data() + t * xrb, cols);
+    }
+    for (kernels::GemmFn gemm : fns) {
+      std::vector<float> all(rows * ntok), one(rows);
+      gemm(w.data(), wrb, rows, x.data(), xrb, ntok, nb, all.data(), rows);
+      for (int64_t t = 0; t < ntok; ++t) {
+        gemm(w.data(), wrb, rows, x.data() + t * xrb, xrb, 1, nb, one.data(), rows);
+        for (int64_t r = 0; r < rows; ++r)
+          ASSERT_EQ(all[t * rows + r], one[r]) << type_name(wt) << " token " << t << " row " << r;
+      }
+    }
+  }
   if (!sdot) GTEST_SKIP() << "this CPU has no SDOT: only the build target's tiles were checked";
 }
 #endif
+
+// Each ISA's file keeps its own tiles: the same tile name in two files compiled for different
+// targets must not become one symbol at link time (it did: the AVX-512 table pointed at the
+// AVX2 gemm for every format both files had, because GCC gave those instantiations weak linkage).
+TEST(Kernels, EachIsaFileKeepsItsOwnTiles) {
+#if defined(__x86_64__)
+  // lookup_avx512 itself runs AVX-512 instructions.
+  if (kernels::detect_isa() != Isa::Avx512) GTEST_SKIP() << "needs an AVX-512 CPU";
+  for (DType wt : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K,
+                   DType::Q5_K, DType::Q6_K})
+    EXPECT_NE(reinterpret_cast<void*>(kernels::lookup_avx2(wt).gemm),
+              reinterpret_cast<void*>(kernels::lookup_avx512(wt).gemm))
+        << type_name(wt);
+#elif defined(__aarch64__)
+  for (DType wt : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    EXPECT_NE(kernels::neon_quant_gemm(wt), kernels::neon_quant_gemm_dotprod(wt)) << type_name(wt);
+    EXPECT_NE(kernels::neon_quant_gemm_dotprod(wt), kernels::neon_quant_gemm_i8mm(wt)) << type_name(wt);
+  }
+#else
+  GTEST_SKIP() << "no SIMD kernel files on this architecture";
+#endif
+}
 
 // The formats of the files people download (Q4_K_M mixes Q4_K, Q6_K and Q5_0; Q5_K_M adds Q5_K)
 // never fall back to the scalar reference on an ISA this CPU has, NEON included.
@@ -159,7 +210,7 @@ TEST(Kernels, PreparedLayoutKernelsMatchScalarReference) {
         for (auto& v : x) v = nd(rng);
         std::vector<uint8_t> prepared(k.prep_bytes(cols)), xq(row_bytes(vec_dot_type(wt), cols));
         k.prepare(x.data(), cols, prepared.data());
-        quantize_row(vec_dot_type(wt), x.data(), xq.data(), cols);
+        quantize_activations(vec_dot_type(wt), x.data(), xq.data(), cols);
         std::vector<float> y(rows);
         k.gemv(w.data(), wrb, rows, prepared.data(), cols, y.data());
         std::vector<float> yf(rows);
@@ -181,7 +232,7 @@ TEST(Kernels, PreparedLayoutKernelsMatchScalarReference) {
           for (int64_t t = 0; t < ntok; ++t) {
             for (int64_t i = 0; i < cols; ++i) xt[i] = x[i] * static_cast<float>(t + 1) + 0.01f * t;
             k.prepare(xt.data(), cols, xs.data() + t * pb);
-            quantize_row(vec_dot_type(wt), xt.data(), xqs.data() + t * xrb, cols);
+            quantize_activations(vec_dot_type(wt), xt.data(), xqs.data() + t * xrb, cols);
           }
           std::vector<float> ym(rows * ntok);
           k.gemm_prepared(w.data(), wrb, rows, xs.data(), pb, ntok, cols, ym.data(), rows);
@@ -255,8 +306,8 @@ TEST(Kernels, DetectsAnIsaAndNamesIt) {
 namespace orchard {
 namespace {
 
-// The Q4_0 prepared layout must hold exactly the reference Q8_0 quantization, halves rounded
-// away from zero included (the hardware rounds them to even).
+// The Q4_0 prepared layout must hold exactly quantize_activations' Q8_0 (ggml's x86 rounding:
+// 127/amax, halves to even), the many exact halves below included.
 TEST(Kernels, PreparedQ4_0ActivationsAreTheReferenceQuantization) {
   const kernels::Kernels k = kernels::lookup(DType::Q4_0, kernels::detect_isa());
   if (!k.prepare || kernels::detect_isa() != kernels::Isa::Avx512) GTEST_SKIP() << "no prepared Q4_0 kernel here";
@@ -267,7 +318,7 @@ TEST(Kernels, PreparedQ4_0ActivationsAreTheReferenceQuantization) {
   std::vector<uint8_t> prep(k.prep_bytes(64));
   k.prepare(x.data(), 64, prep.data());
   std::vector<uint8_t> ref(2 * 34);
-  quantize_row(DType::Q8_0, x.data(), ref.data(), 64);
+  quantize_activations(DType::Q8_0, x.data(), ref.data(), 64);
   const auto* a = reinterpret_cast<const int8_t*>(ref.data() + 2);
   const auto* b = reinterpret_cast<const int8_t*>(ref.data() + 34 + 2);
   const auto* q = reinterpret_cast<const int8_t*>(prep.data());
@@ -349,9 +400,65 @@ TEST(Kernels, PackedWeightKernelsMatchScalarReference) {
 namespace orchard {
 namespace {
 
-// The Q4_0/Q8_0 packed layouts prepare each token as int8 q[32], float d, int32 c per block: q
-// and d must be exactly the reference Q8_0 quantization (halves rounded away from zero, which the
-// hardware rounds to even), c the format's offset times Σq.
+// Q8_0 products for generation and batch-invariant callers round as ggml's x86 dot product
+// (ggml_vec_dot_q8_0_q8_0 on AVX2, and llamafile's tinyBLAS the same way): per block, lane g's
+// integer sum of elements 4g..4g+3, converted to float, FMA'd with dw·dx into lane g's chain;
+// at the end ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)). Golden mixtures of Q8_0
+// experts route on near-ties that another order flips. Bit for bit, on every x86 ISA here.
+float ggml_q8_0_dot(const uint8_t* w, const uint8_t* x, int64_t nb) {
+  float lane[8] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    const auto* wb = w + 34 * b;
+    const auto* xb = x + 34 * b;
+    uint16_t hw, hx;
+    std::memcpy(&hw, wb, 2);
+    std::memcpy(&hx, xb, 2);
+    const float d = fp16_to_fp32(hw) * fp16_to_fp32(hx);
+    for (int g = 0; g < 8; ++g) {
+      int32_t s = 0;
+      for (int k = 4 * g; k < 4 * g + 4; ++k) s += static_cast<int8_t>(wb[2 + k]) * static_cast<int8_t>(xb[2 + k]);
+      lane[g] = std::fma(d, static_cast<float>(s), lane[g]);
+    }
+  }
+  return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+}
+
+TEST(Kernels, Q8_0GenerationRoundsAsGgmlsX86DotProduct) {
+  int checked = 0;
+  for (kernels::Isa isa : {kernels::Isa::Avx2, kernels::Isa::Avx512}) {
+    if (static_cast<int>(isa) > static_cast<int>(kernels::detect_isa()) || kernels::detect_isa() == kernels::Isa::Neon)
+      continue;
+    const kernels::Kernels k = kernels::lookup(DType::Q8_0, isa);
+    if (!k.packed) continue;
+    const int64_t rows = 32, cols = 4096, nb = cols / 32;
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> wf(rows * cols), xf(2 * cols);
+    for (float& v : wf) v = nd(rng);
+    for (float& v : xf) v = nd(rng) * 3.0f;
+    const size_t rb = row_bytes(DType::Q8_0, cols);
+    std::vector<uint8_t> w(rb * rows), xq(2 * rb);
+    for (int64_t r = 0; r < rows; ++r) quantize_row(DType::Q8_0, &wf[r * cols], w.data() + r * rb, cols);
+    for (int t = 0; t < 2; ++t) quantize_activations(DType::Q8_0, &xf[t * cols], xq.data() + t * rb, cols);
+    std::vector<uint8_t> packed(k.packed->pack_bytes(rows, cols)), prep(2 * k.packed->prep_bytes(cols));
+    k.packed->pack(w.data(), rb, rows, 0, rows, cols, packed.data());
+    for (int t = 0; t < 2; ++t) k.packed->prepare(&xf[t * cols], cols, prep.data() + t * k.packed->prep_bytes(cols));
+    for (int ntok : {1, 2}) {
+      std::vector<float> y(rows * ntok);
+      k.packed->gemm(packed.data(), rows, 0, rows, prep.data(), k.packed->prep_bytes(cols), ntok, cols, y.data(), rows);
+      for (int t = 0; t < ntok; ++t)
+        for (int64_t r = 0; r < rows; ++r)
+          ASSERT_EQ(y[t * rows + r], ggml_q8_0_dot(w.data() + r * rb, xq.data() + t * rb, nb))
+              << kernels::isa_name(isa) << " token " << t << " of " << ntok << " row " << r;
+    }
+    ++checked;
+  }
+  if (checked == 0) GTEST_SKIP() << "no packed Q8_0 kernel on " << kernels::isa_name(kernels::detect_isa());
+}
+
+// The Q4_0/Q8_0 packed layouts prepare each token as int8 q[32], float d, int32 c per block (and
+// AVX-512's Q8_0 then each 4-element chunk's c): q and d must be exactly quantize_activations'
+// Q8_0 (halves to even), c the format's offset times Σq.
 TEST(Kernels, PackedActivationsAreTheReferenceQuantization) {
   bool any = false;
   for (DType wt : {DType::Q4_0, DType::Q8_0}) {
@@ -363,14 +470,21 @@ TEST(Kernels, PackedActivationsAreTheReferenceQuantization) {
     x[5] = 127.0f;    // d = 1 in block 0
     x[40] = -63.5f;   // d = 0.5 in block 1
     for (int i = 64; i < 96; ++i) x[i] = 0.0f;  // d = 0 in block 2
-    ASSERT_EQ(k.packed->prep_bytes(96), 3u * 40u);
+    // Q4_0's nibbles are offset by 8; AVX-512's Q8_0 flips the weights' sign bits (offset 128),
+    // AVX2's keeps them signed (no offset).
+    const bool avx512 = kernels::detect_isa() == kernels::Isa::Avx512;
+    const int32_t offset = wt == DType::Q4_0 ? -8 : avx512 ? -128 : 0;
+    const bool chunks = wt == DType::Q8_0 && avx512;
+    const size_t xb = chunks ? 72 : 40;
+    ASSERT_EQ(k.packed->prep_bytes(96), 3u * xb);
     std::vector<uint8_t> prep(k.packed->prep_bytes(96));
     k.packed->prepare(x.data(), 96, prep.data());
     std::vector<uint8_t> ref(3 * 34);
-    quantize_row(DType::Q8_0, x.data(), ref.data(), 96);
+    quantize_activations(DType::Q8_0, x.data(), ref.data(), 96);
     for (int b = 0; b < 3; ++b) {
       const auto* want = reinterpret_cast<const int8_t*>(ref.data() + 34 * b + 2);
-      const auto* got = reinterpret_cast<const int8_t*>(prep.data() + 40 * b);
+      const uint8_t* blk = prep.data() + xb * b;
+      const auto* got = reinterpret_cast<const int8_t*>(blk);
       int32_t sum = 0;
       for (int i = 0; i < 32; ++i) {
         EXPECT_EQ(got[i], want[i]) << type_name(wt) << " block " << b << " element " << i;
@@ -379,14 +493,16 @@ TEST(Kernels, PackedActivationsAreTheReferenceQuantization) {
       float d;
       int32_t c;
       uint16_t dh;
-      std::memcpy(&d, prep.data() + 40 * b + 32, 4);
-      std::memcpy(&c, prep.data() + 40 * b + 36, 4);
+      std::memcpy(&d, blk + 32, 4);
+      std::memcpy(&c, blk + 36, 4);
       std::memcpy(&dh, ref.data() + 34 * b, 2);
       EXPECT_EQ(d, fp16_to_fp32(dh)) << type_name(wt) << " block " << b;
-      // Q4_0's nibbles are offset by 8; AVX-512's Q8_0 flips the weights' sign bits (offset 128),
-      // AVX2's keeps them signed (no offset).
-      const int32_t offset = wt == DType::Q4_0 ? -8 : kernels::detect_isa() == kernels::Isa::Avx512 ? -128 : 0;
       EXPECT_EQ(c, offset * sum) << type_name(wt) << " block " << b;
+      for (int g = 0; chunks && g < 8; ++g) {
+        int32_t cg;
+        std::memcpy(&cg, blk + 40 + 4 * g, 4);
+        EXPECT_EQ(cg, offset * (want[4 * g] + want[4 * g + 1] + want[4 * g + 2] + want[4 * g + 3])) << "chunk " << g;
+      }
     }
   }
   if (!any) GTEST_SKIP() << "no packed Q4_0/Q8_0 kernels on " << kernels::isa_name(kernels::detect_isa());

@@ -111,7 +111,7 @@ TEST_P(Matmul, MatvecIsVecDotOfEachRow) {
 
   const DType xt = vec_dot_type(t);
   std::vector<uint8_t> xq(row_bytes(xt, cols));
-  quantize_row(xt, x.data(), xq.data(), cols);
+  quantize_activations(xt, x.data(), xq.data(), cols);
   // SIMD kernels add in another order than the scalar reference: equal up to float rounding.
   for (int64_t r = 0; r < rows; ++r) {
     const float ref = vec_dot(t, wb.data() + r * row_bytes(t, cols), xq.data(), cols);

@@ -315,6 +315,38 @@ TEST(RoundTrip, Q8_1StoresScaledSum) {
   EXPECT_EQ(s16, fp32_to_fp16(static_cast<float>(sum) * (amax / 127.0f)));
 }
 
+// Weights (llama-quantize: ggml's quantize_row_q8_0_ref) and activations (ggml's x86
+// quantize_row_q8_0, what llama.cpp's matmuls run on x86) round differently: q = roundf(x / d)
+// against round-half-even(x · 127/amax). Golden logits of quantized mixtures depend on it.
+TEST(RoundTrip, Q8_0ActivationsRoundAsGgmlsX86Backend) {
+  std::vector<float> x(32, 0.0f);
+  x[0] = 127.0f;  // amax 127: d = 1, id = 1, so x · id is x itself
+  x[1] = 2.5f;
+  x[2] = -2.5f;
+  x[3] = 3.5f;
+  x[4] = 0.5f;
+  std::vector<uint8_t> w(34), a(34);
+  quantize_row(DType::Q8_0, x.data(), w.data(), 32);
+  quantize_activations(DType::Q8_0, x.data(), a.data(), 32);
+  const auto* qw = reinterpret_cast<const int8_t*>(w.data() + 2);
+  const auto* qa = reinterpret_cast<const int8_t*>(a.data() + 2);
+  EXPECT_EQ(std::vector<int>(qw, qw + 5), (std::vector<int>{127, 3, -3, 4, 1}));  // halves away from zero
+  EXPECT_EQ(std::vector<int>(qa, qa + 5), (std::vector<int>{127, 2, -2, 4, 0}));  // halves to even
+  EXPECT_EQ(std::memcmp(w.data(), a.data(), 2), 0) << "the same scale d = amax/127";
+
+  // 127/amax is not always 1/(amax/127) (an ulp apart): the activations follow the first.
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int trial = 0; trial < 2000; ++trial) {
+    for (float& v : x) v = nd(rng);
+    quantize_activations(DType::Q8_0, x.data(), a.data(), 32);
+    float amax = 0;
+    for (float v : x) amax = std::max(amax, std::fabs(v));
+    for (int j = 0; j < 32; ++j)
+      ASSERT_EQ(static_cast<int8_t>(a[2 + j]), static_cast<int8_t>(std::nearbyint(x[j] * (127.0f / amax))));
+  }
+}
+
 TEST(RoundTrip, Q8_KBlockSumsAndScale) {
   std::vector<float> x = normal_floats(512, 1.0f, 5);
   x[300] = -9.0f;  // the block's signed extreme maps to exactly -127, so d = 9/127 > 0

@@ -91,7 +91,7 @@ void LatentAttention::forward(const HParams& hp, int64_t heads, const LayerWeigh
     float* row = &kva_[static_cast<size_t>(t * kd)];
     rms_norm(row, w.kv_a_norm, row, lora, hp.rms_eps);
     if (xt != DType::F32) {
-      quantize_row(xt, row, rounded.data(), lora);
+      quantize_activations(xt, row, rounded.data(), lora);
       dequantize_row(xt, rounded.data(), row, lora);
     }
     const float* cs = rope_cs + t * rot;

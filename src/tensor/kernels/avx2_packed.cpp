@@ -143,13 +143,12 @@ inline int32_t hsum_epi32(__m256i v) {
   return _mm_cvtsi128_si32(s);
 }
 
-// One token's activations: per block the Q8_0 quantization, bit-identical to the reference
-// (d = amax/127, q = roundf(x/d); roundf's halves away from zero come from truncating
-// x/d + copysign(0.5⁻, x), exact for |x/d| ≤ 129 as x86_q8_quantize.h notes), its scale, and
+// One token's activations: per block the Q8_0 quantization, bit-identical to
+// quantize_activations (d = amax/127, q = round-half-even(x · 127/amax)), its scale, and
 // F::kBias·Σq.
 template <class F>
 void prepare(const float* x, int64_t n, uint8_t* out) {
-  const __m256 sign = _mm256_set1_ps(-0.0f), half_down = _mm256_set1_ps(0.49999997f);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
   for (int64_t b = 0; b < n / 32; ++b) {
     const float* xb = x + 32 * b;
     __m256 v[4];
@@ -158,13 +157,13 @@ void prepare(const float* x, int64_t n, uint8_t* out) {
       v[k] = _mm256_loadu_ps(xb + 8 * k);
       amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[k]));
     }
-    const float d = hmax256(amax) / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float m = hmax256(amax), d = m / 127.0f;
+    const float id = m != 0.0f ? 127.0f / m : 0.0f;
     __m256i q[4];
     __m256i sum = _mm256_setzero_si256();
     for (int k = 0; k < 4; ++k) {
       const __m256 s = _mm256_mul_ps(v[k], _mm256_set1_ps(id));
-      q[k] = _mm256_cvttps_epi32(_mm256_add_ps(s, _mm256_or_ps(_mm256_and_ps(s, sign), half_down)));
+      q[k] = _mm256_cvtps_epi32(s);  // MXCSR's round-to-nearest-even
       sum = _mm256_add_epi32(sum, q[k]);
     }
     // int32 → int8 in element order: the packs interleave 128-bit lanes, the permute undoes it.

@@ -11,7 +11,8 @@
 // 288 bytes, the same as the 16 original blocks. Activations are prepared per token as Q8_0
 // (reference-exact) into: int8 q[32], float d, int32 −8·Σq per block (40 bytes), so
 //   dot_row = Σ_blocks dw·dx·(Σ_i q_w,i·x_i − 8·Σ_i x_i).
-// Q8_0 follows the same plan with its weight bytes' sign bits flipped at pack time (Q8_0Format).
+// Q8_0 follows the same plan with its weight bytes' sign bits flipped at pack time (Q8_0Format),
+// but for generation and batch-invariant products keeps ggml's rounding (Q8_0Lanes).
 #if defined(__x86_64__)
 #include <algorithm>
 #include <cstring>
@@ -53,6 +54,7 @@ struct Q4_0Format {
   // ~12 %, than passes of 8).
   static constexpr int64_t kGroup = 16, kMaxTile = 16, kElems = 32;
   static constexpr size_t kXBytes = kXBlock;
+  static constexpr bool kChunkBias = false;
   static constexpr size_t kBlock = 32 + 256;
   // One token reads a block's activations (40 bytes) once per group; with a whole long row per
   // group, the weights streamed in between (74 KB for an 8192-wide row) pushed them out of L1
@@ -90,10 +92,13 @@ struct Q4_0Format {
 // two side by side in one process: 1.32× at 2 threads, 1.03× at 1.)
 struct Q8_0Format {
   static constexpr int64_t kGroup = 16, kMaxTile = 16, kElems = 32;
-  static constexpr size_t kXBytes = kXBlock;
+  // The prepared block also carries each 4-element chunk's −128·Σx (Q8_0Lanes' lane start values).
+  static constexpr size_t kXBytes = kXBlock + 32;
+  static constexpr bool kChunkBias = true;
   static constexpr size_t kBlock = 32 + 512;
-  // As Q4_0: a group of a long row must not push one token's activations out of L1.
-  static constexpr int64_t kSlab = 64;
+  // Q8_0Lanes' lane sums cannot be parked in y between slabs, and both share the packed copy:
+  // a group's row is one pass.
+  static constexpr int64_t kSlab = int64_t{1} << 40;
   static void pack_block(const uint8_t* w, size_t wrb, int64_t b, uint8_t* dst) {
     for (int64_t i = 0; i < kGroup; ++i) {
       const auto* blk = reinterpret_cast<const BlockQ8_0*>(w + i * wrb) + b;
@@ -114,13 +119,24 @@ struct Q8_0Format {
   static constexpr int32_t kBias = -128;
 };
 
+// Q8_0 in ggml's rounding (what llama.cpp computes on x86, and the AVX2 packed kernel): its dot
+// product sums each block into 8 lanes (lane g: elements 4g..4g+3), runs one FMA chain per lane
+// across the row's blocks and adds the lanes at the end. Chunk g of the layout is lane g of 16
+// rows, so 8 accumulators per token give each row exactly those chains. One exact integer per
+// block (Q8_0Format's tiles, kept for many-token prompts) moved a mixtral Q8_0 golden's router
+// past a near-tie: one of 140 routing decisions, a logit by 2.2.
+struct Q8_0Lanes : Q8_0Format {
+  // 2 tokens × 8 lane accumulators, the block's 8 weight registers and the shuffles fit the 32.
+  static constexpr int64_t kMaxTile = 2;
+};
+
 // One token's activations: per block the signed Q8_0 quantization (reference-exact), its scale,
 // and the start value F::kBias·Σq that takes the weights' unsigned offset back out (−8 for
 // Q4_0's nibbles, −128 for Q8_0's flipped bytes).
 template <class F>
 void prepare(const float* x, int64_t n, uint8_t* out) {
   for (int64_t b = 0; b < n / 32; ++b) {
-    uint8_t* dst = out + b * kXBlock;
+    uint8_t* dst = out + b * F::kXBytes;
     float d;
     const __m256i q = x86::quantize_block_q8_0(x + 32 * b, d);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), q);
@@ -129,6 +145,11 @@ void prepare(const float* x, int64_t n, uint8_t* out) {
     const int32_t c = F::kBias * sum;
     std::memcpy(dst + 32, &d, 4);
     std::memcpy(dst + 36, &c, 4);
+    if constexpr (F::kChunkBias) {
+      // chunk g's F::kBias·Σ x[4g..4g+3]: dpbusd of all-ones bytes sums each 4 in its lane
+      const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), q);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 40), _mm256_mullo_epi32(sums, _mm256_set1_epi32(F::kBias)));
+    }
   }
 }
 
@@ -158,7 +179,7 @@ void group_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb, flo
     F::unpack(pb, wq);
 #pragma GCC unroll 16
     for (int t = 0; t < TB; ++t) {
-      const uint8_t* xb = x + t * xrb + b * kXBlock;
+      const uint8_t* xb = x + t * xrb + b * F::kXBytes;
       float dx;
       int32_t c;
       std::memcpy(&dx, xb + 32, 4);
@@ -190,14 +211,73 @@ constexpr GroupTileFn kTiles[16] = {group_tile<F, 1>,  group_tile<F, 2>,  group_
                                     group_tile<F, 9>,  group_tile<F, 10>, group_tile<F, 11>, group_tile<F, 12>,
                                     group_tile<F, 13>, group_tile<F, 14>, group_tile<F, 15>, group_tile<F, 16>};
 
+// Q8_0Lanes' tile: 16 rows × TB tokens, 8 lane accumulators each, added as ggml's hsum does
+// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
+template <class F, int TB>
+void lane_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb, float* y, int64_t ldy, bool) {
+  __m512 acc[TB][8];
+#pragma GCC unroll 8
+  for (int t = 0; t < TB; ++t)
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) acc[t][g] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* pb = wg + b * F::kBlock;
+    if constexpr (TB == 1) request_block<F>(pb + kStreamAhead);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb)));
+    __m512i wq[8];
+    F::unpack(pb, wq);
+#pragma GCC unroll 8
+    for (int t = 0; t < TB; ++t) {
+      const uint8_t* xb = x + t * xrb + b * F::kXBytes;
+      float dx;
+      std::memcpy(&dx, xb + 32, 4);
+      const __m512 dwdx = _mm512_mul_ps(dw, _mm512_set1_ps(dx));
+      const __m512i lo = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb)));
+      const __m512i hi = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 16)));
+      const auto* cg = reinterpret_cast<const int32_t*>(xb + 40);
+      const __m512i s[8] = {
+          _mm512_dpbusd_epi32(_mm512_set1_epi32(cg[0]), wq[0], pick4<0>(lo)),
+          _mm512_dpbusd_epi32(_mm512_set1_epi32(cg[1]), wq[1], pick4<1>(lo)),
+          _mm512_dpbusd_epi32(_mm512_set1_epi32(cg[2]), wq[2], pick4<2>(lo)),
+          _mm512_dpbusd_epi32(_mm512_set1_epi32(cg[3]), wq[3], pick4<3>(lo)),
+          _mm512_dpbusd_epi32(_mm512_set1_epi32(cg[4]), wq[4], pick4<0>(hi)),
+          _mm512_dpbusd_epi32(_mm512_set1_epi32(cg[5]), wq[5], pick4<1>(hi)),
+          _mm512_dpbusd_epi32(_mm512_set1_epi32(cg[6]), wq[6], pick4<2>(hi)),
+          _mm512_dpbusd_epi32(_mm512_set1_epi32(cg[7]), wq[7], pick4<3>(hi)),
+      };
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g) acc[t][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[g]), dwdx, acc[t][g]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < TB; ++t) {
+    const __m512 a = _mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][4]), _mm512_add_ps(acc[t][2], acc[t][6]));
+    const __m512 c = _mm512_add_ps(_mm512_add_ps(acc[t][1], acc[t][5]), _mm512_add_ps(acc[t][3], acc[t][7]));
+    _mm512_storeu_ps(y + t * ldy, _mm512_add_ps(a, c));
+  }
+}
+constexpr GroupTileFn kLaneTiles[2] = {lane_tile<Q8_0Lanes, 1>, lane_tile<Q8_0Lanes, 2>};
+
 template <class F>
 constexpr PackedKernels kernels_for{F::kGroup, F::kSlab * 32, pack_bytes<F>, pack<F>, prep_bytes<F>, prepare<F>, packed_gemm<F, kTiles<F>>, /*one_token=*/true};
+// Generation and batch-invariant products in ggml's rounding; prompts in Q8_0Format's faster
+// tiles (the same packed copy and prepared activations).
+constexpr PackedKernels kQ8_0{Q8_0Format::kGroup,
+                              Q8_0Format::kSlab * 32,
+                              pack_bytes<Q8_0Format>,
+                              pack<Q8_0Format>,
+                              prep_bytes<Q8_0Format>,
+                              prepare<Q8_0Format>,
+                              packed_gemm<Q8_0Lanes, kLaneTiles>,
+                              /*one_token=*/true,
+                              /*min_cols=*/0,
+                              /*gemm_many=*/packed_gemm<Q8_0Format, kTiles<Q8_0Format>>};
 
 }  // namespace
 
 const PackedKernels* avx512_packed(DType w) {
   if (w == DType::Q4_0) return &kernels_for<Q4_0Format>;
-  if (w == DType::Q8_0) return &kernels_for<Q8_0Format>;
+  if (w == DType::Q8_0) return &kQ8_0;
   if (w == DType::F16) return avx512_f16_packed();
   return nullptr;
 }

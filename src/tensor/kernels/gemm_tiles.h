@@ -7,6 +7,11 @@
 #include <cstdint>
 
 namespace orchard::kernels {
+// Unnamed, so every kernel file keeps its own gemm_tiled: GCC gives gemm_tiled<T> external (weak)
+// linkage when T is an alias template from an unnamed namespace, mangled alike in every file, so
+// the AVX2 and AVX-512 files' gemm_tiled<Q4_0Tile> were one symbol and the linker kept whichever
+// came first (one ISA's tiles ran for both; had the order flipped, AVX-512 code on AVX2 CPUs).
+namespace {
 
 // Tile<RB, TB>::run(w, wrb, x, xrb, nb, y, ldy) must exist for RB in {1, 4} and TB in {1, 4}.
 template <template <int, int> class Tile>
@@ -32,4 +37,5 @@ inline void gemm_tiled(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_
   }
 }
 
+}  // namespace
 }  // namespace orchard::kernels

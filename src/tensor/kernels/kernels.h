@@ -97,10 +97,11 @@ Kernels lookup(DType w, Isa isa);
 Kernels lookup_avx2(DType w);
 Kernels lookup_avx512(DType w);
 Kernels lookup_neon(DType w);
-// Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K (neon_quant_tiles.h): for the build's target, and for
-// Armv8.2 + SDOT (call only where platform::arm_features().dotprod).
+// Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K (neon_quant_tiles.h): for the build's target, for SDOT
+// (call only where platform::arm_features().dotprod) and for SDOT + SMMLA (.dotprod and .i8mm).
 GemmFn neon_quant_gemm(DType w);
 GemmFn neon_quant_gemm_dotprod(DType w);
+GemmFn neon_quant_gemm_i8mm(DType w);
 // Adds the prepared-layout kernels of avx512_q4_0.cpp to `k`.
 void add_avx512_prepared(DType w, Kernels& k);
 void add_avx512_prepared_q8_0(Kernels& k);  // avx512_q8_0.cpp

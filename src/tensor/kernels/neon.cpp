@@ -78,9 +78,10 @@ Kernels lookup_neon(DType w) {
     case DType::F16: return {gemm_tiled<F16Tile>};
     case DType::BF16: return {gemm_tiled<BF16Tile>};
     default: {
-      // The integer formats (neon_quant_tiles.h), with SDOT where this CPU has it.
-      static const bool sdot = platform::arm_features().dotprod;
-      return {sdot ? neon_quant_gemm_dotprod(w) : neon_quant_gemm(w)};
+      // The integer formats (neon_quant_tiles.h), with SDOT and SMMLA where this CPU has them.
+      static const platform::ArmFeatures f = platform::arm_features();
+      if (f.dotprod && f.i8mm) return {neon_quant_gemm_i8mm(w)};
+      return {f.dotprod ? neon_quant_gemm_dotprod(w) : neon_quant_gemm(w)};
     }
   }
 }

@@ -6,12 +6,14 @@
 // tile. Levels are unsigned (0..63) and fit int8, so SDOT (or its widening fallback) takes them
 // as they are; offsets and minimums come out through the activations' sums.
 //
-// Compiled twice: neon_quant_tiles.cpp for the build's target and neon_quant_tiles_dotprod.cpp
-// for Armv8.2 with SDOT, chosen at run time (platform::arm_features). Everything here therefore
-// lives in an unnamed namespace, so the two copies never meet at link time.
+// Compiled three times, chosen at run time (platform::arm_features): neon_quant_tiles.cpp for the
+// build's target, neon_quant_tiles_dotprod.cpp for SDOT, neon_quant_tiles_i8mm.cpp for SDOT and
+// SMMLA. Everything here therefore lives in an unnamed namespace, so the copies never meet at
+// link time.
 #if defined(__aarch64__)
 #include <arm_neon.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "tensor/kernels/gemm_tiles.h"
@@ -68,14 +70,14 @@ struct Q8_0Levels {
   }
 };
 
-// The 32-element formats against Q8_0 activations: one scale per block on each side.
+// The 32-element formats against Q8_0 activations: one scale per block on each side. Each
+// block's integer sum is exact and enters its (row, token) sum through one fused multiply-add,
+// so the SMMLA tile below gives every token the same bits as this one, whatever the batch.
 template <class Levels, int RB, int TB>
 struct Block32Tile {
   static void run(const uint8_t* w, size_t wrb, const uint8_t* x, size_t xrb, int64_t nb, float* y,
                   int64_t ldy) {
-    float32x4_t acc[RB][TB];
-    for (int r = 0; r < RB; ++r)
-      for (int t = 0; t < TB; ++t) acc[r][t] = vdupq_n_f32(0);
+    float acc[RB][TB] = {};
     for (int64_t b = 0; b < nb; ++b) {
       int8x16_t x0[TB], x1[TB];
       float dx[TB];
@@ -91,18 +93,88 @@ struct Block32Tile {
         Levels::unpack(wb, lo, hi);
         const float dw = f16(wb->d);
         for (int t = 0; t < TB; ++t) {
-          const int32x4_t s = dot16(dot16(vdupq_n_s32(0), lo, x0[t]), hi, x1[t]);
-          acc[r][t] = vmlaq_n_f32(acc[r][t], vcvtq_f32_s32(s), dw * dx[t]);
+          const int32_t s = vaddvq_s32(dot16(dot16(vdupq_n_s32(0), lo, x0[t]), hi, x1[t]));
+          acc[r][t] = std::fma(static_cast<float>(s), dw * dx[t], acc[r][t]);
         }
       }
     }
     for (int r = 0; r < RB; ++r)
-      for (int t = 0; t < TB; ++t) y[t * ldy + r] = vaddvq_f32(acc[r][t]);
+      for (int t = 0; t < TB; ++t) y[t * ldy + r] = acc[r][t];
   }
 };
+
+#if defined(ORCHARD_NEON_I8MM)
+// Two rows' (or tokens') 8-element runs side by side, SMMLA's operand layout.
+inline int8x16_t pair_lo(int8x16_t a, int8x16_t b) {
+  return vreinterpretq_s8_s64(vzip1q_s64(vreinterpretq_s64_s8(a), vreinterpretq_s64_s8(b)));
+}
+inline int8x16_t pair_hi(int8x16_t a, int8x16_t b) {
+  return vreinterpretq_s8_s64(vzip2q_s64(vreinterpretq_s64_s8(a), vreinterpretq_s64_s8(b)));
+}
+
+// Prompts on Armv8.6's int8 matrix multiply (SMMLA: Apple M2 and later): 4 rows × 4 tokens as
+// 2 × 2 blocks of 2 × 2, each SMMLA summing 8 elements of two rows against two tokens. Other
+// tile shapes are Block32Tile's; both round alike (see there).
+template <class Levels, int RB, int TB>
+struct Block32MmlaTile {
+  static void run(const uint8_t* w, size_t wrb, const uint8_t* x, size_t xrb, int64_t nb, float* y,
+                  int64_t ldy) {
+    if constexpr (RB != 4 || TB != 4) {
+      Block32Tile<Levels, RB, TB>::run(w, wrb, x, xrb, nb, y, ldy);
+    } else {
+      // acc[q][p]: rows 2q, 2q+1 against tokens 2p, 2p+1, lanes (r0 t0, r0 t1, r1 t0, r1 t1).
+      float32x4_t acc[2][2];
+      for (auto& row : acc)
+        for (auto& a : row) a = vdupq_n_f32(0);
+      for (int64_t b = 0; b < nb; ++b) {
+        int8x16_t xs[2][4];
+        float dx[4];
+        for (int p = 0; p < 2; ++p) {
+          const auto* xa = reinterpret_cast<const BlockQ8_0*>(x + (2 * p) * xrb) + b;
+          const auto* xc = reinterpret_cast<const BlockQ8_0*>(x + (2 * p + 1) * xrb) + b;
+          const int8x16_t a0 = vld1q_s8(xa->qs), a1 = vld1q_s8(xa->qs + 16);
+          const int8x16_t c0 = vld1q_s8(xc->qs), c1 = vld1q_s8(xc->qs + 16);
+          xs[p][0] = pair_lo(a0, c0);
+          xs[p][1] = pair_hi(a0, c0);
+          xs[p][2] = pair_lo(a1, c1);
+          xs[p][3] = pair_hi(a1, c1);
+          dx[2 * p] = f16(xa->d);
+          dx[2 * p + 1] = f16(xc->d);
+        }
+        for (int q = 0; q < 2; ++q) {
+          const auto* wa = reinterpret_cast<const typename Levels::Block*>(w + (2 * q) * wrb) + b;
+          const auto* wc = reinterpret_cast<const typename Levels::Block*>(w + (2 * q + 1) * wrb) + b;
+          int8x16_t alo, ahi, clo, chi;
+          Levels::unpack(wa, alo, ahi);
+          Levels::unpack(wc, clo, chi);
+          const int8x16_t ws[4] = {pair_lo(alo, clo), pair_hi(alo, clo), pair_lo(ahi, chi), pair_hi(ahi, chi)};
+          const float da = f16(wa->d), dc = f16(wc->d);
+          for (int p = 0; p < 2; ++p) {
+            int32x4_t s = vdupq_n_s32(0);
+            for (int k = 0; k < 4; ++k) s = vmmlaq_s32(s, ws[k], xs[p][k]);
+            const float scale[4] = {da * dx[2 * p], da * dx[2 * p + 1], dc * dx[2 * p], dc * dx[2 * p + 1]};
+            acc[q][p] = vfmaq_f32(acc[q][p], vcvtq_f32_s32(s), vld1q_f32(scale));
+          }
+        }
+      }
+      for (int q = 0; q < 2; ++q)
+        for (int p = 0; p < 2; ++p) {
+          y[(2 * p) * ldy + 2 * q] = vgetq_lane_f32(acc[q][p], 0);
+          y[(2 * p + 1) * ldy + 2 * q] = vgetq_lane_f32(acc[q][p], 1);
+          y[(2 * p) * ldy + 2 * q + 1] = vgetq_lane_f32(acc[q][p], 2);
+          y[(2 * p + 1) * ldy + 2 * q + 1] = vgetq_lane_f32(acc[q][p], 3);
+        }
+    }
+  }
+};
+template <int RB, int TB> using Q4_0Tile = Block32MmlaTile<Q4_0Levels, RB, TB>;
+template <int RB, int TB> using Q5_0Tile = Block32MmlaTile<Q5_0Levels, RB, TB>;
+template <int RB, int TB> using Q8_0Tile = Block32MmlaTile<Q8_0Levels, RB, TB>;
+#else
 template <int RB, int TB> using Q4_0Tile = Block32Tile<Q4_0Levels, RB, TB>;
 template <int RB, int TB> using Q5_0Tile = Block32Tile<Q5_0Levels, RB, TB>;
 template <int RB, int TB> using Q8_0Tile = Block32Tile<Q8_0Levels, RB, TB>;
+#endif
 
 // q[2k], q[2k+1]: sub-block k's 32 levels as two halves of 16.
 struct Q4_KLevels {
