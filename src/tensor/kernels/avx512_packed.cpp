@@ -96,9 +96,7 @@ struct Q8_0Format {
   static constexpr size_t kXBytes = kXBlock + 32;
   static constexpr bool kChunkBias = true;
   static constexpr size_t kBlock = 32 + 512;
-  // Q8_0Lanes' lane sums cannot be parked in y between slabs, and both share the packed copy:
-  // a group's row is one pass.
-  static constexpr int64_t kSlab = int64_t{1} << 40;
+  static constexpr int64_t kSlab = 64;  // as Q4_0
   static void pack_block(const uint8_t* w, size_t wrb, int64_t b, uint8_t* dst) {
     for (int64_t i = 0; i < kGroup; ++i) {
       const auto* blk = reinterpret_cast<const BlockQ8_0*>(w + i * wrb) + b;
@@ -211,42 +209,48 @@ constexpr GroupTileFn kTiles[16] = {group_tile<F, 1>,  group_tile<F, 2>,  group_
                                     group_tile<F, 9>,  group_tile<F, 10>, group_tile<F, 11>, group_tile<F, 12>,
                                     group_tile<F, 13>, group_tile<F, 14>, group_tile<F, 15>, group_tile<F, 16>};
 
-// Q8_0Lanes' tile: 16 rows × TB tokens, 8 lane accumulators each, added as ggml's hsum does
-// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
+// Q8_0Lanes' tile: group g's 16 rows × TB tokens over the whole row, slab after slab (8 lane
+// sums per token cannot be parked in y between slabs as one sum can), 8 lane accumulators each,
+// added at the end as ggml's hsum does: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
 template <class F, int TB>
-void lane_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb, float* y, int64_t ldy, bool) {
+void lane_row(const uint8_t* w, int64_t ngroups, int64_t nb, int64_t g, const uint8_t* x, size_t xrb, float* y,
+              int64_t ldy) {
   __m512 acc[TB][8];
 #pragma GCC unroll 8
   for (int t = 0; t < TB; ++t)
 #pragma GCC unroll 8
-    for (int g = 0; g < 8; ++g) acc[t][g] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* pb = wg + b * F::kBlock;
-    if constexpr (TB == 1) request_block<F>(pb + kStreamAhead);
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb)));
-    __m512i wq[8];
-    F::unpack(pb, wq);
+    for (int l = 0; l < 8; ++l) acc[t][l] = _mm512_setzero_ps();
+  for (int64_t s0 = 0; s0 < nb; s0 += F::kSlab) {
+    const uint8_t* wg = w + slab_offset<F>(ngroups, nb, s0, g);
+    const int64_t len = std::min<int64_t>(F::kSlab, nb - s0);
+    for (int64_t b = 0; b < len; ++b) {
+      const uint8_t* pb = wg + b * F::kBlock;
+      if constexpr (TB == 1) request_block<F>(pb + kStreamAhead);
+      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb)));
+      __m512i wq[8];
+      F::unpack(pb, wq);
 #pragma GCC unroll 8
-    for (int t = 0; t < TB; ++t) {
-      const uint8_t* xb = x + t * xrb + b * F::kXBytes;
-      float dx;
-      std::memcpy(&dx, xb + 32, 4);
-      const __m512 dwdx = _mm512_mul_ps(dw, _mm512_set1_ps(dx));
-      const __m512i lo = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb)));
-      const __m512i hi = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 16)));
-      const auto* cg = reinterpret_cast<const int32_t*>(xb + 40);
-      const __m512i s[8] = {
-          _mm512_dpbusd_epi32(_mm512_set1_epi32(cg[0]), wq[0], pick4<0>(lo)),
-          _mm512_dpbusd_epi32(_mm512_set1_epi32(cg[1]), wq[1], pick4<1>(lo)),
-          _mm512_dpbusd_epi32(_mm512_set1_epi32(cg[2]), wq[2], pick4<2>(lo)),
-          _mm512_dpbusd_epi32(_mm512_set1_epi32(cg[3]), wq[3], pick4<3>(lo)),
-          _mm512_dpbusd_epi32(_mm512_set1_epi32(cg[4]), wq[4], pick4<0>(hi)),
-          _mm512_dpbusd_epi32(_mm512_set1_epi32(cg[5]), wq[5], pick4<1>(hi)),
-          _mm512_dpbusd_epi32(_mm512_set1_epi32(cg[6]), wq[6], pick4<2>(hi)),
-          _mm512_dpbusd_epi32(_mm512_set1_epi32(cg[7]), wq[7], pick4<3>(hi)),
-      };
+      for (int t = 0; t < TB; ++t) {
+        const uint8_t* xb = x + t * xrb + (s0 + b) * F::kXBytes;
+        float dx;
+        std::memcpy(&dx, xb + 32, 4);
+        const __m512 dwdx = _mm512_mul_ps(dw, _mm512_set1_ps(dx));
+        const __m512i lo = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb)));
+        const __m512i hi = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 16)));
+        const auto* cg = reinterpret_cast<const int32_t*>(xb + 40);
+        const __m512i s[8] = {
+            _mm512_dpbusd_epi32(_mm512_set1_epi32(cg[0]), wq[0], pick4<0>(lo)),
+            _mm512_dpbusd_epi32(_mm512_set1_epi32(cg[1]), wq[1], pick4<1>(lo)),
+            _mm512_dpbusd_epi32(_mm512_set1_epi32(cg[2]), wq[2], pick4<2>(lo)),
+            _mm512_dpbusd_epi32(_mm512_set1_epi32(cg[3]), wq[3], pick4<3>(lo)),
+            _mm512_dpbusd_epi32(_mm512_set1_epi32(cg[4]), wq[4], pick4<0>(hi)),
+            _mm512_dpbusd_epi32(_mm512_set1_epi32(cg[5]), wq[5], pick4<1>(hi)),
+            _mm512_dpbusd_epi32(_mm512_set1_epi32(cg[6]), wq[6], pick4<2>(hi)),
+            _mm512_dpbusd_epi32(_mm512_set1_epi32(cg[7]), wq[7], pick4<3>(hi)),
+        };
 #pragma GCC unroll 8
-      for (int g = 0; g < 8; ++g) acc[t][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[g]), dwdx, acc[t][g]);
+        for (int l = 0; l < 8; ++l) acc[t][l] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[l]), dwdx, acc[t][l]);
+      }
     }
   }
 #pragma GCC unroll 8
@@ -256,7 +260,22 @@ void lane_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb, floa
     _mm512_storeu_ps(y + t * ldy, _mm512_add_ps(a, c));
   }
 }
-constexpr GroupTileFn kLaneTiles[2] = {lane_tile<Q8_0Lanes, 1>, lane_tile<Q8_0Lanes, 2>};
+
+// PackedGemmFn over Q8_0Lanes: groups of rows, then tokens two at a time.
+void lane_gemm(const uint8_t* w, int64_t rows, int64_t r0, int64_t r1, const uint8_t* x, size_t xrb, int64_t ntok,
+               int64_t n, float* y, int64_t ldy) {
+  using F = Q8_0Lanes;
+  const int64_t nb = n / F::kElems, ngroups = rows / F::kGroup;
+  for (int64_t g = r0 / F::kGroup; g < r1 / F::kGroup; ++g) {
+    float* yg = y + (g * F::kGroup - r0);
+    for (int64_t t = 0; t < ntok; t += 2) {
+      if (ntok - t >= 2)
+        lane_row<F, 2>(w, ngroups, nb, g, x + t * xrb, xrb, yg + t * ldy, ldy);
+      else
+        lane_row<F, 1>(w, ngroups, nb, g, x + t * xrb, xrb, yg + t * ldy, ldy);
+    }
+  }
+}
 
 template <class F>
 constexpr PackedKernels kernels_for{F::kGroup, F::kSlab * 32, pack_bytes<F>, pack<F>, prep_bytes<F>, prepare<F>, packed_gemm<F, kTiles<F>>, /*one_token=*/true};
@@ -268,7 +287,7 @@ constexpr PackedKernels kQ8_0{Q8_0Format::kGroup,
                               pack<Q8_0Format>,
                               prep_bytes<Q8_0Format>,
                               prepare<Q8_0Format>,
-                              packed_gemm<Q8_0Lanes, kLaneTiles>,
+                              lane_gemm,
                               /*one_token=*/true,
                               /*min_cols=*/0,
                               /*gemm_many=*/packed_gemm<Q8_0Format, kTiles<Q8_0Format>>};
