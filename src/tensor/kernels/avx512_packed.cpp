@@ -12,7 +12,7 @@
 // (reference-exact) into: int8 q[32], float d, int32 −8·Σq per block (40 bytes), so
 //   dot_row = Σ_blocks dw·dx·(Σ_i q_w,i·x_i − 8·Σ_i x_i).
 // Q8_0 follows the same plan with its weight bytes' sign bits flipped at pack time (Q8_0Format),
-// but for generation and batch-invariant products keeps ggml's rounding (Q8_0Lanes).
+// but for generation and batch-invariant products keeps ggml's rounding (lane_gemm).
 #if defined(__x86_64__)
 #include <algorithm>
 #include <cstring>
@@ -92,7 +92,7 @@ struct Q4_0Format {
 // two side by side in one process: 1.32× at 2 threads, 1.03× at 1.)
 struct Q8_0Format {
   static constexpr int64_t kGroup = 16, kMaxTile = 16, kElems = 32;
-  // The prepared block also carries each 4-element chunk's −128·Σx (Q8_0Lanes' lane start values).
+  // The prepared block also carries each 4-element chunk's −128·Σx (lane_gemm's lane start values).
   static constexpr size_t kXBytes = kXBlock + 32;
   static constexpr bool kChunkBias = true;
   static constexpr size_t kBlock = 32 + 512;
@@ -117,18 +117,7 @@ struct Q8_0Format {
   static constexpr int32_t kBias = -128;
 };
 
-// Q8_0 in ggml's rounding (what llama.cpp computes on x86, and the AVX2 packed kernel): its dot
-// product sums each block into 8 lanes (lane g: elements 4g..4g+3), runs one FMA chain per lane
-// across the row's blocks and adds the lanes at the end. Chunk g of the layout is lane g of 16
-// rows, so 8 accumulators per token give each row exactly those chains. One exact integer per
-// block (Q8_0Format's tiles, kept for many-token prompts) moved a mixtral Q8_0 golden's router
-// past a near-tie: one of 140 routing decisions, a logit by 2.2.
-struct Q8_0Lanes : Q8_0Format {
-  // 2 tokens × 8 lane accumulators, the block's 8 weight registers and the shuffles fit the 32.
-  static constexpr int64_t kMaxTile = 2;
-};
-
-// One token's activations: per block the signed Q8_0 quantization (reference-exact), its scale,
+// One token's activations: per block the signed Q8_0 quantization (quantize_activations'), its scale,
 // and the start value F::kBias·Σq that takes the weights' unsigned offset back out (−8 for
 // Q4_0's nibbles, −128 for Q8_0's flipped bytes).
 template <class F>
@@ -209,9 +198,16 @@ constexpr GroupTileFn kTiles[16] = {group_tile<F, 1>,  group_tile<F, 2>,  group_
                                     group_tile<F, 9>,  group_tile<F, 10>, group_tile<F, 11>, group_tile<F, 12>,
                                     group_tile<F, 13>, group_tile<F, 14>, group_tile<F, 15>, group_tile<F, 16>};
 
-// Q8_0Lanes' tile: group g's 16 rows × TB tokens over the whole row, slab after slab (8 lane
-// sums per token cannot be parked in y between slabs as one sum can), 8 lane accumulators each,
-// added at the end as ggml's hsum does: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
+// Q8_0 in ggml's rounding (what llama.cpp computes on x86, and the AVX2 packed kernel): its dot
+// product sums each block into 8 lanes (lane l: elements 4l..4l+3), runs one FMA chain per lane
+// across the row's blocks and adds the lanes at the end. Chunk l of the layout is lane l of 16
+// rows, so 8 accumulators per token give each row exactly those chains. (One exact integer per
+// block, Q8_0Format's tiles, kept for many-token prompts, moved a mixtral Q8_0 golden's router
+// past a near-tie: one of 140 routing decisions, a logit by 2.2.)
+//
+// lane_row: group g's 16 rows × TB tokens over the whole row, slab after slab (8 lane sums per
+// token cannot be parked in y between slabs as one sum can), the lanes added at the end as
+// ggml's hsum does: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
 template <class F, int TB>
 void lane_row(const uint8_t* w, int64_t ngroups, int64_t nb, int64_t g, const uint8_t* x, size_t xrb, float* y,
               int64_t ldy) {
@@ -261,10 +257,11 @@ void lane_row(const uint8_t* w, int64_t ngroups, int64_t nb, int64_t g, const ui
   }
 }
 
-// PackedGemmFn over Q8_0Lanes: groups of rows, then tokens two at a time.
+// PackedGemmFn in ggml's rounding: groups of rows, then tokens two at a time (2 × 8 lane
+// accumulators, the block's 8 weight registers and the shuffles fit the 32).
 void lane_gemm(const uint8_t* w, int64_t rows, int64_t r0, int64_t r1, const uint8_t* x, size_t xrb, int64_t ntok,
                int64_t n, float* y, int64_t ldy) {
-  using F = Q8_0Lanes;
+  using F = Q8_0Format;
   const int64_t nb = n / F::kElems, ngroups = rows / F::kGroup;
   for (int64_t g = r0 / F::kGroup; g < r1 / F::kGroup; ++g) {
     float* yg = y + (g * F::kGroup - r0);
