@@ -50,18 +50,23 @@ const kernels::Kernels& fast_kernels(DType t) {
 }
 
 // The packed kernels over the rows of `ws` end to end (one matrix, or several of one type and
-// width against the same input): one preparation of the activations and one fork; each output
-// row is computed exactly as for its matrix alone.
-void run_packed(const kernels::PackedKernels& pk, std::span<const MatrixView> ws, const float* x, int64_t n_tokens,
-                std::span<float* const> ys, std::vector<uint8_t>& scratch, ThreadPool& pool, bool batch_invariant) {
+// width against the same input, or each against its own: xs holds one input or one per matrix):
+// one preparation of each input and one fork; each output row is computed exactly as for its
+// matrix alone.
+void run_packed(const kernels::PackedKernels& pk, std::span<const MatrixView> ws, std::span<const float* const> xs,
+                int64_t n_tokens, std::span<float* const> ys, std::vector<uint8_t>& scratch, ThreadPool& pool,
+                bool batch_invariant) {
   const int64_t cols = ws[0].cols, group = pk.row_group;
   int64_t total = 0;
   for (const MatrixView& w : ws) total += w.rows;
-  const size_t pb = pk.prep_bytes(cols);
-  scratch.resize(pb * static_cast<size_t>(n_tokens));
-  uint8_t* xp = scratch.data();
-  pool.parallel_for(n_tokens, 1, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) pk.prepare(x + t * cols, cols, xp + static_cast<size_t>(t) * pb);
+  const size_t pb = pk.prep_bytes(cols), per_input = pb * static_cast<size_t>(n_tokens);
+  scratch.resize(per_input * xs.size());
+  const auto n_inputs = static_cast<int64_t>(xs.size());
+  pool.parallel_for(n_tokens * n_inputs, 1, [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j) {
+      const int64_t i = j / n_tokens, t = j % n_tokens;
+      pk.prepare(xs[static_cast<size_t>(i)] + t * cols, cols, scratch.data() + static_cast<size_t>(i) * per_input + static_cast<size_t>(t) * pb);
+    }
   });
   const kernels::PackedGemmFn gemm =
       pk.gemm_many && !batch_invariant && n_tokens >= kManyTokens ? pk.gemm_many : pk.gemm;
@@ -70,6 +75,7 @@ void run_packed(const kernels::PackedKernels& pk, std::span<const MatrixView> ws
     for (size_t i = 0; i < ws.size() && r0 < r1; first += ws[i].rows, ++i) {
       const int64_t lo = std::max(r0, first), hi = std::min(r1, first + ws[i].rows);
       if (lo >= hi) continue;
+      const uint8_t* xp = scratch.data() + (xs.size() == 1 ? 0 : i * per_input);
       gemm(ws[i].packed, ws[i].rows, lo - first, hi - first, xp, pb, n_tokens, cols, ys[i] + (lo - first),
            ws[i].rows);
     }
@@ -133,7 +139,8 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
   // faster one too (then it is the only copy kept), or where bits must not depend on the batch.
   if (w.packed && k.packed && (n_tokens > 1 || batch_invariant || k.packed->one_token || !w.data)) {
     float* const ys[] = {y};
-    run_packed(*k.packed, {&w, 1}, x, n_tokens, ys, scratch, pool, batch_invariant);
+    const float* const xs[] = {x};
+    run_packed(*k.packed, {&w, 1}, xs, n_tokens, ys, scratch, pool, batch_invariant);
     return;
   }
   if (k.prepare) {  // kernels with their own activation layout
@@ -198,28 +205,60 @@ void matmul_cols(const MatrixView& w, int64_t offset, const float* x, int64_t wi
   matmul(w, padded.data(), n_tokens, y, scratch, batch_invariant);
 }
 
-void matmul_shared(std::span<const MatrixView> ws, const float* x, int64_t n_tokens, std::span<float* const> ys,
-                   std::vector<uint8_t>& scratch, bool batch_invariant) {
-  if (ws.size() != ys.size()) throw Error("matmul_shared: " + std::to_string(ws.size()) + " matrices but " +
-                                          std::to_string(ys.size()) + " outputs");
-  if (n_tokens < 0) throw Error("matmul_shared: negative token count " + std::to_string(n_tokens));
-  if (ws.empty() || n_tokens == 0) return;
-  const kernels::Kernels& k = fast_kernels(ws[0].type);
-  int64_t total = 0;
-  bool shared = k.packed != nullptr;
+namespace {
+
+// Checks matmul_shared / matmul_each's arguments; true where ws can go through run_packed together
+// (one type and width, all repacked, the packed path being the one matmul takes). `total`: their rows.
+bool packed_together(const char* what, const kernels::Kernels& k, std::span<const MatrixView> ws, size_t n_ys,
+                     int64_t n_tokens, bool batch_invariant, int64_t& total) {
+  if (ws.size() != n_ys)
+    throw Error(std::string(what) + ": " + std::to_string(ws.size()) + " matrices but " + std::to_string(n_ys) + " outputs");
+  if (n_tokens < 0) throw Error(std::string(what) + ": negative token count " + std::to_string(n_tokens));
+  total = 0;
+  bool together = k.packed != nullptr;
   for (const MatrixView& w : ws) {
-    checked_row_bytes(w, "matmul_shared");
-    shared = shared && w.type == ws[0].type && w.cols == ws[0].cols && w.packed &&
-             (n_tokens > 1 || batch_invariant || k.packed->one_token || !w.data);
+    checked_row_bytes(w, what);
+    together = together && w.type == ws[0].type && w.cols == ws[0].cols && w.packed &&
+               (n_tokens > 1 || batch_invariant || k.packed->one_token || !w.data);
     total += w.rows;
   }
-  if (!shared) {
+  return together;
+}
+
+}  // namespace
+
+void matmul_shared(std::span<const MatrixView> ws, const float* x, int64_t n_tokens, std::span<float* const> ys,
+                   std::vector<uint8_t>& scratch, bool batch_invariant) {
+  if (ws.empty() && ys.empty()) return;
+  const kernels::Kernels& k = fast_kernels(ws.empty() ? DType::F32 : ws[0].type);
+  int64_t total = 0;
+  const bool together = packed_together("matmul_shared", k, ws, ys.size(), n_tokens, batch_invariant, total);
+  if (ws.empty() || n_tokens == 0) return;
+  if (!together) {
     if (run_quantized_shared(k, ws, x, n_tokens, ys, scratch)) return;
     for (size_t i = 0; i < ws.size(); ++i) matmul(ws[i], x, n_tokens, ys[i], scratch, batch_invariant);
     return;
   }
   ThreadPool& pool = total * ws[0].cols * n_tokens < kSerialMatmulMacs ? serial_pool() : global_pool();
-  run_packed(*k.packed, ws, x, n_tokens, ys, scratch, pool, batch_invariant);
+  const float* const xs[] = {x};
+  run_packed(*k.packed, ws, xs, n_tokens, ys, scratch, pool, batch_invariant);
+}
+
+void matmul_each(std::span<const MatrixView> ws, std::span<const float* const> xs, int64_t n_tokens,
+                 std::span<float* const> ys, std::vector<uint8_t>& scratch, bool batch_invariant) {
+  if (xs.size() != ws.size())
+    throw Error("matmul_each: " + std::to_string(ws.size()) + " matrices but " + std::to_string(xs.size()) + " inputs");
+  if (ws.empty() && ys.empty()) return;
+  const kernels::Kernels& k = fast_kernels(ws.empty() ? DType::F32 : ws[0].type);
+  int64_t total = 0;
+  const bool together = packed_together("matmul_each", k, ws, ys.size(), n_tokens, batch_invariant, total);
+  if (ws.empty() || n_tokens == 0) return;
+  if (!together || ws.size() == 1) {
+    for (size_t i = 0; i < ws.size(); ++i) matmul(ws[i], xs[i], n_tokens, ys[i], scratch, batch_invariant);
+    return;
+  }
+  ThreadPool& pool = total * ws[0].cols * n_tokens < kSerialMatmulMacs ? serial_pool() : global_pool();
+  run_packed(*k.packed, ws, xs, n_tokens, ys, scratch, pool, batch_invariant);
 }
 
 size_t packed_bytes(const MatrixView& w) {

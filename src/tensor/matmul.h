@@ -57,6 +57,12 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
 void matmul_shared(std::span<const MatrixView> ws, const float* x, int64_t n_tokens, std::span<float* const> ys,
                    std::vector<uint8_t>& scratch, bool batch_invariant = false);
 
+// matmul(ws[i], xs[i], n_tokens, ys[i]) for every i, the same bits, in one fork where it can:
+// repacked matrices of one type and width, each against its own input (a token's chosen experts'
+// down projections). Otherwise one matmul after another.
+void matmul_each(std::span<const MatrixView> ws, std::span<const float* const> xs, int64_t n_tokens,
+                 std::span<float* const> ys, std::vector<uint8_t>& scratch, bool batch_invariant = false);
+
 // matmul for a column slice: W keeps whole quantization blocks around the `width` columns the
 // activations cover, which start `offset` columns in (tensor and expert parallel shards), so
 // each row of x is placed into zero padding (`padded`, reused) first. Plain matmul when the

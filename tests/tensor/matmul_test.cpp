@@ -345,5 +345,53 @@ TEST(Matmul, SharedInputProductsEqualSeparateOnes) {
   EXPECT_THROW(matmul_shared(one, nullptr, 1, outs, scratch), Error);
 }
 
+// matmul_each: each matrix on its own input (a token's experts' down projections), in one fork
+// where the matrices are repacked alike, with each product's bits as matmul gives them.
+TEST(Matmul, EachInputProductsEqualSeparateOnes) {
+  const int64_t cols = 256;
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::F16, DType::Q4_K, DType::Q6_K, DType::Q5_0}) {
+    for (bool mixed : {false, true}) {
+      const int64_t rows[] = {64, 32, 48};
+      std::vector<std::vector<uint8_t>> bytes;
+      std::vector<MatrixView> ws;
+      std::vector<std::unique_ptr<HugeBuffer>> packs;
+      for (int i = 0; i < 3; ++i) {
+        const DType ti = mixed && i == 1 ? DType::Q4_K : t;
+        bytes.push_back(random_matrix(ti, rows[i], cols, 90 + i));
+        ws.push_back({ti, rows[i], cols, bytes.back().data()});
+        packs.push_back(pack_for_cpu(ws.back()));
+      }
+      for (int64_t n : {1, 3, 9}) {
+        for (bool invariant : {false, true}) {
+          std::vector<std::vector<float>> xs, want(3), got(3);
+          std::vector<const float*> xp;
+          std::vector<float*> ys;
+          std::vector<uint8_t> scratch;
+          for (int i = 0; i < 3; ++i) {
+            xs.push_back(normal_floats(cols * n, 100 + static_cast<uint32_t>(i)));
+            xp.push_back(xs.back().data());
+            want[i].resize(static_cast<size_t>(rows[i] * n));
+            got[i].assign(static_cast<size_t>(rows[i] * n), -1.0f);
+            matmul(ws[i], xs[i].data(), n, want[i].data(), scratch, invariant);
+            ys.push_back(got[i].data());
+          }
+          matmul_each(ws, xp, n, ys, scratch, invariant);
+          for (int i = 0; i < 3; ++i)
+            EXPECT_EQ(std::memcmp(want[i].data(), got[i].data(), want[i].size() * sizeof(float)), 0)
+                << type_name(t) << (mixed ? " mixed" : "") << " matrix " << i << " tokens " << n;
+        }
+      }
+    }
+  }
+  std::vector<uint8_t> scratch;
+  const MatrixView one[] = {{DType::F32, 2, 2, nullptr}};
+  const float* ins[] = {nullptr};
+  float* outs[] = {nullptr, nullptr};
+  EXPECT_THROW(matmul_each(one, ins, 1, outs, scratch), Error);
+  const float* two_ins[] = {nullptr, nullptr};
+  float* one_out[] = {nullptr};
+  EXPECT_THROW(matmul_each(one, two_ins, 1, one_out, scratch), Error);
+}
+
 }  // namespace
 }  // namespace orchard

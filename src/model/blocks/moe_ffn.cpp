@@ -21,7 +21,8 @@ void dense_ffn(const FfnWeights& w, const float* x, int64_t n, float* out, Activ
 }
 
 // A decoding step: every chosen expert held here takes the same input, so their gate and up
-// matrices go through one matmul_shared (one preparation of x, one fork), then each down.
+// matrices go through one matmul_shared (one preparation of x, one fork), and their down
+// matrices, each on its own expert's activations, through one matmul_each (one fork).
 void MoeFfn::one_token(const MoeWeights& w, const float* x, int64_t dim, int64_t e0, int64_t e1,
                        std::vector<uint8_t>& scratch, bool batch_invariant) {
   std::vector<MatrixView> ws;
@@ -39,12 +40,17 @@ void MoeFfn::one_token(const MoeWeights& w, const float* x, int64_t dim, int64_t
   std::vector<float*> ys;
   for (size_t i = 0; i < ws.size(); ++i) ys.push_back(&gate_[i * static_cast<size_t>(ffn)]);
   matmul_shared(ws, x, 1, ys, scratch, batch_invariant);
+  std::vector<MatrixView> downs;
+  std::vector<const float*> xs;
+  std::vector<float*> outs;
   for (size_t i = 0; i < slots.size(); ++i) {
     float* g = ys[2 * i];
     swiglu(g, ys[2 * i + 1], g, ffn);
-    matmul(w.down[static_cast<size_t>(experts_[static_cast<size_t>(slots[i])] - e0)], g, 1,
-           &slots_[static_cast<size_t>(slots[i] * dim)], scratch, batch_invariant);
+    downs.push_back(w.down[static_cast<size_t>(experts_[static_cast<size_t>(slots[i])] - e0)]);
+    xs.push_back(g);
+    outs.push_back(&slots_[static_cast<size_t>(slots[i] * dim)]);
   }
+  matmul_each(downs, xs, 1, outs, scratch, batch_invariant);
 }
 
 void MoeFfn::forward(const MoeWeights& w, const RouterConfig& c, const float* xn, int64_t n, int64_t dim, float* out,
