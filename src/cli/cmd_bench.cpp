@@ -107,7 +107,12 @@ void register_bench(CLI::App& app) {
       auto run = [&](const char* name, int n, auto&& body, BandwidthProbe* roof) {
         if (n <= 0) return;
         body();  // warm-up: maps pages and fills caches
-        std::vector<double> tps, read_gbs, shares, joules;
+        std::vector<double> tps, read_gbs, shares;
+        // Joules summed over every repetition, over every repetition's tokens: a package
+        // counter updates about once a millisecond, so a short repetition alone may see none of
+        // its steps (a median of such readings can be 0).
+        double joules = 0;
+        bool metered = false;
         double before = roof ? roof->roofline(global_pool()) : 0.0;
         for (int r = 0; r < o->reps; ++r) {
           platform::EnergyMeter meter;
@@ -115,7 +120,7 @@ void register_bench(CLI::App& app) {
           body();
           const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           tps.push_back(n / s);
-          if (const std::optional<double> j = meter.joules()) joules.push_back(*j / n);
+          if (const std::optional<double> j = meter.joules()) joules += *j, metered = true;
           if (!roof) continue;
           // A shared host's bandwidth moves within seconds: each repetition against the mean of
           // the readings on either side of it.
@@ -126,7 +131,7 @@ void register_bench(CLI::App& app) {
         }
         const Stat st = stats(tps);
         char j[32] = "unavailable";
-        if (!joules.empty()) std::snprintf(j, sizeof j, "%.4g", stats(joules).median);
+        if (metered) std::snprintf(j, sizeof j, "%.4g", joules / (static_cast<double>(n) * o->reps));
         std::printf("| %d | %s%d | %.2f | %.2f | %s |\n", shown, name, n, st.median, st.stddev, j);
         std::fflush(stdout);
         if (!roof) return;
