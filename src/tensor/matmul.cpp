@@ -103,7 +103,7 @@ bool run_quantized_shared(const kernels::Kernels& k, std::span<const MatrixView>
   const int64_t cols = ws[0].cols;
   const DType xt = vec_dot_type(ws[0].type);
   const size_t x_row = row_bytes(xt, cols), w_row = row_bytes(ws[0].type, cols);
-  ThreadPool& pool = total * cols * n_tokens < kSerialMatmulMacs ? serial_pool() : global_pool();
+  ThreadPool& pool = runs_serially(ws[0].type, total, cols, n_tokens) ? serial_pool() : global_pool();
   scratch.resize(x_row * static_cast<size_t>(n_tokens));
   pool.parallel_for(n_tokens, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t)
@@ -125,6 +125,10 @@ bool run_quantized_shared(const kernels::Kernels& k, std::span<const MatrixView>
 
 }  // namespace
 
+bool runs_serially(DType type, int64_t rows, int64_t cols, int64_t n_tokens) {
+  return rows * cols * n_tokens < kSerialMatmulMacs && row_bytes(type, cols) * static_cast<size_t>(rows) < kSerialMatmulBytes;
+}
+
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
             std::vector<uint8_t>& scratch, bool batch_invariant) {
   const size_t w_row = checked_row_bytes(w, "matmul");
@@ -133,7 +137,7 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
   const kernels::Kernels& k = fast_kernels(w.type);
   // Small products (a tiny model's one token) finish before a fork/join would: keep them on
   // the calling thread. Rows are independent, so the split never changes the result.
-  ThreadPool& pool = w.rows * w.cols * n_tokens < kSerialMatmulMacs ? serial_pool() : global_pool();
+  ThreadPool& pool = runs_serially(w.type, w.rows, w.cols, n_tokens) ? serial_pool() : global_pool();
   const auto* wbytes = static_cast<const uint8_t*>(w.data);
   // Weights repacked at load: always for many tokens; for one token where that layout is the
   // faster one too (then it is the only copy kept), or where bits must not depend on the batch.
@@ -239,7 +243,7 @@ void matmul_shared(std::span<const MatrixView> ws, const float* x, int64_t n_tok
     for (size_t i = 0; i < ws.size(); ++i) matmul(ws[i], x, n_tokens, ys[i], scratch, batch_invariant);
     return;
   }
-  ThreadPool& pool = total * ws[0].cols * n_tokens < kSerialMatmulMacs ? serial_pool() : global_pool();
+  ThreadPool& pool = runs_serially(ws[0].type, total, ws[0].cols, n_tokens) ? serial_pool() : global_pool();
   const float* const xs[] = {x};
   run_packed(*k.packed, ws, xs, n_tokens, ys, scratch, pool, batch_invariant);
 }
@@ -257,7 +261,7 @@ void matmul_each(std::span<const MatrixView> ws, std::span<const float* const> x
     for (size_t i = 0; i < ws.size(); ++i) matmul(ws[i], xs[i], n_tokens, ys[i], scratch, batch_invariant);
     return;
   }
-  ThreadPool& pool = total * ws[0].cols * n_tokens < kSerialMatmulMacs ? serial_pool() : global_pool();
+  ThreadPool& pool = runs_serially(ws[0].type, total, ws[0].cols, n_tokens) ? serial_pool() : global_pool();
   run_packed(*k.packed, ws, xs, n_tokens, ys, scratch, pool, batch_invariant);
 }
 

@@ -36,10 +36,17 @@ bool pack_into(MatrixView& w, uint8_t* dst);
 // rows are no longer needed once packed.
 bool pack_replaces_original(DType type);
 
-// Products of fewer multiply-adds than this run on the calling thread (a fork/join costs a few
-// µs, about what 100k int8 multiply-adds take on one core), so callers may run several such
-// products in parallel jobs of their own.
+// Products of fewer multiply-adds than this, over fewer weight bytes than kSerialMatmulBytes,
+// run on the calling thread (a fork/join costs a few µs, about what 100k int8 multiply-adds take
+// on one core), so callers may run several such products in parallel jobs of their own. The
+// bytes bound splits a float matrix that is small in multiply-adds but slow to stream (a MoE
+// router: 64 × 1536 floats, 393 KB).
 constexpr int64_t kSerialMatmulMacs = 100'000;
+constexpr size_t kSerialMatmulBytes = 128 << 10;
+// True where matmul, matmul_shared and matmul_each run a product of `rows` rows (in all) of this
+// type and width on the calling thread: callers that put such products in parallel jobs of
+// their own ask this, so that a product never forks inside a fork.
+bool runs_serially(DType type, int64_t rows, int64_t cols, int64_t n_tokens);
 
 // y[r] = sum_c W[r, c] * x[c] for every row r.  `scratch` is reused between calls.
 void matvec(const MatrixView& w, const float* x, float* y, std::vector<uint8_t>& scratch);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "tensor/error.h"
+#include "tensor/matmul.h"
 #include "tensor/ops.h"
 #include "tensor/quant.h"
 #include "tensor/threadpool.h"
@@ -28,8 +29,9 @@ void panel_mix(float* __restrict lanes, const float* __restrict w, const float* 
 
 // One product per head: y_h = W_h · x_h for n rows, W_h at w.data + h·rows·cols floats, x_h's
 // row t (cols values) at src + t·src_stride + h·src_head, y_h's at dst + t·dst_stride + h·rows. Heads run as
-// parallel jobs when each product is small enough to stay on one thread (a decoding step),
-// else one after another, each product forking on its own.
+// parallel jobs when each product is small enough to stay on one thread, else one after
+// another, each product forking on its own. (A decoding step does its products inside the
+// attention's own jobs instead.)
 void per_head_products(const MatrixView& w, int64_t heads, int64_t n, const float* src, int64_t src_stride, float* dst,
                        int64_t dst_stride, bool batch_invariant, int64_t src_head) {
   const int64_t rows = w.rows, cols = w.cols;
@@ -44,7 +46,7 @@ void per_head_products(const MatrixView& w, int64_t heads, int64_t n, const floa
       for (int64_t t = 0; t < n; ++t) std::copy_n(&y[static_cast<size_t>(t * rows)], rows, dst + t * dst_stride + h * rows);
     }
   };
-  if (rows * cols * n < kSerialMatmulMacs) global_pool().parallel_for(heads, 1, run);
+  if (runs_serially(w.type, rows, cols, n)) global_pool().parallel_for(heads, 1, run);
   else run(0, heads);
 }
 
@@ -70,21 +72,25 @@ void LatentAttention::forward(const HParams& hp, int64_t heads, const LayerWeigh
   const int64_t hd = hp.head_dim, rot = hp.n_rot, nope = hp.head_dim_nope(), lora = hp.kv_lora_rank,
                 vd = hp.v_head_dim, kd = lora + rot, qd = heads * hd;
 
-  // q = W_qb · rmsnorm(W_qa · x) · q_a_norm, or W_q · x
+  // q = W_qb · rmsnorm(W_qa · x) · q_a_norm, or W_q · x;  [c | k_pe] = W_kva · x (W_qa and W_kva
+  // read the same x: one product for both)
   q_.resize(static_cast<size_t>(n * qd));
+  kva_.resize(static_cast<size_t>(n * kd));
   if (w.wq_b.rows > 0) {
     const int64_t r = hp.q_lora_rank;
     qa_.resize(static_cast<size_t>(n * r));
-    matmul(w.wq_a, xn, n, qa_.data(), scratch, batch_invariant);
+    const MatrixView ws[] = {w.wq_a, w.wkv_a};
+    float* const ys[] = {qa_.data(), kva_.data()};
+    matmul_shared(ws, xn, n, ys, scratch, batch_invariant);
     for (int64_t t = 0; t < n; ++t) rms_norm(&qa_[static_cast<size_t>(t * r)], w.q_a_norm, &qa_[static_cast<size_t>(t * r)], r, hp.rms_eps);
     matmul(w.wq_b, qa_.data(), n, q_.data(), scratch, batch_invariant);
   } else {
-    matmul(L.wq, xn, n, q_.data(), scratch, batch_invariant);
+    const MatrixView ws[] = {L.wq, w.wkv_a};
+    float* const ys[] = {q_.data(), kva_.data()};
+    matmul_shared(ws, xn, n, ys, scratch, batch_invariant);
   }
 
-  // [c | k_pe] = W_kva · x; the cache row is [rounded rmsnorm(c) · kv_a_norm | rope(k_pe)]
-  kva_.resize(static_cast<size_t>(n * kd));
-  matmul(w.wkv_a, xn, n, kva_.data(), scratch, batch_invariant);
+  // the cache row is [rounded rmsnorm(c) · kv_a_norm | rope(k_pe)]
   const DType xt = vec_dot_type(w.kv_b_type);
   std::vector<uint8_t> rounded(xt == DType::F32 ? 0 : row_bytes(xt, lora));
   for (int64_t t = 0; t < n; ++t) {
@@ -100,17 +106,27 @@ void LatentAttention::forward(const HParams& hp, int64_t heads, const LayerWeigh
     kvs[static_cast<size_t>(seq_of[static_cast<size_t>(t)])]->store_k(layer, pos_of[static_cast<size_t>(t)], row);
   }
 
+  // A few rows (a decoding step): each attention job also moves its heads' queries into the
+  // latent space and their latents out of it, one fork per layer instead of three. Each head's
+  // products run on the job's thread, one row at a time, as batch_invariant needs anyway.
+  const bool fused = runs_serially(w.wk_t.type, w.wk_t.rows, w.wk_t.cols, n) &&
+                     runs_serially(w.wv.type, w.wv.rows, w.wv.cols, n);
   // query_h = [W_k,hᵀ q_nope_h | q_pe_h], kd values per head
   query_.resize(static_cast<size_t>(n * heads * kd));
-  qabs_.resize(static_cast<size_t>(n * heads * lora));
-  // (q_nope_h: the first nope values of head h's hd)
-  per_head_products(w.wk_t, heads, n, q_.data(), qd, qabs_.data(), heads * lora, batch_invariant, hd);
-  for (int64_t t = 0; t < n; ++t)
-    for (int64_t h = 0; h < heads; ++h) {
-      float* qr = &query_[static_cast<size_t>((t * heads + h) * kd)];
-      std::copy_n(&qabs_[static_cast<size_t>((t * heads + h) * lora)], lora, qr);
-      std::copy_n(&q_[static_cast<size_t>(t * qd + h * hd + nope)], rot, qr + lora);
-    }
+  auto make_query = [&](int64_t t, int64_t h) {
+    float* qr = &query_[static_cast<size_t>((t * heads + h) * kd)];
+    std::copy_n(&q_[static_cast<size_t>(t * qd + h * hd + nope)], rot, qr + lora);
+  };
+  if (!fused) {
+    qabs_.resize(static_cast<size_t>(n * heads * lora));
+    // (q_nope_h: the first nope values of head h's hd)
+    per_head_products(w.wk_t, heads, n, q_.data(), qd, qabs_.data(), heads * lora, batch_invariant, hd);
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t h = 0; h < heads; ++h) {
+        std::copy_n(&qabs_[static_cast<size_t>((t * heads + h) * lora)], lora, &query_[static_cast<size_t>((t * heads + h) * kd)]);
+        make_query(t, h);
+      }
+  }
 
   // lat_h = Σ_p softmax_p(query_h · key_p / √key_length) · c_p. Jobs are a row × a run of heads:
   // a decoding step's one row still spreads over every thread, and a half-float cache is
@@ -125,6 +141,8 @@ void LatentAttention::forward(const HParams& hp, int64_t heads, const LayerWeigh
   // Balanced: a causal prompt's later rows cost more (see gqa_attention.cpp).
   global_pool().parallel_for_balanced(n * chunks, 1, [&](int64_t j0, int64_t j1) {
     std::vector<float> keys, scores, lanes;
+    std::vector<uint8_t> product_scratch;
+    MatrixView wk = w.wk_t, wv = w.wv;
     for (int64_t job = j0; job < j1; ++job) {
       const int64_t t = job / chunks, h0 = job % chunks * per_job, h1 = std::min(heads, h0 + per_job);
       const KVCache& kv = *kvs[static_cast<size_t>(seq_of[static_cast<size_t>(t)])];
@@ -137,7 +155,12 @@ void LatentAttention::forward(const HParams& hp, int64_t heads, const LayerWeigh
       }
       scores.resize(static_cast<size_t>(len));
       for (int64_t h = h0; h < h1; ++h) {
-        const float* qr = &query_[static_cast<size_t>((t * heads + h) * kd)];
+        float* qr = &query_[static_cast<size_t>((t * heads + h) * kd)];
+        if (fused) {
+          wk.data = static_cast<const float*>(w.wk_t.data) + h * lora * nope;
+          matmul(wk, &q_[static_cast<size_t>(t * qd + h * hd)], 1, qr, product_scratch, batch_invariant);
+          make_query(t, h);
+        }
         // scores[p] = query_h · key_p, a panel of 32 positions at a time (positions in lanes)
         for (int64_t p0 = 0; p0 < len; p0 += kKeyPanel) {
           float acc[kKeyPanel] = {};
@@ -152,18 +175,23 @@ void LatentAttention::forward(const HParams& hp, int64_t heads, const LayerWeigh
         lanes.assign(static_cast<size_t>(lora * kKeyPanel), 0.0f);
         for (int64_t p0 = 0; p0 < len; p0 += kKeyPanel) {
           const float* panel = kp + key_offset(p0, 0, kd);
-          float w[kKeyPanel] = {};
-          std::copy_n(&scores[static_cast<size_t>(p0)], std::min<int64_t>(kKeyPanel, len - p0), w);
-          panel_mix(lanes.data(), w, panel, lora);
+          float w8[kKeyPanel] = {};
+          std::copy_n(&scores[static_cast<size_t>(p0)], std::min<int64_t>(kKeyPanel, len - p0), w8);
+          panel_mix(lanes.data(), w8, panel, lora);
         }
         float* lat = &lat_[static_cast<size_t>((t * heads + h) * lora)];
         for (int64_t d = 0; d < lora; ++d) lat[d] = sum_lanes(&lanes[static_cast<size_t>(d * kKeyPanel)]);
+        // out_h = W_v,h · lat_h
+        if (fused) {
+          wv.data = static_cast<const float*>(w.wv.data) + h * vd * lora;
+          matmul(wv, lat, 1, out + t * heads * vd + h * vd, product_scratch, batch_invariant);
+        }
       }
     }
   });
 
   // out_h = W_v,h · lat_h
-  per_head_products(w.wv, heads, n, lat_.data(), heads * lora, out, heads * vd, batch_invariant, lora);
+  if (!fused) per_head_products(w.wv, heads, n, lat_.data(), heads * lora, out, heads * vd, batch_invariant, lora);
 }
 
 }  // namespace orchard

@@ -22,8 +22,10 @@ void dense_ffn(const FfnWeights& w, const float* x, int64_t n, float* out, Activ
 
 // A decoding step: every chosen expert held here takes the same input, so their gate and up
 // matrices go through one matmul_shared (one preparation of x, one fork), and their down
-// matrices, each on its own expert's activations, through one matmul_each (one fork).
-void MoeFfn::one_token(const MoeWeights& w, const float* x, int64_t dim, int64_t e0, int64_t e1,
+// matrices, each on its own expert's activations, through one matmul_each (one fork). The shared
+// expert joins both when its matrices are of the routed ones' types and widths (into shared_);
+// true when it did.
+bool MoeFfn::one_token(const MoeWeights& w, const float* x, int64_t dim, int64_t e0, int64_t e1,
                        std::vector<uint8_t>& scratch, bool batch_invariant) {
   std::vector<MatrixView> ws;
   std::vector<int64_t> slots;
@@ -34,23 +36,39 @@ void MoeFfn::one_token(const MoeWeights& w, const float* x, int64_t dim, int64_t
       ws.push_back(w.up[local]);
       slots.push_back(static_cast<int64_t>(s));
     }
-  if (slots.empty()) return;
+  if (slots.empty()) return false;
   const int64_t ffn = ws[0].rows;
-  gate_.resize(static_cast<size_t>(2 * ffn) * slots.size());
+  const FfnWeights& sh = w.shared;
+  const MatrixView& down0 = w.down[static_cast<size_t>(experts_[static_cast<size_t>(slots[0])] - e0)];
+  const bool with_shared = (sh.gate.data || sh.gate.packed) && sh.down_offset == 0 && sh.gate.type == ws[0].type &&
+                           sh.up.type == ws[1].type && sh.gate.cols == ws[0].cols && sh.down.type == down0.type &&
+                           sh.down.cols == down0.cols && sh.gate.rows == sh.down.cols;
+  if (with_shared) {
+    ws.push_back(sh.gate);
+    ws.push_back(sh.up);
+  }
+  gate_.resize(static_cast<size_t>(2 * ffn) * (slots.size() + (with_shared ? 1 : 0)));
   std::vector<float*> ys;
   for (size_t i = 0; i < ws.size(); ++i) ys.push_back(&gate_[i * static_cast<size_t>(ffn)]);
   matmul_shared(ws, x, 1, ys, scratch, batch_invariant);
   std::vector<MatrixView> downs;
   std::vector<const float*> xs;
   std::vector<float*> outs;
-  for (size_t i = 0; i < slots.size(); ++i) {
+  for (size_t i = 0; i < ws.size() / 2; ++i) {
     float* g = ys[2 * i];
     swiglu(g, ys[2 * i + 1], g, ffn);
-    downs.push_back(w.down[static_cast<size_t>(experts_[static_cast<size_t>(slots[i])] - e0)]);
     xs.push_back(g);
-    outs.push_back(&slots_[static_cast<size_t>(slots[i] * dim)]);
+    if (i < slots.size()) {
+      downs.push_back(w.down[static_cast<size_t>(experts_[static_cast<size_t>(slots[i])] - e0)]);
+      outs.push_back(&slots_[static_cast<size_t>(slots[i] * dim)]);
+    } else {
+      shared_.resize(static_cast<size_t>(dim));
+      downs.push_back(sh.down);
+      outs.push_back(shared_.data());
+    }
   }
   matmul_each(downs, xs, 1, outs, scratch, batch_invariant);
+  return with_shared;
 }
 
 void MoeFfn::forward(const MoeWeights& w, const RouterConfig& c, const float* xn, int64_t n, int64_t dim, float* out,
@@ -78,7 +96,7 @@ void MoeFfn::forward(const MoeWeights& w, const RouterConfig& c, const float* xn
   // y_slot = expert(x_t) for every entry of an expert held here, one batched product per expert
   slots_.resize(static_cast<size_t>(n * k * dim));
   const int64_t e0 = w.first_expert, e1 = e0 + static_cast<int64_t>(w.gate.size());
-  if (n == 1) one_token(w, xn, dim, e0, e1, scratch, batch_invariant);
+  const bool shared_done = n == 1 && one_token(w, xn, dim, e0, e1, scratch, batch_invariant);
   for (int64_t e = e0; e < e1 && n > 1; ++e) {
     const int64_t begin = first_of_[static_cast<size_t>(e)], m = first_of_[static_cast<size_t>(e + 1)] - begin;
     if (m == 0) continue;
@@ -115,8 +133,10 @@ void MoeFfn::forward(const MoeWeights& w, const RouterConfig& c, const float* xn
 
   if (!w.shared.gate.data && !w.shared.gate.packed) return;
   // + g_t · shared(x_t)
-  shared_.resize(static_cast<size_t>(n * dim));
-  dense_ffn(w.shared, xn, n, shared_.data(), gate_, up_, scratch, batch_invariant);
+  if (!shared_done) {
+    shared_.resize(static_cast<size_t>(n * dim));
+    dense_ffn(w.shared, xn, n, shared_.data(), gate_, up_, scratch, batch_invariant);
+  }
   std::vector<float> g(static_cast<size_t>(n), 1.0f);
   if (w.shared_gate.data || w.shared_gate.packed) {
     matmul(w.shared_gate, xn, n, g.data(), scratch, batch_invariant);

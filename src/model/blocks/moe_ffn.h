@@ -26,7 +26,7 @@ class MoeFfn {
   const std::vector<float>& weights() const { return weights_; }
 
  private:
-  void one_token(const MoeWeights& w, const float* x, int64_t dim, int64_t e0, int64_t e1,
+  bool one_token(const MoeWeights& w, const float* x, int64_t dim, int64_t e0, int64_t e1,
                  std::vector<uint8_t>& scratch, bool batch_invariant);
 
   std::vector<int32_t> experts_;
