@@ -94,7 +94,7 @@ void run_packed(const kernels::PackedKernels& pk, std::span<const MatrixView> ws
 // it. False, doing nothing, where that path is not the one matmul would take.
 bool run_quantized_shared(const kernels::Kernels& k, std::span<const MatrixView> ws, const float* x, int64_t n_tokens,
                           std::span<float* const> ys, std::vector<uint8_t>& scratch) {
-  if (ws.size() < 2 || !k.gemm || k.prepare) return false;
+  if (ws.size() < 2 || !k.gemm || (k.prepare && (n_tokens == 1 || !k.prepare_one_token_only))) return false;
   int64_t total = 0;
   for (const MatrixView& w : ws) {
     if (w.type != ws[0].type || w.cols != ws[0].cols || !w.data || (w.packed && k.packed)) return false;
@@ -147,7 +147,7 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
     run_packed(*k.packed, {&w, 1}, xs, n_tokens, ys, scratch, pool, batch_invariant);
     return;
   }
-  if (k.prepare) {  // kernels with their own activation layout
+  if (k.prepare && (n_tokens == 1 || !k.prepare_one_token_only)) {  // kernels with their own activation layout
     const size_t pb = k.prep_bytes(w.cols);
     scratch.resize(pb * static_cast<size_t>(n_tokens));
     uint8_t* xp = scratch.data();

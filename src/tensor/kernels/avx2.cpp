@@ -65,6 +65,48 @@ struct LoadBF16 {
 template <int RB, int TB> using F32Tile = FloatTiles<V256, LoadF32>::Tile<RB, TB>;
 template <int RB, int TB> using BF16Tile = FloatTiles<V256, LoadBF16>::Tile<RB, TB>;
 template <int RB, int TB> using F16Tile = FloatTiles<V256, LoadF16>::Tile<RB, TB>;
+template <int RB, int TB> using F16xF32Tile = FloatTiles<V256, LoadF16, LoadF32>::Tile<RB, TB>;
+
+// F16 weights against activations prepared once per token as floats already rounded through
+// fp16 (the values the F16 tiles would convert again for every row tile): as AVX-512 does.
+size_t f16_prep_bytes(int64_t n) { return static_cast<size_t>(n) * sizeof(float); }
+void f16_prepare(const float* x, int64_t n, uint8_t* out) {
+  auto* o = reinterpret_cast<float*>(out);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(o + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
+  for (; i < n; ++i) o[i] = _cvtsh_ss(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT));
+}
+
+// One token, the same bits as the F16 tiles (one FMA chain per row, as they sum it).
+void f16_gemv(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* xp, int64_t n, float* y) {
+  gemm_tiled<F16xF32Tile>(w, wrb, nrows, xp, f16_prep_bytes(n), 1, n, y, nrows);
+}
+
+// One token without the batch-invariance promise: four accumulators, so consecutive FMAs do not
+// wait on each other, and the weights requested kStreamAhead bytes before they are read (the
+// AVX-512 kernel's design, avx512_f16_dot.h, at 8 lanes).
+void f16_gemv_fast(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* xp, int64_t n, float* y) {
+  const auto* x = reinterpret_cast<const float*>(xp);
+  for (int64_t r = 0; r < nrows; ++r) {
+    const uint8_t* row = w + static_cast<size_t>(r) * wrb;
+    const auto* h = reinterpret_cast<const uint16_t*>(row);
+    auto load = [&](int64_t i) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))); };
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+      _mm_prefetch(reinterpret_cast<const char*>(row) + 2 * i + kStreamAhead, _MM_HINT_T0);
+      a0 = _mm256_fmadd_ps(load(i), _mm256_loadu_ps(x + i), a0);
+      a1 = _mm256_fmadd_ps(load(i + 8), _mm256_loadu_ps(x + i + 8), a1);
+      a2 = _mm256_fmadd_ps(load(i + 16), _mm256_loadu_ps(x + i + 16), a2);
+      a3 = _mm256_fmadd_ps(load(i + 24), _mm256_loadu_ps(x + i + 24), a3);
+    }
+    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load(i), _mm256_loadu_ps(x + i), a0);
+    float sum = hsum256(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    for (; i < n; ++i) sum += f16(h[i]) * x[i];
+    y[r] = sum;
+  }
+}
 
 }  // namespace
 
@@ -78,7 +120,12 @@ Kernels lookup_avx2(DType w) {
     case DType::Q6_K: return {gemm_tiled<Q6_KTile>};
     case DType::F32: return {gemm_tiled<F32Tile>};
     case DType::BF16: return {gemm_tiled<BF16Tile>};
-    case DType::F16: return {gemm_tiled<F16Tile>};
+    case DType::F16: {
+      Kernels k{gemm_tiled<F16Tile>, f16_prep_bytes, f16_prepare, f16_gemv, gemm_tiled<F16xF32Tile>};
+      k.gemv_fast = f16_gemv_fast;
+      k.prepare_one_token_only = true;
+      return k;
+    }
     default: return {};
   }
 }

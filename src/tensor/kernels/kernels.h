@@ -83,6 +83,10 @@ struct Kernels {
   // Optional, like gemv but faster; its rounding differs from gemm_prepared's, so it is left
   // out with gemm_many where a token's bits must not depend on the batch.
   GemvFn gemv_fast = nullptr;
+  // The prepared layout serves one token only; many tokens take `gemm` over activations
+  // quantized the standard way (AVX2 F16: its prompt tiles over prepared floats measured 0.6-0.7x
+  // of the fp16 tiles, while one token gains 1.4-1.6x from the prepared kernel).
+  bool prepare_one_token_only = false;
 };
 
 enum class Isa { Scalar, Avx2, Avx512, Neon };
