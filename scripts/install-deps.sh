@@ -5,6 +5,7 @@ packages=(
   build-essential cmake ninja-build pkg-config ccache
   clang libclang-rt-14-dev             # libFuzzer and sanitizer runtimes
   libgtest-dev libgmock-dev libbenchmark-dev
+  libhwy-dev                           # bench/hwy_q8_0_bench: Highway beside our kernels
   libcli11-dev nlohmann-json3-dev libpcre2-dev
   libcpp-httplib-dev                   # orchard serve and orchard pull
   libssl-dev                           # HMAC for authenticated rank connections
