@@ -88,13 +88,18 @@ void run_packed(const kernels::PackedKernels& pk, std::span<const MatrixView> ws
     pool.parallel_for_balanced(total, group, rows);
 }
 
+// Whether matmul runs these kernels over their own activation layout for this many tokens.
+bool uses_prepared_layout(const kernels::Kernels& k, int64_t n_tokens) {
+  return k.prepare && (n_tokens == 1 || !k.prepare_one_token_only);
+}
+
 // The plain GEMM tiles over several row-major matrices of one type and width against one input
 // (a layer's q/k/v or gate/up; a token's chosen experts): the activations are quantized once and
 // the rows of all of them split in one fork. Each row is computed exactly as matmul computes
 // it. False, doing nothing, where that path is not the one matmul would take.
 bool run_quantized_shared(const kernels::Kernels& k, std::span<const MatrixView> ws, const float* x, int64_t n_tokens,
                           std::span<float* const> ys, std::vector<uint8_t>& scratch) {
-  if (ws.size() < 2 || !k.gemm || (k.prepare && (n_tokens == 1 || !k.prepare_one_token_only))) return false;
+  if (ws.size() < 2 || !k.gemm || uses_prepared_layout(k, n_tokens)) return false;
   int64_t total = 0;
   for (const MatrixView& w : ws) {
     if (w.type != ws[0].type || w.cols != ws[0].cols || !w.data || (w.packed && k.packed)) return false;
@@ -147,7 +152,7 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
     run_packed(*k.packed, {&w, 1}, xs, n_tokens, ys, scratch, pool, batch_invariant);
     return;
   }
-  if (k.prepare && (n_tokens == 1 || !k.prepare_one_token_only)) {  // kernels with their own activation layout
+  if (uses_prepared_layout(k, n_tokens)) {  // kernels with their own activation layout
     const size_t pb = k.prep_bytes(w.cols);
     scratch.resize(pb * static_cast<size_t>(n_tokens));
     uint8_t* xp = scratch.data();

@@ -5,6 +5,7 @@
 
 #include "tensor/kernels/avx2_target_begin.h"
 
+#include "tensor/kernels/f16_dot_row.h"
 #include "tensor/kernels/float_tiles.h"
 #include "tensor/kernels/gemm_tiles.h"
 #include "tensor/kernels/x86_int8_tiles.h"
@@ -35,6 +36,7 @@ struct V256 {
   static constexpr int kWidth = 8;
   static Reg zero() { return _mm256_setzero_ps(); }
   static Reg fma(Reg a, Reg b, Reg acc) { return _mm256_fmadd_ps(a, b, acc); }
+  static Reg add(Reg a, Reg b) { return _mm256_add_ps(a, b); }
   static float sum(Reg v) { return hsum256(v); }
 };
 struct LoadF32 {
@@ -83,29 +85,11 @@ void f16_gemv(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* xp, in
   gemm_tiled<F16xF32Tile>(w, wrb, nrows, xp, f16_prep_bytes(n), 1, n, y, nrows);
 }
 
-// One token without the batch-invariance promise: four accumulators, so consecutive FMAs do not
-// wait on each other, and the weights requested kStreamAhead bytes before they are read (the
-// AVX-512 kernel's design, avx512_f16_dot.h, at 8 lanes).
+// One token without the batch-invariance promise: see x86::f16_dot_row (AVX-512's design at 8
+// lanes).
 void f16_gemv_fast(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* xp, int64_t n, float* y) {
   const auto* x = reinterpret_cast<const float*>(xp);
-  for (int64_t r = 0; r < nrows; ++r) {
-    const uint8_t* row = w + static_cast<size_t>(r) * wrb;
-    const auto* h = reinterpret_cast<const uint16_t*>(row);
-    auto load = [&](int64_t i) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))); };
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-      _mm_prefetch(reinterpret_cast<const char*>(row) + 2 * i + kStreamAhead, _MM_HINT_T0);
-      a0 = _mm256_fmadd_ps(load(i), _mm256_loadu_ps(x + i), a0);
-      a1 = _mm256_fmadd_ps(load(i + 8), _mm256_loadu_ps(x + i + 8), a1);
-      a2 = _mm256_fmadd_ps(load(i + 16), _mm256_loadu_ps(x + i + 16), a2);
-      a3 = _mm256_fmadd_ps(load(i + 24), _mm256_loadu_ps(x + i + 24), a3);
-    }
-    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load(i), _mm256_loadu_ps(x + i), a0);
-    float sum = hsum256(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-    for (; i < n; ++i) sum += f16(h[i]) * x[i];
-    y[r] = sum;
-  }
+  for (int64_t r = 0; r < nrows; ++r) y[r] = x86::f16_dot_row<V256, LoadF16, LoadF32>(w + static_cast<size_t>(r) * wrb, x, n);
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 
 #include "tensor/kernels/avx512_target_begin.h"
 
-#include "tensor/kernels/avx512_f16_dot.h"
+#include "tensor/kernels/f16_dot_row.h"
 #include "tensor/kernels/float_tiles.h"
 #include "tensor/kernels/gemm_tiles.h"
 #include "tensor/kernels/x86_int8_tiles.h"
@@ -45,6 +45,7 @@ struct V512 {
   static constexpr int kWidth = 16;
   static Reg zero() { return _mm512_setzero_ps(); }
   static Reg fma(Reg a, Reg b, Reg acc) { return _mm512_fmadd_ps(a, b, acc); }
+  static Reg add(Reg a, Reg b) { return _mm512_add_ps(a, b); }
   static float sum(Reg v) { return _mm512_reduce_add_ps(v); }
 };
 
@@ -85,7 +86,7 @@ void f16_gemv(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* xp, in
 // One token without the batch-invariance promise: see x86::f16_dot_row.
 void f16_gemv_fast(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* xp, int64_t n, float* y) {
   const auto* x = reinterpret_cast<const float*>(xp);
-  for (int64_t r = 0; r < nrows; ++r) y[r] = x86::f16_dot_row(w + r * wrb, x, n);
+  for (int64_t r = 0; r < nrows; ++r) y[r] = x86::f16_dot_row<V512, LoadF16, LoadF32>(w + r * wrb, x, n);
 }
 
 }  // namespace
