@@ -30,11 +30,11 @@ Model::Model(const GGUFFile& file, bool repack, const Shard& shard, PartialSum* 
     yarn_ = RopeYarn::make(hp_.n_rot, hp_.yarn_orig_ctx, hp_.rope_base, attn);
   }
   // Partial results are summed across ranks only where this shard holds a part: replicated
-  // parts (experts under tensor parallel, attention where an expert plan keeps it whole) are
-  // whole already.
+  // parts (attention where an expert plan keeps it whole) are whole already.
   split_heads_ = s.n_kv_heads() != hp_.n_kv_heads;
   split_ffn_ = s.n_ffn() != hp_.ffn_dim;
-  split_experts_ = s.n_experts() != hp_.n_expert || s.n_shexp() != hp_.shared_ffn_dim;
+  split_experts_ = s.n_experts() != hp_.n_expert || s.n_shexp() != hp_.shared_ffn_dim ||
+                   s.n_expert_ffn() != hp_.expert_ffn_dim;
   if (repack) w_.pack_for_cpu(&file);
 }
 

@@ -20,8 +20,13 @@ Shard Shard::resolved(const HParams& hp) const {
   fix(s.kv_head_begin, s.kv_head_end, hp.n_kv_heads, "KV head");
   fix(s.ffn_begin, s.ffn_end, hp.ffn_dim, "FFN column");
   fix(s.vocab_begin, s.vocab_end, hp.n_vocab, "vocabulary");
-  if (hp.n_expert > 0) fix(s.expert_begin, s.expert_end, hp.n_expert, "expert");
-  else s.expert_begin = s.expert_end = 0;
+  if (hp.n_expert > 0) {
+    fix(s.expert_begin, s.expert_end, hp.n_expert, "expert");
+    if (hp.expert_ffn_dim > 0) fix(s.expert_ffn_begin, s.expert_ffn_end, hp.expert_ffn_dim, "expert FFN column");
+    else s.expert_ffn_begin = s.expert_ffn_end = 0;
+  } else {
+    s.expert_begin = s.expert_end = s.expert_ffn_begin = s.expert_ffn_end = 0;
+  }
   // [0, 0): none of the shared experts' columns (an expert group with more ranks than blocks).
   if (hp.shared_ffn_dim > 0 && !(s.shexp_begin == 0 && s.shexp_end == 0))
     fix(s.shexp_begin, s.shexp_end, hp.shared_ffn_dim, "shared-expert column");
@@ -32,7 +37,7 @@ Shard Shard::resolved(const HParams& hp) const {
 bool Shard::splits_tensors(const HParams& hp) const {
   const Shard s = resolved(hp);
   return s.n_kv_heads() != hp.n_kv_heads || s.n_ffn() != hp.ffn_dim || s.n_vocab() != hp.n_vocab ||
-         s.n_experts() != hp.n_expert || s.n_shexp() != hp.shared_ffn_dim;
+         s.n_experts() != hp.n_expert || s.n_shexp() != hp.shared_ffn_dim || s.n_expert_ffn() != hp.expert_ffn_dim;
 }
 
 std::string Shard::describe() const {
@@ -48,6 +53,7 @@ std::string Shard::describe() const {
        range(vocab_begin, vocab_end);
   if (expert_end > 0 || expert_begin > 0) d += ", experts " + range(expert_begin, expert_end);
   if (shexp_end > 0 || shexp_begin > 0) d += ", shared-expert FFN " + range(shexp_begin, shexp_end);
+  if (expert_ffn_end > 0 || expert_ffn_begin > 0) d += ", expert FFN " + range(expert_ffn_begin, expert_ffn_end);
   return d;
 }
 

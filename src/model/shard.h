@@ -23,6 +23,9 @@ struct Shard {
   // of the shared expert (split like a dense FFN's).
   int64_t expert_begin = 0, expert_end = -1;
   int64_t shexp_begin = 0, shexp_end = -1;
+  // Tensor parallel on a mixture: the FFN columns this rank holds of every routed expert it holds,
+  // so a token's experts cost every rank the same whatever the routing.
+  int64_t expert_ffn_begin = 0, expert_ffn_end = -1;
 
   // -1 ends replaced by the model's sizes; throws orchard::Error on an empty or bad range.
   Shard resolved(const HParams& hp) const;
@@ -32,6 +35,7 @@ struct Shard {
   int64_t n_vocab() const { return vocab_end - vocab_begin; }
   int64_t n_experts() const { return expert_end - expert_begin; }
   int64_t n_shexp() const { return shexp_end - shexp_begin; }
+  int64_t n_expert_ffn() const { return expert_ffn_end - expert_ffn_begin; }
   // True when heads, FFN, experts or vocabulary are split (the rank needs its peers' partial sums).
   bool splits_tensors(const HParams& hp) const;
   std::string describe() const;

@@ -83,7 +83,12 @@ class Binder {
   // Columns [c0, c1), widened to whole quantization blocks and copied; *offset is where c0
   // falls inside the copy.
   MatrixView cols_of(const std::string& name, int64_t rows, int64_t cols, int64_t c0, int64_t c1, int64_t* offset) {
-    MatrixView m = matrix(name, rows, cols);
+    return cols_of(matrix(name, rows, cols), c0, c1, offset);
+  }
+
+  // The same for a matrix already bound (one expert of a 3-D tensor).
+  MatrixView cols_of(MatrixView m, int64_t c0, int64_t c1, int64_t* offset) {
+    const int64_t rows = m.rows, cols = m.cols;
     *offset = 0;
     if (c0 == 0 && c1 == cols) return m;
     const int64_t block = type_info(m.type).block_elems;
@@ -183,6 +188,17 @@ void bind_moe(Binder& b, const HParams& hp, const Shard& s, const std::string& p
   m.gate = b.experts(p + "ffn_gate_exps.weight", hp.expert_ffn_dim, hp.dim, hp.n_expert, e0, e1);
   m.up = b.experts(p + "ffn_up_exps.weight", hp.expert_ffn_dim, hp.dim, hp.n_expert, e0, e1);
   m.down = b.experts(p + "ffn_down_exps.weight", hp.dim, hp.expert_ffn_dim, hp.n_expert, e0, e1);
+  // Tensor parallel: each expert's FFN columns [f0, f1): gate and up rows (views), down columns
+  // (copied, in whole quantization blocks).
+  if (const int64_t f0 = s.expert_ffn_begin, f1 = s.expert_ffn_end; f1 - f0 != hp.expert_ffn_dim) {
+    for (size_t e = 0; e < m.gate.size(); ++e) {
+      for (MatrixView* v : {&m.gate[e], &m.up[e]}) {
+        v->data = static_cast<const uint8_t*>(v->data) + static_cast<size_t>(f0) * row_bytes(v->type, v->cols);
+        v->rows = f1 - f0;
+      }
+      m.down[e] = b.cols_of(m.down[e], f0, f1, &m.down_offset);
+    }
+  }
   m.router = b.matrix(p + "ffn_gate_inp.weight", hp.n_expert, hp.dim);
   m.selection_bias = b.vector(p + "exp_probs_b.bias", hp.n_expert, /*required=*/false);
   if (s.n_shexp() > 0) {
@@ -286,7 +302,15 @@ std::vector<std::pair<uint64_t, uint64_t>> ModelWeights::byte_ranges(const GGUFF
       const std::string_view rest = std::string_view(t.name).substr(p.size());
       auto it = std::find_if(std::begin(split_rows), std::end(split_rows), [&](const auto& e) { return rest == e.first; });
       if (it != std::end(split_rows)) add(t.name, it->second.first, it->second.second);
-      else if (rest.find("_exps.") != std::string_view::npos) add(t.name, s.expert_begin, s.expert_end, /*per=*/t.ne.size() == 3 ? t.ne[1] : 1);
+      else if (rest.find("_exps.") != std::string_view::npos) {
+        const int64_t per = t.ne.size() == 3 ? t.ne[1] : 1;
+        // gate and up split by rows within each expert (tensor parallel): one range per expert
+        if (s.n_expert_ffn() != hp.expert_ffn_dim && rest.find("down") == std::string_view::npos)
+          for (int64_t e = s.expert_begin; e < s.expert_end; ++e)
+            add(t.name, e * per + s.expert_ffn_begin, e * per + s.expert_ffn_end);
+        else
+          add(t.name, s.expert_begin, s.expert_end, per);
+      }
       else if (rest.find("_shexp.") != std::string_view::npos && rest != "ffn_gate_inp_shexp.weight" && s.n_shexp() == 0)
         continue;
       else add(t.name);

@@ -41,6 +41,7 @@ struct MoeWeights {
   const float* selection_bias = nullptr;  // exp_probs_b [n_expert]: shifts selection, not weights
   std::vector<MatrixView> gate, up, down; // per expert held: slices of the 3-D ffn_*_exps tensors
   int64_t first_expert = 0;            // expert id of gate[0] (expert parallel: a rank's range)
+  int64_t down_offset = 0;             // tensor parallel: where each down's columns start (matmul_cols)
   FfnWeights shared;                   // absent (no data) when the model has none
   MatrixView shared_gate;              // qwen2moe: 1 × dim, the shared expert's sigmoid gate
 };

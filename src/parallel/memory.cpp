@@ -29,7 +29,8 @@ ShardBytes shard_bytes(const GGUFFile& f, const HParams& hp, const Shard& reques
     const std::string p = "blk." + std::to_string(l) + ".";
     // Attention follows the shard's heads (latent attention: its per-head q_b, kv_b and output
     // columns; the latent's own projections whole), the dense FFN its columns, the routed
-    // experts the shard's range, the shared expert its columns; norms and routers whole.
+    // experts the shard's range (and their columns, tensor parallel), the shared expert its columns;
+    // norms and routers whole.
     for (const GGUFTensorInfo& t : f.tensors()) {
       if (t.name.compare(0, p.size(), p) != 0) continue;
       const std::string m = t.name.substr(p.size());
@@ -40,7 +41,7 @@ ShardBytes shard_bytes(const GGUFFile& f, const HParams& hp, const Shard& reques
       else if (m == "ffn_gate.weight" || m == "ffn_up.weight" || m == "ffn_down.weight")
         b.weights += share(t.nbytes, s.n_ffn(), hp.ffn_dim);
       else if (m.find("_exps.") != std::string::npos)
-        b.weights += share(t.nbytes, s.n_experts(), hp.n_expert);
+        b.weights += share(share(t.nbytes, s.n_experts(), hp.n_expert), s.n_expert_ffn(), hp.expert_ffn_dim);
       else if (m.find("_shexp.") != std::string::npos && m != "ffn_gate_inp_shexp.weight")
         b.weights += share(t.nbytes, s.n_shexp(), hp.shared_ffn_dim);
       else

@@ -106,7 +106,7 @@ Plan make_plan(const HParams& hp, Kind kind, int ranks, int tp, const std::vecto
   // and the sum no longer matches one rank's: deepseek2's 64-wide shared expert over 3 ranks
   // changed greedy tokens); with fewer blocks than ranks the last ranks hold none.
   std::vector<std::pair<int64_t, int64_t>> shexp;
-  if (expert && hp.shared_ffn_dim > 0) {
+  if ((expert || plan.tp > 1) && hp.shared_ffn_dim > 0) {
     const int64_t blocks = hp.shared_ffn_dim % 32 == 0 ? hp.shared_ffn_dim / 32 : 0;
     if (blocks == 0) {
       shexp = split_range(hp.shared_ffn_dim, std::min<int64_t>(plan.tp, hp.shared_ffn_dim));
@@ -114,6 +114,14 @@ Plan make_plan(const HParams& hp, Kind kind, int ranks, int tp, const std::vecto
       shexp = split_range(hp.shared_ffn_dim, static_cast<int>(std::min<int64_t>(plan.tp, blocks)), 32);
     }
     shexp.resize(static_cast<size_t>(plan.tp), {0, 0});  // {0, 0}: none
+  }
+  // Tensor plans on a mixture split every routed expert's FFN columns as a dense FFN's (in blocks
+  // of 32 where they allow it): a token's experts then cost each rank the same share, where
+  // whole experts leave the layer waiting on the rank that most of them landed on.
+  std::vector<std::pair<int64_t, int64_t>> expert_ffn;
+  if (!expert && plan.tp > 1 && hp.moe()) {
+    const int64_t f = hp.expert_ffn_dim;
+    expert_ffn = split_range(f, plan.tp, f % 32 == 0 && f / 32 >= plan.tp ? 32 : 1);
   }
   for (int s = 0; s < plan.stages; ++s)
     for (int t = 0; t < plan.tp; ++t) {
@@ -128,10 +136,14 @@ Plan make_plan(const HParams& hp, Kind kind, int ranks, int tp, const std::vecto
       if (expert) {
         sh.expert_begin = experts[static_cast<size_t>(t)].first;
         sh.expert_end = experts[static_cast<size_t>(t)].second;
-        if (!shexp.empty()) {
-          sh.shexp_begin = shexp[static_cast<size_t>(t)].first;
-          sh.shexp_end = shexp[static_cast<size_t>(t)].second;
-        }
+      }
+      if (!expert_ffn.empty()) {
+        sh.expert_ffn_begin = expert_ffn[static_cast<size_t>(t)].first;
+        sh.expert_ffn_end = expert_ffn[static_cast<size_t>(t)].second;
+      }
+      if (!shexp.empty()) {
+        sh.shexp_begin = shexp[static_cast<size_t>(t)].first;
+        sh.shexp_end = shexp[static_cast<size_t>(t)].second;
       }
       if (split > 1) {
         sh.kv_head_begin = heads[static_cast<size_t>(t)].first;

@@ -236,11 +236,7 @@ Prediction predict(const ModelCost& m, const ClusterSpec& cl, const Candidate& c
   // An expert group splits attention and the dense layers as a tensor group does, where the
   // model has a KV head per rank (make_plan); otherwise every rank holds them whole.
   const int split = !expert || m.n_kv_heads >= T ? T : 1;
-  // What this prediction assumes of a tensor split (every expert's columns split, as MLX shards
-  // them) is not what Orchard runs: its tensor ranks each hold every routed expert whole.
-  if (!expert && T > 1 && m.n_experts > 0)
-    p.unsupported = "Orchard's tensor parallel repeats every routed expert on each rank; its expert parallel splits "
-                    "attention the same way and spreads the experts (use expert)";
+  // (A tensor split of a mixture splits every routed expert's columns, as make_plan does.)
 
   // Pipeline stages hold layers in proportion to the memory of their smallest rank.
   std::vector<double> weights, group_weights;

@@ -469,7 +469,9 @@ TEST(Planner, ExpertPlansHoldTheReplicatedPartAndAShareOfTheExperts) {
   const Prediction tp = predict(m, four, Candidate{Kind::kTensor, 1, 4, 4}, o);
   EXPECT_GT(ex.comm_s, 0);
   EXPECT_DOUBLE_EQ(ex.comm_s, tp.comm_s);
-  EXPECT_FALSE(tp.unsupported.empty());  // Orchard's tensor ranks would each hold every expert
+  EXPECT_TRUE(tp.unsupported.empty());  // tensor ranks split every expert's columns
+  // ... and so each reads a quarter of every chosen expert: less than the busiest expert rank.
+  EXPECT_LT(tp.compute_s, ex.compute_s);
   // Kept whole (fewer KV heads than ranks), attention is summed with the experts once per MoE
   // layer.
   ModelSpec few = model_spec("deepseek-v3", DType::Q4_0);
@@ -488,21 +490,24 @@ TEST(Planner, ExpertPlansHoldTheReplicatedPartAndAShareOfTheExperts) {
   for (const Prediction& p : rank_plans(dense, four, o)) EXPECT_NE(p.candidate.kind, Kind::kExpert);
 }
 
-TEST(Planner, ExpertParallelForLatentAttentionOnFastLinksPipelineOnSlowOnes) {
-  // DeepSeek V3 in Q4_0 (~360 GiB) on four 256 GiB M3 Ultras: the choice is between experts
-  // (with the heads split) and layers; a tensor split would repeat every expert on each rank.
+TEST(Planner, SplitExpertsForLatentAttentionOnFastLinksPipelineOnSlowOnes) {
+  // DeepSeek V3 in Q4_0 (~360 GiB) on four 256 GiB M3 Ultras: the choice is between splitting
+  // each layer (tensor: every expert's columns; expert: whole experts spread, the heads split
+  // either way) and splitting the layers. Both layer splits exchange the same sums; tensor ranks
+  // share a token's experts evenly where whole experts leave the layer to the busiest rank.
   const ModelCost m = ModelCost::from_shape(model_spec("deepseek-v3", DType::Q4_0));
   const PredictOptions o;
   const Prediction rdma = choose_plan(m, pair("m3-ultra:256", "tb5-rdma", 4), o);
-  EXPECT_EQ(rdma.candidate.kind, Kind::kExpert);
-  EXPECT_EQ(rdma.candidate.label(), "expert 4");
-  // Tensor splits as exo runs them (experts sharded too) are listed but not chosen.
+  EXPECT_EQ(rdma.candidate.label(), "tensor 4");
+  EXPECT_TRUE(rdma.unsupported.empty());
   const auto plans = rank_plans(m, pair("m3-ultra:256", "tb5-rdma", 4), o);
   ASSERT_FALSE(plans.empty());
   EXPECT_EQ(plans.front().candidate.label(), "tensor 4");
-  EXPECT_FALSE(plans.front().unsupported.empty());
-  // One 10 GbE hop per MoE layer still pays; 300 µs of TCP over Thunderbolt does not.
-  EXPECT_EQ(choose_plan(m, pair("m3-ultra:256", "eth-10g", 4), o).candidate.kind, Kind::kExpert);
+  const auto expert4 = std::find_if(plans.begin(), plans.end(), [](const Prediction& p) { return p.candidate.label() == "expert 4"; });
+  ASSERT_NE(expert4, plans.end());
+  EXPECT_LT(expert4->tg_tps, plans.front().tg_tps);
+  // One 10 GbE hop per layer still pays; 300 µs of TCP over Thunderbolt does not.
+  EXPECT_EQ(choose_plan(m, pair("m3-ultra:256", "eth-10g", 4), o).candidate.kind, Kind::kTensor);
   EXPECT_EQ(choose_plan(m, pair("m3-ultra:256", "tb5-tcp", 4), o).candidate.kind, Kind::kPipeline);
   // The catalog's per-MoE-layer cost is charged once per MoE layer per token.
   ClusterSpec free_moe = pair("m3-ultra:512", "tb5-rdma", 1);

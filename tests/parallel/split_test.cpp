@@ -117,7 +117,7 @@ std::vector<Case> cases() {
     }
   // Mixture-of-experts models (golden/moe, golden/qwen3): experts over 2-4 ranks (attention
   // split with them, and kept whole), experts × pipeline (2 stages of 2), pipeline, and tensor
-  // parallel with the experts replicated.
+  // parallel (every expert's columns split).
   for (const char* model : {"golden/moe/mixtral.F32.gguf", "golden/moe/deepseek2.Q8_0.gguf",
                             "golden/moe/qwen2moe.F32.gguf", "golden/qwen3/qwen3moe.Q4_K_M.gguf"})
     for (const char* backend : {"tcp", "shm"}) {
@@ -131,6 +131,7 @@ std::vector<Case> cases() {
       if (!kquant) out.push_back({model, Kind::kExpert, 2, 2, backend, true});
       out.push_back({model, Kind::kPipeline, 2, 1, backend});
       if (!kquant) out.push_back({model, Kind::kTensor, 2, 2, backend});
+      if (!kquant) out.push_back({model, Kind::kHybrid, 4, 2, backend});
     }
   return out;
 }
@@ -210,6 +211,16 @@ TEST(Plan, RefusesImpossibleSplitsSayingWhy) {
   EXPECT_EQ(three.ranks[1].shard.shexp_end - three.ranks[1].shard.shexp_begin, 32) << three.describe();
   EXPECT_EQ(three.ranks[2].shard.shexp_end - three.ranks[2].shard.shexp_begin, 0) << three.describe();
   EXPECT_EQ(three.ranks[2].shard.resolved(hp).n_shexp(), 0);
+  // Tensor plans keep every expert on every rank and split each expert's FFN columns (blocks of 32
+  // where the width allows) and the shared expert's, so no rank holds or runs whole experts.
+  hp.expert_ffn_dim = 96;
+  const Plan tensor = make_plan(hp, Kind::kTensor, 2);
+  EXPECT_EQ(tensor.ranks[0].shard.expert_end, -1) << tensor.describe();
+  EXPECT_EQ(tensor.ranks[0].shard.expert_ffn_end, 64) << tensor.describe();
+  EXPECT_EQ(tensor.ranks[1].shard.expert_ffn_begin, 64) << tensor.describe();
+  EXPECT_EQ(tensor.ranks[1].shard.shexp_begin, 32) << tensor.describe();
+  EXPECT_TRUE(tensor.ranks[1].shard.splits_tensors(hp));
+  EXPECT_EQ(make_plan(hp, Kind::kPipeline, 2).ranks[1].shard.expert_ffn_end, -1);
   // Latent attention splits by heads too.
   hp.kv_lora_rank = 8;
   EXPECT_NO_THROW(make_plan(hp, Kind::kTensor, 2));

@@ -40,9 +40,13 @@ bool MoeFfn::one_token(const MoeWeights& w, const float* x, int64_t dim, int64_t
   const int64_t ffn = ws[0].rows;
   const FfnWeights& sh = w.shared;
   const MatrixView& down0 = w.down[static_cast<size_t>(experts_[static_cast<size_t>(slots[0])] - e0)];
-  const bool with_shared = (sh.gate.data || sh.gate.packed) && sh.down_offset == 0 && sh.gate.type == ws[0].type &&
-                           sh.up.type == ws[1].type && sh.gate.cols == ws[0].cols && sh.down.type == down0.type &&
-                           sh.down.cols == down0.cols && sh.gate.rows == sh.down.cols;
+  // A tensor-parallel slice of down may start inside a quantization block: its activations then
+  // go in zero padding of down's width (as matmul_cols does).
+  const int64_t width = down0.cols;
+  const bool padded = w.down_offset != 0 || width != ffn;
+  const bool with_shared = (sh.gate.data || sh.gate.packed) && sh.down_offset == w.down_offset &&
+                           sh.gate.type == ws[0].type && sh.up.type == ws[1].type && sh.gate.cols == ws[0].cols &&
+                           sh.down.type == down0.type && sh.down.cols == width && sh.gate.rows == ffn;
   if (with_shared) {
     ws.push_back(sh.gate);
     ws.push_back(sh.up);
@@ -54,9 +58,15 @@ bool MoeFfn::one_token(const MoeWeights& w, const float* x, int64_t dim, int64_t
   std::vector<MatrixView> downs;
   std::vector<const float*> xs;
   std::vector<float*> outs;
+  if (padded) padded_.assign(static_cast<size_t>(width) * (ws.size() / 2), 0.0f);
   for (size_t i = 0; i < ws.size() / 2; ++i) {
     float* g = ys[2 * i];
     swiglu(g, ys[2 * i + 1], g, ffn);
+    if (padded) {
+      float* p = &padded_[i * static_cast<size_t>(width)];
+      std::copy_n(g, ffn, p + w.down_offset);
+      g = p;
+    }
     xs.push_back(g);
     if (i < slots.size()) {
       downs.push_back(w.down[static_cast<size_t>(experts_[static_cast<size_t>(slots[i])] - e0)]);
@@ -107,7 +117,7 @@ void MoeFfn::forward(const MoeWeights& w, const RouterConfig& c, const float* xn
     }
     y_.resize(static_cast<size_t>(m * dim));
     const auto local = static_cast<size_t>(e - e0);
-    const FfnWeights expert{w.gate[local], w.up[local], w.down[local]};
+    const FfnWeights expert{w.gate[local], w.up[local], w.down[local], w.down_offset};
     dense_ffn(expert, x_.data(), m, y_.data(), gate_, up_, scratch, batch_invariant);
     for (int64_t i = 0; i < m; ++i)
       std::copy_n(&y_[static_cast<size_t>(i * dim)], dim, &slots_[static_cast<size_t>(rows_of_[static_cast<size_t>(begin + i)] * dim)]);

@@ -33,7 +33,7 @@ class MoeFfn {
   std::vector<float> weights_, route_scratch_;
   std::vector<int64_t> rows_of_;       // per expert, its (token · n_used + slot) entries, grouped
   std::vector<int64_t> first_of_;      // where each expert's entries start in rows_of_
-  ActivationVector logits_, x_, gate_, up_, y_, slots_, shared_;
+  ActivationVector logits_, x_, gate_, up_, y_, slots_, shared_, padded_;
 };
 
 // down·(silu(gate·x) ⊙ up·x) for n rows of x into out (n × down.rows); gate/up: buffers.
