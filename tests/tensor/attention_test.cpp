@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tensor/attention.h"
+#include "tensor/kernels/kernels.h"
 #include "tensor/f16.h"
 
 namespace orchard {
@@ -224,6 +225,48 @@ TEST(Attention, NarrowHeadsHaveNoKernel) {
   EXPECT_FALSE(attend_available(8));
   EXPECT_FALSE(attend_available(0));
 }
+
+#if defined(__x86_64__)
+}  // namespace
+}  // namespace orchard
+#include "tensor/kernels/avx2_target_begin.h"
+
+#include "tensor/kernels/avx2_exp.h"
+namespace orchard {
+namespace {
+void exp8(const float* in, float* out) { _mm256_storeu_ps(out, kernels::exp256(_mm256_loadu_ps(in))); }
+}  // namespace
+}  // namespace orchard
+#include "tensor/kernels/avx2_target_end.h"
+namespace orchard {
+namespace {
+
+// AVX2's e^x, the same method at 8 lanes with 2^n built in two halves (n reaches 128).
+TEST(Attention, Avx2VectorExpIsWithinTwoUlpOfLibm) {
+  if (kernels::detect_isa() != kernels::Isa::Avx2 && kernels::detect_isa() != kernels::Isa::Avx512)
+    GTEST_SKIP() << "no AVX2 on this CPU";
+  std::vector<float> xs;
+  for (float x = -87.0f; x <= 88.7f; x += 0.0137f) xs.push_back(x);
+  for (float x : {0.0f, -0.0f, 1e-8f, -1e-8f, 0.5f, -0.5f, 1.0f, 88.7f, -87.3f}) xs.push_back(x);
+  while (xs.size() % 8) xs.push_back(0.0f);
+  for (size_t i = 0; i < xs.size(); i += 8) {
+    float out[8];
+    exp8(xs.data() + i, out);
+    for (int j = 0; j < 8; ++j) {
+      const float want = std::exp(xs[i + j]);
+      EXPECT_LE(std::fabs(out[j] - want), 2 * (std::nextafter(want, INFINITY) - want)) << "x = " << xs[i + j];
+    }
+  }
+  float edge[8] = {-90.0f, -1000.0f, NAN, -INFINITY, INFINITY, 1000.0f};
+  exp8(edge, edge);
+  EXPECT_EQ(edge[0], 0.0f);
+  EXPECT_EQ(edge[1], 0.0f);
+  EXPECT_TRUE(std::isnan(edge[2]));
+  EXPECT_EQ(edge[3], 0.0f);
+  EXPECT_TRUE(std::isfinite(edge[4]) && edge[4] > 3e38f) << edge[4];  // e^88.7, as AVX-512's
+  EXPECT_TRUE(std::isfinite(edge[5]) && edge[5] > 3e38f) << edge[5];
+}
+#endif
 
 #if defined(__AVX512F__)
 }  // namespace

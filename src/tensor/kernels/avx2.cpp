@@ -11,6 +11,18 @@
 #include "tensor/kernels/x86_int8_tiles.h"
 
 namespace orchard::kernels {
+
+// F16 weights against activations prepared once per token as floats already rounded through
+// fp16 (the values the F16 tiles would convert again for every row tile): as AVX-512 does.
+size_t avx2_f16_prep_bytes(int64_t n) { return static_cast<size_t>(n) * sizeof(float); }
+void avx2_f16_prepare(const float* x, int64_t n, uint8_t* out) {
+  auto* o = reinterpret_cast<float*>(out);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(o + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
+  for (; i < n; ++i) o[i] = _cvtsh_ss(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT));
+}
+
 namespace {
 
 using x86::f16;
@@ -69,16 +81,8 @@ template <int RB, int TB> using BF16Tile = FloatTiles<V256, LoadBF16>::Tile<RB, 
 template <int RB, int TB> using F16Tile = FloatTiles<V256, LoadF16>::Tile<RB, TB>;
 template <int RB, int TB> using F16xF32Tile = FloatTiles<V256, LoadF16, LoadF32>::Tile<RB, TB>;
 
-// F16 weights against activations prepared once per token as floats already rounded through
-// fp16 (the values the F16 tiles would convert again for every row tile): as AVX-512 does.
-size_t f16_prep_bytes(int64_t n) { return static_cast<size_t>(n) * sizeof(float); }
-void f16_prepare(const float* x, int64_t n, uint8_t* out) {
-  auto* o = reinterpret_cast<float*>(out);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(o + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
-  for (; i < n; ++i) o[i] = _cvtsh_ss(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT));
-}
+size_t f16_prep_bytes(int64_t n) { return avx2_f16_prep_bytes(n); }
+void f16_prepare(const float* x, int64_t n, uint8_t* out) { avx2_f16_prepare(x, n, out); }
 
 // One token, the same bits as the F16 tiles (one FMA chain per row, as they sum it).
 void f16_gemv(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* xp, int64_t n, float* y) {
@@ -92,7 +96,23 @@ void f16_gemv_fast(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* x
   for (int64_t r = 0; r < nrows; ++r) y[r] = x86::f16_dot_row<V256, LoadF16, LoadF32>(w + static_cast<size_t>(r) * wrb, x, n);
 }
 
+// IEEE halves by F16C: round-to-nearest-even both ways, tensor/f16.h's bits.
+void to_half(const float* x, uint16_t* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) out[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
+}
+void to_float(const uint16_t* h, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+  for (; i < n; ++i) out[i] = _cvtsh_ss(h[i]);
+}
+constexpr HalfFns kHalf{to_half, to_float};
+
 }  // namespace
+
+const HalfFns* avx2_half() { return &kHalf; }
 
 Kernels lookup_avx2(DType w) {
   switch (w) {

@@ -287,6 +287,7 @@ constexpr PackedKernels kQ8_0{kGroup,
 const PackedKernels* avx2_packed(DType w) {
   if (w == DType::Q4_0) return &kernels_for<Q4_0Format>;
   if (w == DType::Q8_0) return &kQ8_0;
+  if (w == DType::F16) return avx2_f16_packed();
   return nullptr;
 }
 

@@ -77,11 +77,13 @@ Kernels lookup(DType w, Isa isa) {
   }
 }
 
-AttendFn lookup_attend(Isa isa) { return isa == Isa::Avx512 ? avx512_attend() : nullptr; }
+AttendFn lookup_attend(Isa isa) {
+  return isa == Isa::Avx512 ? avx512_attend() : isa == Isa::Avx2 ? avx2_attend() : nullptr;
+}
 SwigluFn lookup_swiglu(Isa isa) { return isa == Isa::Avx512 ? avx512_swiglu() : nullptr; }
 RopeFn lookup_rope(Isa isa) { return isa == Isa::Avx512 ? avx512_rope() : nullptr; }
 const HalfFns* lookup_half(Isa isa) {
-  return isa == Isa::Avx512 ? avx512_half() : isa == Isa::Neon ? neon_half() : nullptr;
+  return isa == Isa::Avx512 ? avx512_half() : isa == Isa::Avx2 ? avx2_half() : isa == Isa::Neon ? neon_half() : nullptr;
 }
 
 #if !defined(__x86_64__)
@@ -93,6 +95,8 @@ const PackedKernels* avx2_packed(DType) { return nullptr; }
 const PackedKernels* avx2_packed_k(DType) { return nullptr; }
 void add_avx512_many(DType, Kernels&) {}
 AttendFn avx512_attend() { return nullptr; }
+AttendFn avx2_attend() { return nullptr; }
+const HalfFns* avx2_half() { return nullptr; }
 SwigluFn avx512_swiglu() { return nullptr; }
 RopeFn avx512_rope() { return nullptr; }
 const HalfFns* avx512_half() { return nullptr; }

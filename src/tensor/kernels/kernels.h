@@ -110,12 +110,17 @@ GemmFn neon_quant_gemm_i8mm(DType w);
 void add_avx512_prepared(DType w, Kernels& k);
 void add_avx512_prepared_q8_0(Kernels& k);  // avx512_q8_0.cpp
 const PackedKernels* avx512_packed(DType w);
-const PackedKernels* avx2_packed(DType w);    // avx2_packed.cpp: Q4_0, Q8_0
+const PackedKernels* avx2_packed(DType w);    // avx2_packed.cpp: Q4_0, Q8_0 (F16: avx2_f16_packed)
+const PackedKernels* avx2_f16_packed();       // avx2_f16_packed.cpp
+// F16 on AVX2, shared between its files: activations prepared as f32 values rounded through fp16.
+size_t avx2_f16_prep_bytes(int64_t n);
+void avx2_f16_prepare(const float* x, int64_t n, uint8_t* out);
 const PackedKernels* avx2_packed_k(DType w);  // avx2_packed_k.cpp: Q4_K, Q6_K
 // Causal attention for one KV head (tensor/attention.h); heads a multiple of 16 wide.
 using AttendFn = void (*)(const AttendArgs& a);
 AttendFn lookup_attend(Isa isa);  // nullptr where `isa` has none
 AttendFn avx512_attend();
+AttendFn avx2_attend();
 // out = silu(gate) ⊙ up over n floats (tensor/ops.h's swiglu); nullptr where `isa` has none.
 using SwigluFn = void (*)(const float* gate, const float* up, float* out, int64_t n);
 SwigluFn lookup_swiglu(Isa isa);
@@ -134,6 +139,7 @@ struct HalfFns {
 };
 const HalfFns* lookup_half(Isa isa);
 const HalfFns* avx512_half();
+const HalfFns* avx2_half();  // avx2.cpp (F16C)
 const HalfFns* neon_half();
 
 // Adds the many-token kernel of avx512_f16_panels.cpp to `k` where there is one.
