@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "tensor/kernels/attend_heads.h"
 #include "tensor/kernels/kernels.h"
 
 // Standard headers come first: clang rejects a target attribute pushed over their definitions.
@@ -128,11 +129,6 @@ template <class T>
 constexpr MixFn<T> kMix[kRows] = {mix_tile<T, 1>, mix_tile<T, 2>, mix_tile<T, 3>,
                                   mix_tile<T, 4>, mix_tile<T, 5>, mix_tile<T, 6>};
 
-// Scratch that only grows: calls alternate between sequences of different lengths.
-void grow(std::vector<float>& v, int64_t n) {
-  if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
-}
-
 // One KV head: its ntok · group query rows, up to six at a time.
 template <class T>
 void attend_head(const AttendArgs& a) {
@@ -181,15 +177,7 @@ void attend_head(const AttendArgs& a) {
 
 template <class T>
 void attend_as(const AttendArgs& a) {
-  const int64_t head_rows = a.group * a.head_dim;
-  for (int64_t j = 0; j < a.n_kv; ++j) {
-    AttendArgs h = a;
-    h.q += j * head_rows;
-    h.out += j * head_rows;
-    h.k = static_cast<const T*>(a.k) + j * a.k_head_stride;
-    h.v = static_cast<const T*>(a.v) + j * a.head_dim;
-    attend_head<T>(h);
-  }
+  each_kv_head<T>(a, [](const AttendArgs& h) { attend_head<T>(h); });
 }
 
 void attend_avx2(const AttendArgs& a) {

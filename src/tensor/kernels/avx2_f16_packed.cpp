@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "tensor/kernels/half_column_groups.h"
 #include "tensor/kernels/kernels.h"
 
 // Standard headers come first: clang rejects a target attribute pushed over their definitions.
@@ -30,23 +31,6 @@ namespace {
 constexpr int kGroupRows = 16;   // two registers of rows
 constexpr int kTokenTile = 6;    // 12 accumulators + 2 weights + 1 broadcast of 16 registers
 constexpr int kBlockCols = 256;  // an 8 KB fp16 panel and a 6 KB token tile share L1
-
-size_t pack_bytes(int64_t rows, int64_t cols) { return static_cast<size_t>(rows * cols) * 2; }
-
-// Rows r0..r1 (whole groups) of the row-major matrix into their groups' columns.
-void pack(const uint8_t* w, size_t wrb, int64_t /*rows*/, int64_t r0, int64_t r1, int64_t cols, uint8_t* out) {
-  constexpr int64_t kChunk = 64;  // columns at a time: 16 source rows of 128 B stay in L1
-  for (int64_t g0 = r0; g0 < r1; g0 += kGroupRows) {
-    auto* dst = reinterpret_cast<uint16_t*>(out) + g0 * cols;
-    for (int64_t c0 = 0; c0 < cols; c0 += kChunk) {
-      const int64_t c1 = std::min(cols, c0 + kChunk);
-      for (int i = 0; i < kGroupRows; ++i) {
-        const auto* src = reinterpret_cast<const uint16_t*>(w + static_cast<size_t>(g0 + i) * wrb);
-        for (int64_t c = c0; c < c1; ++c) dst[c * kGroupRows + i] = src[c];
-      }
-    }
-  }
-}
 
 // Eight rows of a group's column as f32.
 inline __m256 rows8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
@@ -162,8 +146,8 @@ void gemm(const uint8_t* wp, int64_t /*rows*/, int64_t r0, int64_t r1, const uin
 
 const PackedKernels kGroups{kGroupRows,
                             /*slab_cols=*/0,
-                            pack_bytes,
-                            pack,
+                            half_groups::pack_bytes,
+                            half_groups::pack<kGroupRows>,
                             avx2_f16_prep_bytes,
                             avx2_f16_prepare,
                             gemm,

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "tensor/kernels/attend_heads.h"
 #include "tensor/kernels/kernels.h"
 
 // Standard headers come first: clang rejects a target attribute pushed over their definitions.
@@ -92,12 +93,6 @@ void softmax_scaled(float* s, int64_t n, float scale) {
   }
   const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
   for (int64_t i = 0; i < n; i += 16) _mm512_mask_storeu_ps(s + i, tail(i), _mm512_mul_ps(_mm512_maskz_loadu_ps(tail(i), s + i), inv));
-}
-
-// Scratch that only grows: calls alternate between sequences of different lengths, and a resize
-// up zero-fills the new part every time (a visible memset in a batched decoding step).
-void grow(std::vector<float>& v, int64_t n) {
-  if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
 }
 
 // Scores of R query rows (hd apart at q) against NP key panels (at k, one after another):
@@ -276,15 +271,7 @@ void attend_head(const AttendArgs& a) {
 template <class T>
 void attend_as(const AttendArgs& a) {
   if (a.ntok == 1 && token_path(a.group)) return attend_token<T>(a);
-  const int64_t head_rows = a.group * a.head_dim;
-  for (int64_t j = 0; j < a.n_kv; ++j) {
-    AttendArgs h = a;
-    h.q += j * head_rows;
-    h.out += j * head_rows;
-    h.k = static_cast<const T*>(a.k) + j * a.k_head_stride;
-    h.v = static_cast<const T*>(a.v) + j * a.head_dim;
-    attend_head<T>(h);
-  }
+  each_kv_head<T>(a, [](const AttendArgs& h) { attend_head<T>(h); });
 }
 
 void attend_avx512(const AttendArgs& a) {

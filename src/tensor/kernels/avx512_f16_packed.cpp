@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "tensor/kernels/half_column_groups.h"
 #include "tensor/kernels/kernels.h"
 
 // Standard headers come first: clang rejects a target attribute pushed over their definitions.
@@ -31,23 +32,6 @@ using namespace panels;
 
 // Columns per block of the many-token kernel: a 16 KB fp16 panel and a 12 KB token tile share L1.
 constexpr int kBlockCols = 256;
-
-size_t pack_bytes(int64_t rows, int64_t cols) { return static_cast<size_t>(rows * cols) * 2; }
-
-// Rows r0..r1 (whole groups) of the row-major matrix into their groups' columns.
-void pack(const uint8_t* w, size_t wrb, int64_t /*rows*/, int64_t r0, int64_t r1, int64_t cols, uint8_t* out) {
-  constexpr int64_t kChunk = 64;  // columns at a time: 32 source rows of 128 B stay in L1
-  for (int64_t g0 = r0; g0 < r1; g0 += kPanelRows) {
-    auto* dst = reinterpret_cast<uint16_t*>(out) + g0 * cols;
-    for (int64_t c0 = 0; c0 < cols; c0 += kChunk) {
-      const int64_t c1 = std::min(cols, c0 + kChunk);
-      for (int i = 0; i < kPanelRows; ++i) {
-        const auto* src = reinterpret_cast<const uint16_t*>(w + static_cast<size_t>(g0 + i) * wrb);
-        for (int64_t c = c0; c < c1; ++c) dst[c * kPanelRows + i] = src[c];
-      }
-    }
-  }
-}
 
 // One token over one group (w: its first column): y[i] = Σ_c w[c][i] · x[c], two FMA chains.
 // One group at a time keeps a thread's reads one stream. Against the column slabs this layout
@@ -119,8 +103,8 @@ void gemm(const uint8_t* wp, int64_t /*rows*/, int64_t r0, int64_t r1, const uin
 
 const PackedKernels kPanels{kPanelRows,
                             /*slab_cols=*/0,
-                            pack_bytes,
-                            pack,
+                            half_groups::pack_bytes,
+                            half_groups::pack<kPanelRows>,
                             avx512_f16_prep_bytes,
                             avx512_f16_prepare,
                             gemm,
