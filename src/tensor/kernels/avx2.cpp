@@ -81,12 +81,9 @@ template <int RB, int TB> using BF16Tile = FloatTiles<V256, LoadBF16>::Tile<RB, 
 template <int RB, int TB> using F16Tile = FloatTiles<V256, LoadF16>::Tile<RB, TB>;
 template <int RB, int TB> using F16xF32Tile = FloatTiles<V256, LoadF16, LoadF32>::Tile<RB, TB>;
 
-size_t f16_prep_bytes(int64_t n) { return avx2_f16_prep_bytes(n); }
-void f16_prepare(const float* x, int64_t n, uint8_t* out) { avx2_f16_prepare(x, n, out); }
-
 // One token, the same bits as the F16 tiles (one FMA chain per row, as they sum it).
 void f16_gemv(const uint8_t* w, size_t wrb, int64_t nrows, const uint8_t* xp, int64_t n, float* y) {
-  gemm_tiled<F16xF32Tile>(w, wrb, nrows, xp, f16_prep_bytes(n), 1, n, y, nrows);
+  gemm_tiled<F16xF32Tile>(w, wrb, nrows, xp, avx2_f16_prep_bytes(n), 1, n, y, nrows);
 }
 
 // One token without the batch-invariance promise: see x86::f16_dot_row (AVX-512's design at 8
@@ -125,7 +122,7 @@ Kernels lookup_avx2(DType w) {
     case DType::F32: return {gemm_tiled<F32Tile>};
     case DType::BF16: return {gemm_tiled<BF16Tile>};
     case DType::F16: {
-      Kernels k{gemm_tiled<F16Tile>, f16_prep_bytes, f16_prepare, f16_gemv, gemm_tiled<F16xF32Tile>};
+      Kernels k{gemm_tiled<F16Tile>, avx2_f16_prep_bytes, avx2_f16_prepare, f16_gemv, gemm_tiled<F16xF32Tile>};
       k.gemv_fast = f16_gemv_fast;
       k.prepare_one_token_only = true;
       return k;
