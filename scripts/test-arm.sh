@@ -28,5 +28,5 @@ for variant in armv8-a armv8.2-a+dotprod; do
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
     -DCMAKE_CXX_FLAGS="-march=$variant" -DORCHARD_STATIC=ON >/dev/null
   cmake --build "$dir" -j "$(nproc)" --target tensor_tests model_tests
-  ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" -R '^(Kernels|AllWeightTypes|Matmul|Quant|Zoo|Fp16|Bf16|ThreadPool|Stories260K|RandLlama|Sampler|SyntheticModel|BatchForward|Formats/BatchForward|Golden/MoeGolden[.].*_F32[^_]|MoeFile|MoeRouting)'
+  ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" -R '^(Kernels|Attention|Ops|AllWeightTypes|Matmul|Quant|Zoo|Fp16|Bf16|ThreadPool|Stories260K|RandLlama|Sampler|SyntheticModel|BatchForward|Formats/BatchForward|Golden/MoeGolden[.].*_F32[^_]|MoeFile|MoeRouting)'
 done

@@ -11,6 +11,9 @@
 #include "tensor/attention.h"
 #include "tensor/kernels/kernels.h"
 #include "tensor/f16.h"
+#if defined(__aarch64__)
+#include "tensor/kernels/neon_exp.h"
+#endif
 
 namespace orchard {
 namespace {
@@ -71,6 +74,17 @@ Data make(const Case& c, uint32_t seed, KVType type = KVType::F32) {
   return d;
 }
 
+// Every attention kernel this CPU runs (AVX2 and AVX-512 on an AVX-512 CPU), so each is checked
+// whichever one attend() picks.
+std::vector<kernels::Isa> attend_isas() {
+  using kernels::Isa;
+  const Isa best = kernels::detect_isa();
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::Neon})
+    if ((isa == best || (isa == Isa::Avx2 && best == Isa::Avx512)) && kernels::lookup_attend(isa)) out.push_back(isa);
+  return out;
+}
+
 AttendArgs args(const Case& c, Data& d, int64_t kvh, float* out) {
   AttendArgs a;
   a.q = d.q.data() + kvh * c.group * c.head_dim;
@@ -89,7 +103,10 @@ AttendArgs args(const Case& c, Data& d, int64_t kvh, float* out) {
 }
 
 TEST(Attention, MatchesADoublePrecisionReference) {
-  if (!attend_available(64)) GTEST_SKIP() << "no attention kernel on this CPU";
+  if (attend_isas().empty()) GTEST_SKIP() << "no attention kernel on this CPU";
+  for (const kernels::Isa isa : attend_isas()) {
+  const kernels::AttendFn attend = kernels::lookup_attend(isa);
+  SCOPED_TRACE(kernels::isa_name(isa));
   const Case cases[] = {{1, 4, 64, 1, 2},  {5, 4, 64, 30, 2},  {13, 1, 64, 33, 1}, {3, 4, 128, 70, 2},
                         {7, 2, 80, 9, 3},  {1, 1, 16, 100, 1}, {40, 4, 64, 1, 1},  {2, 8, 48, 31, 1}};
   for (const Case& c : cases)
@@ -120,10 +137,14 @@ TEST(Attention, MatchesADoublePrecisionReference) {
         }
       }
   }
+  }
 }
 
 TEST(Attention, ARowIsTheSameBitsAloneOrAmongOthers) {
-  if (!attend_available(64)) GTEST_SKIP() << "no attention kernel on this CPU";
+  if (attend_isas().empty()) GTEST_SKIP() << "no attention kernel on this CPU";
+  for (const kernels::Isa isa : attend_isas()) {
+  const kernels::AttendFn attend = kernels::lookup_attend(isa);
+  SCOPED_TRACE(kernels::isa_name(isa));
   const Case c{17, 4, 64, 20, 1};
   for (const KVType type : kTypes) {
   Data d = make(c, 5, type);
@@ -140,13 +161,17 @@ TEST(Attention, ARowIsTheSameBitsAloneOrAmongOthers) {
   }
   for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i], alone[i]) << kv_type_name(type) << " element " << i;
   }
+  }
 }
 
 // A call over several KV heads (what a decoding step hands the kernel) gives every head the
 // same bits as a call of its own, for one token and for several, across groups and head sizes
 // around the kernel's tiles.
 TEST(Attention, SeveralHeadsInOneCallAreTheSameBitsAsOneHeadEach) {
-  if (!attend_available(64)) GTEST_SKIP() << "no attention kernel on this CPU";
+  if (attend_isas().empty()) GTEST_SKIP() << "no attention kernel on this CPU";
+  for (const kernels::Isa isa : attend_isas()) {
+  const kernels::AttendFn attend = kernels::lookup_attend(isa);
+  SCOPED_TRACE(kernels::isa_name(isa));
   const Case cases[] = {{1, 2, 32, 70, 4},  {1, 1, 64, 1, 3},   {1, 4, 128, 97, 2}, {1, 4, 80, 33, 5},
                         {1, 8, 64, 40, 2},  {1, 2, 32, 128, 6}, {3, 2, 32, 45, 4},  {1, 3, 48, 20, 3}};
   for (const Case& c : cases)
@@ -169,6 +194,7 @@ TEST(Attention, SeveralHeadsInOneCallAreTheSameBitsAsOneHeadEach) {
     attend(a);
     for (size_t i = 0; i < each.size(); ++i)
       ASSERT_EQ(joint[i], each[i]) << kv_type_name(type) << " ntok " << c.ntok << " group " << c.group << " hd " << c.head_dim << " element " << i;
+  }
   }
 }
 
@@ -221,9 +247,43 @@ TEST(Attention, HalfRowConversionsAreTheScalarOnesBitForBit) {
   }
 }
 
+// No ISA goes without: the scalar loop is for CPUs with no SIMD at all (and narrow heads).
+TEST(Attention, EverySimdIsaHasAKernel) {
+  const kernels::Isa best = kernels::detect_isa();
+  if (best == kernels::Isa::Scalar) GTEST_SKIP() << "no SIMD on this CPU";
+  EXPECT_NE(kernels::lookup_attend(best), nullptr) << kernels::isa_name(best);
+  if (best == kernels::Isa::Avx512) {
+    EXPECT_NE(kernels::lookup_attend(kernels::Isa::Avx2), nullptr);
+  }
+  EXPECT_TRUE(attend_available(64));
+}
+
 TEST(Attention, NarrowHeadsHaveNoKernel) {
   EXPECT_FALSE(attend_available(8));
   EXPECT_FALSE(attend_available(0));
+}
+
+// A softmax's vector e^x (`width` lanes a call): within 2 ulp of libm over the range a softmax
+// sees (and beyond), 0 below the underflow edge, e^88.7 above the top, NaN through.
+void expect_vector_exp(void (*exp_n)(const float*, float*), int width) {
+  std::vector<float> xs;
+  for (float x = -87.0f; x <= 88.7f; x += 0.0137f) xs.push_back(x);
+  for (float x : {0.0f, -0.0f, 1e-8f, -1e-8f, 0.5f, -0.5f, 1.0f, 88.7f, -87.3f}) xs.push_back(x);
+  xs.insert(xs.end(), {-90.0f, -1000.0f, NAN, -INFINITY, INFINITY, 1000.0f});
+  const size_t edges = xs.size() - 6;
+  while (xs.size() % static_cast<size_t>(width)) xs.push_back(0.0f);
+  std::vector<float> out(xs.size());
+  for (size_t i = 0; i < xs.size(); i += static_cast<size_t>(width)) exp_n(xs.data() + i, out.data() + i);
+  for (size_t i = 0; i < edges; ++i) {
+    const float want = std::exp(xs[i]);
+    EXPECT_LE(std::fabs(out[i] - want), 2 * (std::nextafter(want, INFINITY) - want)) << "x = " << xs[i];
+  }
+  EXPECT_EQ(out[edges], 0.0f);
+  EXPECT_EQ(out[edges + 1], 0.0f);
+  EXPECT_TRUE(std::isnan(out[edges + 2]));
+  EXPECT_EQ(out[edges + 3], 0.0f);
+  EXPECT_TRUE(std::isfinite(out[edges + 4]) && out[edges + 4] > 3e38f) << out[edges + 4];
+  EXPECT_TRUE(std::isfinite(out[edges + 5]) && out[edges + 5] > 3e38f) << out[edges + 5];
 }
 
 #if defined(__x86_64__)
@@ -241,30 +301,11 @@ void exp8(const float* in, float* out) { _mm256_storeu_ps(out, kernels::exp256(_
 namespace orchard {
 namespace {
 
-// AVX2's e^x, the same method at 8 lanes with 2^n built in two halves (n reaches 128).
+// AVX2's e^x: 8 lanes, 2^n built in two halves (n reaches 128).
 TEST(Attention, Avx2VectorExpIsWithinTwoUlpOfLibm) {
   if (kernels::detect_isa() != kernels::Isa::Avx2 && kernels::detect_isa() != kernels::Isa::Avx512)
     GTEST_SKIP() << "no AVX2 on this CPU";
-  std::vector<float> xs;
-  for (float x = -87.0f; x <= 88.7f; x += 0.0137f) xs.push_back(x);
-  for (float x : {0.0f, -0.0f, 1e-8f, -1e-8f, 0.5f, -0.5f, 1.0f, 88.7f, -87.3f}) xs.push_back(x);
-  while (xs.size() % 8) xs.push_back(0.0f);
-  for (size_t i = 0; i < xs.size(); i += 8) {
-    float out[8];
-    exp8(xs.data() + i, out);
-    for (int j = 0; j < 8; ++j) {
-      const float want = std::exp(xs[i + j]);
-      EXPECT_LE(std::fabs(out[j] - want), 2 * (std::nextafter(want, INFINITY) - want)) << "x = " << xs[i + j];
-    }
-  }
-  float edge[8] = {-90.0f, -1000.0f, NAN, -INFINITY, INFINITY, 1000.0f};
-  exp8(edge, edge);
-  EXPECT_EQ(edge[0], 0.0f);
-  EXPECT_EQ(edge[1], 0.0f);
-  EXPECT_TRUE(std::isnan(edge[2]));
-  EXPECT_EQ(edge[3], 0.0f);
-  EXPECT_TRUE(std::isfinite(edge[4]) && edge[4] > 3e38f) << edge[4];  // e^88.7, as AVX-512's
-  EXPECT_TRUE(std::isfinite(edge[5]) && edge[5] > 3e38f) << edge[5];
+  expect_vector_exp(exp8, 8);
 }
 #endif
 
@@ -283,28 +324,15 @@ void exp16(const float* in, float* out) { _mm512_storeu_ps(out, kernels::exp512(
 namespace orchard {
 namespace {
 
-// The softmax's vector e^x: within 2 ulp of libm over the range a softmax sees (and beyond),
-// 0 below the underflow edge, NaN through.
-TEST(Attention, VectorExpIsWithinTwoUlpOfLibm) {
-  std::vector<float> xs;
-  for (float x = -87.0f; x <= 88.0f; x += 0.0137f) xs.push_back(x);
-  for (float x : {0.0f, -0.0f, 1e-8f, -1e-8f, 0.5f, -0.5f, 1.0f}) xs.push_back(x);
-  while (xs.size() % 16) xs.push_back(0.0f);
-  for (size_t i = 0; i < xs.size(); i += 16) {
-    float out[16];
-    exp16(xs.data() + i, out);
-    for (int j = 0; j < 16; ++j) {
-      const float want = std::exp(xs[i + j]);
-      EXPECT_LE(std::fabs(out[j] - want), 2 * (std::nextafter(want, INFINITY) - want)) << "x = " << xs[i + j];
-    }
-  }
-  float edge[16] = {-90.0f, -1000.0f, NAN, -INFINITY};
-  exp16(edge, edge);
-  EXPECT_EQ(edge[0], 0.0f);
-  EXPECT_EQ(edge[1], 0.0f);
-  EXPECT_TRUE(std::isnan(edge[2]));
-  EXPECT_EQ(edge[3], 0.0f);
-}
+// AVX-512's e^x: 16 lanes, 2^n by scalef.
+TEST(Attention, VectorExpIsWithinTwoUlpOfLibm) { expect_vector_exp(exp16, 16); }
+#endif
+
+#if defined(__aarch64__)
+void exp4(const float* in, float* out) { vst1q_f32(out, kernels::exp128(vld1q_f32(in))); }
+
+// NEON's e^x: 4 lanes, 2^n built in two halves.
+TEST(Attention, NeonVectorExpIsWithinTwoUlpOfLibm) { expect_vector_exp(exp4, 4); }
 #endif
 
 }  // namespace

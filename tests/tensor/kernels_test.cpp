@@ -206,6 +206,13 @@ TEST(Kernels, EveryX86IsaRepacksQ4_0Q8_0Q4_KAndQ6_K) {
   if (checked == 0) GTEST_SKIP() << "no x86 SIMD ISA on this CPU";
 }
 
+// F16 matrices are repacked into row groups on every SIMD ISA (NEON too), not only on x86.
+TEST(Kernels, EverySimdIsaRepacksF16) {
+  if (available_isas().empty()) GTEST_SKIP() << "no SIMD ISA on this CPU";
+  for (Isa isa : available_isas())
+    EXPECT_NE(kernels::lookup(DType::F16, isa).packed, nullptr) << kernels::isa_name(isa);
+}
+
 // The kernels with their own activation layout (one token and tiles of tokens), against the
 // scalar reference on the activations quantized the standard way.
 TEST(Kernels, PreparedLayoutKernelsMatchScalarReference) {
@@ -359,9 +366,11 @@ namespace {
 
 // Weights repacked at load (row groups in SIMD lanes) against the scalar reference.
 TEST(Kernels, PackedWeightKernelsMatchScalarReference) {
+  for (Isa isa : available_isas())
   for (DType wt : {DType::Q4_0, DType::Q8_0, DType::F16, DType::Q4_K, DType::Q6_K}) {
-    const kernels::Kernels k = kernels::lookup(wt, kernels::detect_isa());
+    const kernels::Kernels k = kernels::lookup(wt, isa);
     if (!k.packed) continue;
+    SCOPED_TRACE(kernels::isa_name(isa));
     const kernels::PackedKernels& pk = *k.packed;
     // 4192 columns: two whole slabs and a short one, where slab_cols is 2048; F16's 256-column
     // blocks, 16 whole and a short one. The K-quants' blocks are 256 wide.

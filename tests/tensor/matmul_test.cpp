@@ -168,6 +168,9 @@ TEST_P(Matmul, RepackedWeightsServeEveryTokenCount) {
   std::vector<uint8_t> scratch;
   std::vector<float> want(rows * most), got(rows * most), alone(rows);
   matmul(w, x.data(), most, want.data(), scratch);
+  // A layout may sum a row in another order than the row-major kernels (NEON's F16 groups: one
+  // chain where the tiles keep four lanes), so the tolerance grows with the row's length.
+  const float tol = 2e-5f * std::sqrt(static_cast<float>(cols));
   const std::unique_ptr<HugeBuffer> packed = pack_for_cpu(w);
   if (!packed) {
     EXPECT_FALSE(pack_replaces_original(t));
@@ -178,7 +181,7 @@ TEST_P(Matmul, RepackedWeightsServeEveryTokenCount) {
   for (int64_t n_tokens : {2, 3, 5, 7, 9, 12, 15, 16, 17, 31, 33}) {
     matmul(w, x.data(), n_tokens, got.data(), scratch, /*batch_invariant=*/true);
     for (int64_t i = 0; i < rows * n_tokens; ++i)
-      ASSERT_NEAR(got[i], want[i], 1e-4f * (1.0f + std::fabs(want[i]))) << n_tokens << " tokens, element " << i;
+      ASSERT_NEAR(got[i], want[i], tol * (1.0f + std::fabs(want[i]))) << n_tokens << " tokens, element " << i;
     for (int64_t tok = 0; tok < n_tokens; ++tok) {
       matmul(w, x.data() + tok * cols, 1, alone.data(), scratch, /*batch_invariant=*/true);
       EXPECT_EQ(std::memcmp(alone.data(), got.data() + tok * rows, rows * sizeof(float)), 0)
@@ -191,7 +194,7 @@ TEST_P(Matmul, RepackedWeightsServeEveryTokenCount) {
     // Without the promise, many tokens may take a faster kernel; still the same products.
     matmul(w, x.data(), n_tokens, got.data(), scratch);
     for (int64_t i = 0; i < rows * n_tokens; ++i)
-      ASSERT_NEAR(got[i], want[i], 1e-4f * (1.0f + std::fabs(want[i]))) << n_tokens << " tokens, element " << i;
+      ASSERT_NEAR(got[i], want[i], tol * (1.0f + std::fabs(want[i]))) << n_tokens << " tokens, element " << i;
   }
 }
 

@@ -5,19 +5,44 @@
 #include <random>
 #include <vector>
 
+#include "tensor/kernels/kernels.h"
 #include "tensor/ops.h"
 
 namespace orchard {
 namespace {
 
+// Every ISA this CPU runs (AVX2 and AVX-512 on an AVX-512 CPU; scalar where there is no SIMD).
+std::vector<kernels::Isa> isas() {
+  using kernels::Isa;
+  const Isa best = kernels::detect_isa();
+  if (best == Isa::Avx512) return {Isa::Avx2, Isa::Avx512};
+  return {best};
+}
+
+// SwiGLU through one ISA's kernel, or ops.cpp's (scalar) loop where it has none.
+void swiglu_on(kernels::Isa isa, const float* g, const float* u, float* out, int64_t n) {
+  if (const kernels::SwigluFn fn = kernels::lookup_swiglu(isa)) return fn(g, u, out, n);
+  swiglu(g, u, out, n);
+}
+
+TEST(Ops, EverySimdIsaHasSwigluAndRopeKernels) {
+  for (kernels::Isa isa : isas()) {
+    if (isa == kernels::Isa::Scalar) continue;
+    EXPECT_NE(kernels::lookup_swiglu(isa), nullptr) << kernels::isa_name(isa);
+    EXPECT_NE(kernels::lookup_rope(isa), nullptr) << kernels::isa_name(isa);
+  }
+}
+
 TEST(Ops, SwigluMatchesTheFormulaAcrossTailsAndExtremes) {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.0f, 4.0f);
-  for (int64_t n : {1, 15, 16, 17, 100, 1000}) {
+  for (kernels::Isa isa : isas())
+  for (int64_t n : {1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 100, 1000}) {
+    SCOPED_TRACE(kernels::isa_name(isa));
     std::vector<float> g(n), u(n), out(n);
     for (int64_t i = 0; i < n; ++i) g[i] = nd(rng), u[i] = nd(rng);
     if (n >= 4) g[0] = -100.0f, g[1] = 100.0f, g[2] = 0.0f, g[3] = -30.0f;
-    swiglu(g.data(), u.data(), out.data(), n);
+    swiglu_on(isa, g.data(), u.data(), out.data(), n);
     for (int64_t i = 0; i < n; ++i) {
       const double want = static_cast<double>(g[i]) * u[i] / (1.0 + std::exp(-static_cast<double>(g[i])));
       EXPECT_NEAR(out[i], want, 1e-6 * std::fabs(want) + 1e-30) << "n " << n << " g " << g[i] << " u " << u[i];
@@ -26,11 +51,14 @@ TEST(Ops, SwigluMatchesTheFormulaAcrossTailsAndExtremes) {
 }
 
 TEST(Ops, SwigluMayWriteOverItsGateInput) {
-  std::vector<float> g = {-2.0f, -0.5f, 0.5f, 2.0f}, u = {1.0f, 2.0f, 3.0f, 4.0f};
-  std::vector<float> separate(4);
-  swiglu(g.data(), u.data(), separate.data(), 4);
-  swiglu(g.data(), u.data(), g.data(), 4);
-  EXPECT_EQ(g, separate);
+  for (kernels::Isa isa : isas()) {
+    std::vector<float> g = {-2.0f, -0.5f, 0.5f, 2.0f, 1.0f, -1.0f, 3.0f, -3.0f, 0.25f},
+                       u = {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f, 8.0f, 9.0f};
+    std::vector<float> separate(g.size());
+    swiglu_on(isa, g.data(), u.data(), separate.data(), 9);
+    swiglu_on(isa, g.data(), u.data(), g.data(), 9);
+    EXPECT_EQ(g, separate) << kernels::isa_name(isa);
+  }
 }
 
 TEST(Ops, RmsNormMatchesTheFormulaWithAndWithoutWeights) {
@@ -98,10 +126,12 @@ TEST(Ops, RopeYarnBlendsOriginalAndInterpolatedAnglesByDimension) {
 TEST(Ops, RopeRotateIsTheFusedFormulaBitForBit) {
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0.0f, 2.0f);
+  for (kernels::Isa isa : isas())
   for (bool neox : {false, true})
     for (int64_t n_rot : {2, 8, 14, 16, 30, 32, 48, 64, 96, 128}) {
       std::vector<float> head(static_cast<size_t>(n_rot + 6)), cs(static_cast<size_t>(n_rot));
       for (auto& v : head) v = nd(rng);
+      std::vector<float> through_ops = head;
       rope_angles(n_rot, 37, 10000.0f, 1.0f, nullptr, cs.data());
       std::vector<float> want = head;
       const int64_t half = n_rot / 2;
@@ -114,9 +144,20 @@ TEST(Ops, RopeRotateIsTheFusedFormulaBitForBit) {
         EXPECT_NEAR(std::hypot(want[static_cast<size_t>(ia)], want[static_cast<size_t>(ib)]), std::hypot(a, b),
                     1e-5 * std::hypot(a, b));
       }
-      rope_rotate(head.data(), n_rot, cs.data(), neox);
+      // One ISA's kernel for the pairs it takes, the scalar loop for the rest (rope_rotate's way).
+      const kernels::RopeFn fn = kernels::lookup_rope(isa);
+      for (int64_t i = fn ? fn(head.data(), n_rot, cs.data(), neox) : 0; i < half; ++i) {
+        float* a = neox ? &head[static_cast<size_t>(i)] : &head[static_cast<size_t>(2 * i)];
+        float* b = neox ? &head[static_cast<size_t>(i + half)] : &head[static_cast<size_t>(2 * i + 1)];
+        const float x0 = *a, x1 = *b, c = cs[static_cast<size_t>(i)], s = cs[static_cast<size_t>(half + i)];
+        *a = std::fma(x0, c, -(x1 * s));
+        *b = std::fma(x0, s, x1 * c);
+      }
       for (size_t i = 0; i < head.size(); ++i)
-        ASSERT_EQ(head[i], want[i]) << (neox ? "neox" : "pairs") << " n_rot " << n_rot << " element " << i;
+        ASSERT_EQ(head[i], want[i]) << kernels::isa_name(isa) << (neox ? " neox" : " pairs") << " n_rot " << n_rot
+                                    << " element " << i;
+      rope_rotate(through_ops.data(), n_rot, cs.data(), neox);  // whichever kernel this CPU picks
+      EXPECT_EQ(through_ops, want) << (neox ? "neox" : "pairs") << " n_rot " << n_rot;
     }
 }
 

@@ -72,16 +72,39 @@ Kernels lookup(DType w, Isa isa) {
       k.packed = avx2_packed(w) ? avx2_packed(w) : avx2_packed_k(w);
       return k;
     }
-    case Isa::Neon: return lookup_neon(w);
+    case Isa::Neon: {
+      Kernels k = lookup_neon(w);
+      if (w == DType::F16) k.packed = neon_f16_packed();
+      return k;
+    }
     default: return {};
   }
 }
 
 AttendFn lookup_attend(Isa isa) {
-  return isa == Isa::Avx512 ? avx512_attend() : isa == Isa::Avx2 ? avx2_attend() : nullptr;
+  switch (isa) {
+    case Isa::Avx512: return avx512_attend();
+    case Isa::Avx2: return avx2_attend();
+    case Isa::Neon: return neon_attend();
+    default: return nullptr;
+  }
 }
-SwigluFn lookup_swiglu(Isa isa) { return isa == Isa::Avx512 ? avx512_swiglu() : nullptr; }
-RopeFn lookup_rope(Isa isa) { return isa == Isa::Avx512 ? avx512_rope() : nullptr; }
+SwigluFn lookup_swiglu(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512: return avx512_swiglu();
+    case Isa::Avx2: return avx2_swiglu();
+    case Isa::Neon: return neon_swiglu();
+    default: return nullptr;
+  }
+}
+RopeFn lookup_rope(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512: return avx512_rope();
+    case Isa::Avx2: return avx2_rope();
+    case Isa::Neon: return neon_rope();
+    default: return nullptr;
+  }
+}
 const HalfFns* lookup_half(Isa isa) {
   return isa == Isa::Avx512 ? avx512_half() : isa == Isa::Avx2 ? avx2_half() : isa == Isa::Neon ? neon_half() : nullptr;
 }
@@ -98,12 +121,18 @@ AttendFn avx512_attend() { return nullptr; }
 AttendFn avx2_attend() { return nullptr; }
 const HalfFns* avx2_half() { return nullptr; }
 SwigluFn avx512_swiglu() { return nullptr; }
+SwigluFn avx2_swiglu() { return nullptr; }
+RopeFn avx2_rope() { return nullptr; }
 RopeFn avx512_rope() { return nullptr; }
 const HalfFns* avx512_half() { return nullptr; }
 #endif
 #if !defined(__aarch64__)
 Kernels lookup_neon(DType) { return {}; }
 const HalfFns* neon_half() { return nullptr; }
+AttendFn neon_attend() { return nullptr; }
+SwigluFn neon_swiglu() { return nullptr; }
+RopeFn neon_rope() { return nullptr; }
+const PackedKernels* neon_f16_packed() { return nullptr; }
 #endif
 
 }  // namespace orchard::kernels

@@ -112,6 +112,7 @@ void add_avx512_prepared_q8_0(Kernels& k);  // avx512_q8_0.cpp
 const PackedKernels* avx512_packed(DType w);
 const PackedKernels* avx2_packed(DType w);    // avx2_packed.cpp: Q4_0, Q8_0 (F16: avx2_f16_packed)
 const PackedKernels* avx2_f16_packed();       // avx2_f16_packed.cpp
+const PackedKernels* neon_f16_packed();       // neon_f16_packed.cpp
 // F16 on AVX2, shared between its files: activations prepared as f32 values rounded through fp16.
 size_t avx2_f16_prep_bytes(int64_t n);
 void avx2_f16_prepare(const float* x, int64_t n, uint8_t* out);
@@ -121,15 +122,20 @@ using AttendFn = void (*)(const AttendArgs& a);
 AttendFn lookup_attend(Isa isa);  // nullptr where `isa` has none
 AttendFn avx512_attend();
 AttendFn avx2_attend();
+AttendFn neon_attend();
 // out = silu(gate) ⊙ up over n floats (tensor/ops.h's swiglu); nullptr where `isa` has none.
 using SwigluFn = void (*)(const float* gate, const float* up, float* out, int64_t n);
 SwigluFn lookup_swiglu(Isa isa);
 SwigluFn avx512_swiglu();
+SwigluFn avx2_swiglu();  // avx2_elementwise.cpp
+SwigluFn neon_swiglu();  // neon_elementwise.cpp
 // rope_rotate (tensor/ops.h) of one head's first pairs, as many as fill whole registers;
 // returns how many it rotated (rope_rotate does the rest). nullptr where `isa` has none.
 using RopeFn = int64_t (*)(float* head, int64_t n_rot, const float* cs, bool neox);
 RopeFn lookup_rope(Isa isa);
 RopeFn avx512_rope();
+RopeFn avx2_rope();
+RopeFn neon_rope();
 
 // Floats to IEEE halves (rounded to nearest even) and back, n at a time: tensor/f16.h's
 // conversions, the same bits, for the KV cache. nullptr where `isa` has none.

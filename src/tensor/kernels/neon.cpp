@@ -9,20 +9,13 @@
 #include "tensor/kernels/gemm_tiles.h"
 #include "tensor/kernels/kernels.h"
 #include "tensor/kernels/neon_int8.h"
+#include "tensor/kernels/neon_vec.h"
 #include "tensor/quant_blocks.h"
 
 namespace orchard::kernels {
 namespace {
 
 using neon::f16;
-
-struct V128 {
-  using Reg = float32x4_t;
-  static constexpr int kWidth = 4;
-  static Reg zero() { return vdupq_n_f32(0); }
-  static Reg fma(Reg a, Reg b, Reg acc) { return vfmaq_f32(acc, a, b); }
-  static float sum(Reg v) { return vaddvq_f32(v); }
-};
 
 struct LoadF32 {
   static float32x4_t load(const uint8_t* p, int64_t i) { return vld1q_f32(reinterpret_cast<const float*>(p) + i); }
@@ -48,9 +41,9 @@ struct LoadBF16 {
   }
 };
 
-template <int RB, int TB> using F32Tile = FloatTiles<V128, LoadF32>::Tile<RB, TB>;
-template <int RB, int TB> using F16Tile = FloatTiles<V128, LoadF16>::Tile<RB, TB>;
-template <int RB, int TB> using BF16Tile = FloatTiles<V128, LoadBF16>::Tile<RB, TB>;
+template <int RB, int TB> using F32Tile = FloatTiles<NeonF32, LoadF32>::Tile<RB, TB>;
+template <int RB, int TB> using F16Tile = FloatTiles<NeonF32, LoadF16>::Tile<RB, TB>;
+template <int RB, int TB> using BF16Tile = FloatTiles<NeonF32, LoadBF16>::Tile<RB, TB>;
 
 // FCVTN / FCVTL: nearest even (the default rounding mode) and quiet NaNs keeping their top
 // payload bits, as tensor/f16.h; four at a time, the rest one by one.
