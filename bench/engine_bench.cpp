@@ -2,7 +2,7 @@
 // no `orchard` command: the static aarch64 build that runs under qemu-user (scripts/test-arm.sh),
 // where it counts instructions more than time (docs/benchmarks.md: NEON under qemu). Elsewhere
 // use `orchard bench`, which reports the same two tests with medians, energy and the roofline.
-//   qemu-aarch64 build-arm-dotprod/bench/engine_bench MODEL.gguf [-p 128] [-n 32] [-r 1] [-t 1]
+//   qemu-aarch64 build-arm-dotprod/bench/engine_bench MODEL.gguf [-p 128] [-n 32] [-r 1] [-t 1] [--no-repack]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,8 +21,10 @@ namespace {
 int usage(int code) {
   std::fprintf(code ? stderr : stdout,
                "usage: engine_bench MODEL.gguf [-p PROMPT_TOKENS] [-n GENERATED_TOKENS] [-r REPETITIONS] [-t THREADS]\n"
+               "                    [--no-repack]\n"
                "Prints pp and tg tokens/s (the best of the repetitions), one random prompt from an empty cache\n"
-               "and tokens decoded one at a time. Defaults: -p 128 -n 32 -r 1 -t 1.\n");
+               "and tokens decoded one at a time. Defaults: -p 128 -n 32 -r 1 -t 1. --no-repack: the weights'\n"
+               "row-major kernels only (no layout repacked at load), for side-by-side runs.\n");
   return code;
 }
 
@@ -31,9 +33,14 @@ int usage(int code) {
 int main(int argc, char** argv) {
   std::string path;
   int pp = 128, tg = 32, reps = 1, threads = 1;
+  bool repack = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") return usage(0);
+    if (a == "--no-repack") {
+      repack = false;
+      continue;
+    }
     int* target = a == "-p" ? &pp : a == "-n" ? &tg : a == "-r" ? &reps : a == "-t" ? &threads : nullptr;
     if (target) {
       char* end = nullptr;
@@ -51,9 +58,10 @@ int main(int argc, char** argv) {
     eo.model_path = path;
     eo.threads = threads;
     eo.n_ctx = std::max(pp, tg) + 1;
+    eo.repack = repack;
     auto engine = orchard::Engine::load(eo);
-    std::printf("model: %s, kernels: %s, threads: %d\n", path.c_str(),
-                orchard::kernels::isa_name(orchard::kernels::detect_isa()), threads);
+    std::printf("model: %s, kernels: %s%s, threads: %d\n", path.c_str(),
+                orchard::kernels::isa_name(orchard::kernels::detect_isa()), repack ? "" : " (no repacking)", threads);
     std::mt19937 rng(1234);
     std::uniform_int_distribution<int32_t> tok(3, static_cast<int32_t>(engine->hparams().n_vocab - 1));
     auto kv = engine->new_cache();

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Cross-builds Orchard for aarch64 and runs the kernel and engine tests under qemu-user, so the
 # NEON kernels are checked against the scalar reference on every change. Two builds: plain
-# Armv8-A NEON (whose integer tiles also come compiled for SDOT, chosen at run time: qemu's CPU
-# has it, so both run), and Armv8.2-A with the int8 dot-product instruction as the target.
+# Armv8-A NEON, run on an emulated Cortex-A72 (no SDOT: the widening fallbacks), and Armv8.2-A
+# with the int8 dot-product instruction as the target, run on qemu's "max" CPU (SDOT and SMMLA,
+# as Apple M2 and later) and its kernel tests again on a Neoverse N1 (SDOT without SMMLA, as M1).
 # Binaries are linked statically: Debian 12's qemu-user (7.2) hangs creating threads in
 # dynamically linked aarch64 programs on this machine, and statically linked ones run fine.
 set -euo pipefail
@@ -28,5 +29,8 @@ for variant in armv8-a armv8.2-a+dotprod; do
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
     -DCMAKE_CXX_FLAGS="-march=$variant" -DORCHARD_STATIC=ON >/dev/null
   cmake --build "$dir" -j "$(nproc)" --target tensor_tests model_tests
-  ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" -R '^(Kernels|Attention|Ops|AllWeightTypes|Matmul|Quant|Zoo|Fp16|Bf16|ThreadPool|Stories260K|RandLlama|Sampler|SyntheticModel|BatchForward|Formats/BatchForward|Golden/MoeGolden[.].*_F32[^_]|MoeFile|MoeRouting)'
+  cpu=max
+  [[ $variant == armv8-a ]] && cpu=cortex-a72
+  QEMU_CPU=$cpu ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" -R '^(Kernels|Attention|Ops|AllWeightTypes|Matmul|Quant|Zoo|Fp16|Bf16|ThreadPool|Stories260K|RandLlama|Sampler|SyntheticModel|BatchForward|Formats/BatchForward|Golden/MoeGolden[.].*_F32[^_]|MoeFile|MoeRouting)'
 done
+QEMU_CPU=neoverse-n1 ctest --test-dir build-arm-dotprod --output-on-failure -j "$(nproc)" -R '^(Kernels|Attention|Ops|AllWeightTypes|Matmul)'

@@ -192,25 +192,14 @@ TEST(Kernels, EveryCommonFormatHasASimdKernelOnEveryIsa) {
       EXPECT_NE(kernels::lookup(wt, isa).gemm, nullptr) << type_name(wt) << " on " << kernels::isa_name(isa);
 }
 
-// A repacked layout on one x86 ISA serves the other too: an AVX-512 CPU runs the K-quants'
-// AVX2 repacked rows (their AVX-512 row-major tiles were ~0.6x as fast for moe-small Q4_K_M),
-// and every x86 ISA here repacks the formats of the files people download.
-TEST(Kernels, EveryX86IsaRepacksQ4_0Q8_0Q4_KAndQ6_K) {
-  int checked = 0;
-  for (Isa isa : available_isas()) {
-    if (isa != Isa::Avx2 && isa != Isa::Avx512) continue;
-    for (DType wt : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K})
-      EXPECT_NE(kernels::lookup(wt, isa).packed, nullptr) << type_name(wt) << " on " << kernels::isa_name(isa);
-    ++checked;
-  }
-  if (checked == 0) GTEST_SKIP() << "no x86 SIMD ISA on this CPU";
-}
-
-// F16 matrices are repacked into row groups on every SIMD ISA (NEON too), not only on x86.
-TEST(Kernels, EverySimdIsaRepacksF16) {
+// Every SIMD ISA repacks the formats of the files people download (NEON's Macs too). A layout on
+// one x86 ISA serves the other as well: an AVX-512 CPU runs the K-quants' AVX2 repacked rows
+// (their AVX-512 row-major tiles were ~0.6x as fast for moe-small Q4_K_M).
+TEST(Kernels, EverySimdIsaRepacksQ4_0Q8_0F16Q4_KAndQ6_K) {
   if (available_isas().empty()) GTEST_SKIP() << "no SIMD ISA on this CPU";
   for (Isa isa : available_isas())
-    EXPECT_NE(kernels::lookup(DType::F16, isa).packed, nullptr) << kernels::isa_name(isa);
+    for (DType wt : {DType::Q4_0, DType::Q8_0, DType::F16, DType::Q4_K, DType::Q6_K})
+      EXPECT_NE(kernels::lookup(wt, isa).packed, nullptr) << type_name(wt) << " on " << kernels::isa_name(isa);
 }
 
 // The kernels with their own activation layout (one token and tiles of tokens), against the
@@ -529,6 +518,39 @@ TEST(Kernels, PackedActivationsAreTheReferenceQuantization) {
     }
   }
   if (!any) GTEST_SKIP() << "no packed Q4_0/Q8_0 kernels on " << kernels::isa_name(kernels::detect_isa());
+}
+
+}  // namespace
+}  // namespace orchard
+
+namespace orchard {
+namespace {
+
+// NEON's repacked Q4_0/Q8_0 rows (4 rows in lanes) end each block the way its row-major tiles
+// do — the block's exact integer sum, one fused multiply-add — so a row gets the same bits from
+// either layout, whatever the token count (and SMMLA's prompt tiles round as the row-major ones).
+TEST(Kernels, NeonPackedRowsGiveTheRowMajorTilesBits) {
+  if (kernels::detect_isa() != Isa::Neon) GTEST_SKIP() << "needs NEON";
+  for (DType wt : {DType::Q4_0, DType::Q8_0}) {
+    const kernels::Kernels k = kernels::lookup(wt, Isa::Neon);
+    ASSERT_NE(k.packed, nullptr) << type_name(wt);
+    const kernels::PackedKernels& pk = *k.packed;
+    for (int64_t cols : {32, 256, 4096})
+      for (int64_t ntok : {1, 3, 4, 6}) {
+        std::mt19937 rng(static_cast<uint32_t>(cols * 3 + ntok));
+        const int64_t rows = 3 * pk.row_group;
+        const size_t wrb = row_bytes(wt, cols);
+        std::vector<uint8_t> w(wrb * rows), packed(pk.pack_bytes(rows, cols));
+        fill_weights(wt, w, rows * cols, rng);
+        pk.pack(w.data(), wrb, rows, 0, rows, cols, packed.data());
+        const Tokens x = prepare_tokens(pk.prepare, pk.prep_bytes, DType::Q8_0, cols, ntok, rng);
+        std::vector<float> rowwise(rows * ntok), grouped(rows * ntok, -1.0f);
+        k.gemm(w.data(), wrb, rows, x.ref.data(), x.xrb, ntok, cols / 32, rowwise.data(), rows);
+        pk.gemm(packed.data(), rows, 0, rows, x.prepared.data(), x.pb, ntok, cols, grouped.data(), rows);
+        for (size_t i = 0; i < rowwise.size(); ++i)
+          ASSERT_EQ(grouped[i], rowwise[i]) << type_name(wt) << " cols " << cols << " ntok " << ntok << " element " << i;
+      }
+  }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "platform/platform.h"
 #include "tensor/kernels/kernels.h"
 
 namespace orchard::kernels {
@@ -74,7 +75,8 @@ Kernels lookup(DType w, Isa isa) {
     }
     case Isa::Neon: {
       Kernels k = lookup_neon(w);
-      if (w == DType::F16) k.packed = neon_f16_packed();
+      static const bool sdot = platform::arm_features().dotprod;
+      k.packed = w == DType::F16 ? neon_f16_packed() : sdot ? neon_packed_dotprod(w) : neon_packed(w);
       return k;
     }
     default: return {};
@@ -133,6 +135,8 @@ AttendFn neon_attend() { return nullptr; }
 SwigluFn neon_swiglu() { return nullptr; }
 RopeFn neon_rope() { return nullptr; }
 const PackedKernels* neon_f16_packed() { return nullptr; }
+const PackedKernels* neon_packed(DType) { return nullptr; }
+const PackedKernels* neon_packed_dotprod(DType) { return nullptr; }
 #endif
 
 }  // namespace orchard::kernels

@@ -113,6 +113,10 @@ const PackedKernels* avx512_packed(DType w);
 const PackedKernels* avx2_packed(DType w);    // avx2_packed.cpp: Q4_0, Q8_0 (F16: avx2_f16_packed)
 const PackedKernels* avx2_f16_packed();       // avx2_f16_packed.cpp
 const PackedKernels* neon_f16_packed();       // neon_f16_packed.cpp
+// neon_packed_rows.h, neon_packed_k.h: Q4_0, Q8_0, Q4_K, Q6_K for the build's target and for
+// SDOT (where .dotprod).
+const PackedKernels* neon_packed(DType w);
+const PackedKernels* neon_packed_dotprod(DType w);
 // F16 on AVX2, shared between its files: activations prepared as f32 values rounded through fp16.
 size_t avx2_f16_prep_bytes(int64_t n);
 void avx2_f16_prepare(const float* x, int64_t n, uint8_t* out);

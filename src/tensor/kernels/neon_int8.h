@@ -24,6 +24,20 @@ inline int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b) {
 #endif
 }
 
+// acc[i] += Σ_k a[4i + k]·b[4L + k]: four rows' 4-byte runs (a) against one 4-byte run of b
+// broadcast, SDOT's by-element form where the build has it.
+template <int L>
+inline int32x4_t dot_lane(int32x4_t acc, int8x16_t a, int8x16_t b) {
+#if defined(__ARM_FEATURE_DOTPROD) || defined(ORCHARD_NEON_SDOT)
+  return vdotq_laneq_s32(acc, a, b, L);
+#else
+  const int8x16_t bb = vreinterpretq_s8_s32(vdupq_laneq_s32(vreinterpretq_s32_s8(b), L));
+  // Products of runs 0-1 and 2-3, pairs added (|pair| ≤ 2·128·127, no int16 overflow), then
+  // pairs of pairs into the int32 lanes.
+  return vpadalq_s16(acc, vpaddq_s16(vmull_s8(vget_low_s8(a), vget_low_s8(bb)), vmull_high_s8(a, bb)));
+#endif
+}
+
 }  // namespace
 }  // namespace orchard::kernels::neon
 #endif  // __aarch64__

@@ -18,9 +18,5 @@ namespace orchard::kernels {
 GemmFn neon_quant_gemm_i8mm(DType w) { return quant_gemm(w); }
 }  // namespace orchard::kernels
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "tensor/kernels/neon_dotprod_target_end.h"
 #endif  // __aarch64__

@@ -1,6 +1,6 @@
 #pragma once
 // The ISA-neutral half of the kernels over weights repacked at load with rows in SIMD lanes
-// (avx512_packed.cpp: 16 rows, avx2_packed.cpp: 8; NEON would take 4): the layout's size, its
+// (avx512_packed.cpp: 16 rows, avx2_packed.cpp: 8, neon_packed_rows.h: 4): the layout's size, its
 // slabs, the packing loop and the loop over row groups and token passes. Each ISA file supplies
 // a format F with
 //   kGroup, kElems        rows per group; elements per block (32, or 256 for the K-quants)
