@@ -11,6 +11,7 @@
 #include "tensor/attention.h"
 #include "tensor/kernels/kernels.h"
 #include "tensor/f16.h"
+#include "tensor/simd_isas.h"
 #if defined(__aarch64__)
 #include "tensor/kernels/neon_exp.h"
 #endif
@@ -77,11 +78,9 @@ Data make(const Case& c, uint32_t seed, KVType type = KVType::F32) {
 // Every attention kernel this CPU runs (AVX2 and AVX-512 on an AVX-512 CPU), so each is checked
 // whichever one attend() picks.
 std::vector<kernels::Isa> attend_isas() {
-  using kernels::Isa;
-  const Isa best = kernels::detect_isa();
-  std::vector<Isa> out;
-  for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::Neon})
-    if ((isa == best || (isa == Isa::Avx2 && best == Isa::Avx512)) && kernels::lookup_attend(isa)) out.push_back(isa);
+  std::vector<kernels::Isa> out;
+  for (kernels::Isa isa : test::simd_isas())
+    if (kernels::lookup_attend(isa)) out.push_back(isa);
   return out;
 }
 

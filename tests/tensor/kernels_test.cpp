@@ -10,6 +10,7 @@
 #include "tensor/f16.h"
 #include "tensor/kernels/kernels.h"
 #include "tensor/quant.h"
+#include "tensor/simd_isas.h"
 #include "tensor/types.h"
 
 namespace orchard {
@@ -17,14 +18,7 @@ namespace {
 
 using kernels::Isa;
 
-std::vector<Isa> available_isas() {
-  std::vector<Isa> out;
-  const Isa best = kernels::detect_isa();
-  if (best == Isa::Avx512) out = {Isa::Avx2, Isa::Avx512};
-  if (best == Isa::Avx2) out = {Isa::Avx2};
-  if (best == Isa::Neon) out = {Isa::Neon};
-  return out;
-}
+using test::simd_isas;
 
 // K-quants have no quantizer here: their blocks get random bits with sane fp16 scales, which
 // exercises every bit of the packing just as well.
@@ -104,7 +98,7 @@ void check(DType wt, Isa isa, int64_t rows, int64_t ntok, int64_t cols) {
 }
 
 TEST(Kernels, SimdGemmMatchesScalarReference) {
-  const auto isas = available_isas();
+  const auto isas = simd_isas();
   if (isas.empty()) GTEST_SKIP() << "no SIMD kernels on this CPU";
   for (Isa isa : isas)
     for (DType wt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
@@ -184,7 +178,7 @@ TEST(Kernels, EachIsaFileKeepsItsOwnTiles) {
 // The formats of the files people download (Q4_K_M mixes Q4_K, Q6_K and Q5_0; Q5_K_M adds Q5_K)
 // never fall back to the scalar reference on an ISA this CPU has, NEON included.
 TEST(Kernels, EveryCommonFormatHasASimdKernelOnEveryIsa) {
-  const auto isas = available_isas();
+  const auto isas = simd_isas();
   if (isas.empty()) GTEST_SKIP() << "no SIMD kernels on this CPU";
   for (Isa isa : isas)
     for (DType wt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K,
@@ -196,8 +190,8 @@ TEST(Kernels, EveryCommonFormatHasASimdKernelOnEveryIsa) {
 // one x86 ISA serves the other as well: an AVX-512 CPU runs the K-quants' AVX2 repacked rows
 // (their AVX-512 row-major tiles were ~0.6x as fast for moe-small Q4_K_M).
 TEST(Kernels, EverySimdIsaRepacksQ4_0Q8_0F16Q4_KAndQ6_K) {
-  if (available_isas().empty()) GTEST_SKIP() << "no SIMD ISA on this CPU";
-  for (Isa isa : available_isas())
+  if (simd_isas().empty()) GTEST_SKIP() << "no SIMD ISA on this CPU";
+  for (Isa isa : simd_isas())
     for (DType wt : {DType::Q4_0, DType::Q8_0, DType::F16, DType::Q4_K, DType::Q6_K})
       EXPECT_NE(kernels::lookup(wt, isa).packed, nullptr) << type_name(wt) << " on " << kernels::isa_name(isa);
 }
@@ -205,7 +199,7 @@ TEST(Kernels, EverySimdIsaRepacksQ4_0Q8_0F16Q4_KAndQ6_K) {
 // The kernels with their own activation layout (one token and tiles of tokens), against the
 // scalar reference on the activations quantized the standard way.
 TEST(Kernels, PreparedLayoutKernelsMatchScalarReference) {
-  for (Isa isa : available_isas())
+  for (Isa isa : simd_isas())
     for (DType wt : {DType::Q4_0, DType::Q8_0, DType::F16})
       for (int64_t cols : {32, 40, 64, 96, 2048}) {
         const kernels::Kernels k = kernels::lookup(wt, isa);
@@ -260,7 +254,7 @@ TEST(Kernels, PreparedLayoutKernelsMatchScalarReference) {
 // columns) and token tile (12), against the reference; and its one claim about rounding: a
 // token's outputs are the same bits whatever the token count or the rows given to a call.
 TEST(Kernels, ManyTokenKernelsMatchScalarReference) {
-  for (Isa isa : available_isas()) {
+  for (Isa isa : simd_isas()) {
     const kernels::Kernels k = kernels::lookup(DType::F16, isa);
     if (isa == Isa::Avx512) {
       ASSERT_TRUE(k.gemm_many) << "AVX-512 has a many-token F16 kernel";
@@ -300,7 +294,7 @@ TEST(Kernels, ManyTokenKernelsMatchScalarReference) {
 }
 
 TEST(Kernels, FloatKernelsHandleRowTails) {
-  for (Isa isa : available_isas())
+  for (Isa isa : simd_isas())
     for (DType wt : {DType::F32, DType::F16, DType::BF16}) check(wt, isa, 5, 5, 37);
 }
 
@@ -355,7 +349,7 @@ namespace {
 
 // Weights repacked at load (row groups in SIMD lanes) against the scalar reference.
 TEST(Kernels, PackedWeightKernelsMatchScalarReference) {
-  for (Isa isa : available_isas())
+  for (Isa isa : simd_isas())
   for (DType wt : {DType::Q4_0, DType::Q8_0, DType::F16, DType::Q4_K, DType::Q6_K}) {
     const kernels::Kernels k = kernels::lookup(wt, isa);
     if (!k.packed) continue;

@@ -7,16 +7,15 @@
 
 #include "tensor/kernels/kernels.h"
 #include "tensor/ops.h"
+#include "tensor/simd_isas.h"
 
 namespace orchard {
 namespace {
 
 // Every ISA this CPU runs (AVX2 and AVX-512 on an AVX-512 CPU; scalar where there is no SIMD).
 std::vector<kernels::Isa> isas() {
-  using kernels::Isa;
-  const Isa best = kernels::detect_isa();
-  if (best == Isa::Avx512) return {Isa::Avx2, Isa::Avx512};
-  return {best};
+  const std::vector<kernels::Isa> simd = test::simd_isas();
+  return simd.empty() ? std::vector<kernels::Isa>{kernels::Isa::Scalar} : simd;
 }
 
 // SwiGLU through one ISA's kernel, or ops.cpp's (scalar) loop where it has none.

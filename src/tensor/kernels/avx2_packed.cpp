@@ -31,6 +31,8 @@
 
 #include "tensor/kernels/avx2_target_begin.h"
 
+#include "tensor/kernels/avx2_vec.h"
+
 namespace orchard::kernels {
 namespace {
 
@@ -129,13 +131,6 @@ struct Q8_0Many : Q8_0Format {
   }
 };
 
-inline float hmax256(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_max_ss(m, _mm_movehdup_ps(m));
-  return _mm_cvtss_f32(m);
-}
-
 inline int32_t hsum_epi32(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
@@ -157,7 +152,7 @@ void prepare(const float* x, int64_t n, uint8_t* out) {
       v[k] = _mm256_loadu_ps(xb + 8 * k);
       amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[k]));
     }
-    const float m = hmax256(amax), d = m / 127.0f;
+    const float m = Avx2F32::hmax(amax), d = m / 127.0f;
     const float id = m != 0.0f ? 127.0f / m : 0.0f;
     __m256i q[4];
     __m256i sum = _mm256_setzero_si256();

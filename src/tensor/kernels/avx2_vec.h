@@ -2,6 +2,7 @@
 // AVX2's 8 floats as the ISA-neutral kernels (attend_tiles.h, half_group_tiles.h) want them.
 // Include after avx2_target_begin.h.
 #include "tensor/kernels/avx2_exp.h"
+#include "tensor/kernels/x86_int8_tiles.h"
 
 namespace orchard::kernels {
 
@@ -26,11 +27,7 @@ struct Avx2F32 {
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
     return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
   }
-  static float hsum(Reg v) {
-    __m128 m = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    m = _mm_add_ps(m, _mm_movehl_ps(m, m));
-    return _mm_cvtss_f32(_mm_add_ss(m, _mm_movehdup_ps(m)));
-  }
+  static float hsum(Reg v) { return x86::hsum256(v); }
   // p[2i] → a[i], p[2i + 1] → b[i]: odd/even picks per 128-bit half, then the 64-bit quarters
   // put back in order.
   static void load_pairs(const float* p, Reg& a, Reg& b) {

@@ -87,7 +87,10 @@ struct Q4_KFormat {
   }
   // One super-block of the group against TB tokens' blocks xb: acc += W·x per row.
   template <int TB>
-  [[gnu::always_inline]] static void block(const uint8_t* pb, const BlockQ8_K* const* xb, float32x4_t* acc) {
+  [[gnu::always_inline]] static void block(const uint8_t* pb, const uint8_t* const* xbytes, float32x4_t* acc) {
+    const BlockQ8_K* xb[TB];
+#pragma GCC unroll 4
+    for (int t = 0; t < TB; ++t) xb[t] = reinterpret_cast<const BlockQ8_K*>(xbytes[t]);
     int32x4_t isum[TB], msum[TB];
 #pragma GCC unroll 4
     for (int t = 0; t < TB; ++t) isum[t] = msum[t] = vdupq_n_s32(0);
@@ -165,7 +168,10 @@ struct Q6_KFormat {
     }
   }
   template <int TB>
-  [[gnu::always_inline]] static void block(const uint8_t* pb, const BlockQ8_K* const* xb, float32x4_t* acc) {
+  [[gnu::always_inline]] static void block(const uint8_t* pb, const uint8_t* const* xbytes, float32x4_t* acc) {
+    const BlockQ8_K* xb[TB];
+#pragma GCC unroll 4
+    for (int t = 0; t < TB; ++t) xb[t] = reinterpret_cast<const BlockQ8_K*>(xbytes[t]);
     int32x4_t isum[TB], corr[TB];
 #pragma GCC unroll 4
     for (int t = 0; t < TB; ++t) isum[t] = corr[t] = vdupq_n_s32(0);
@@ -207,28 +213,8 @@ struct Q6_KFormat {
 size_t prep_k(int64_t n) { return static_cast<size_t>(n / 256) * sizeof(BlockQ8_K); }
 void prepare_k(const float* x, int64_t n, uint8_t* out) { quantize_activations(DType::Q8_K, x, out, n); }
 
-// 4 rows × TB tokens over nb super-blocks, continuing the sums in y unless `first`.
-template <class F, int TB>
-void k_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb, float* y, int64_t ldy, bool first) {
-  float32x4_t acc[TB];
-#pragma GCC unroll 4
-  for (int t = 0; t < TB; ++t) acc[t] = first ? vdupq_n_f32(0) : vld1q_f32(y + t * ldy);
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* pb = wg + b * F::kBlock;
-    if constexpr (TB == 1) {  // one token is bound by the weight stream: ask ahead for it
-      for (size_t o = 0; o < F::kBlock; o += 64) __builtin_prefetch(pb + kStreamAhead + o, 0, 3);
-    }
-    const BlockQ8_K* xb[TB];
-#pragma GCC unroll 4
-    for (int t = 0; t < TB; ++t) xb[t] = reinterpret_cast<const BlockQ8_K*>(x + t * xrb) + b;
-    F::template block<TB>(pb, xb, acc);
-  }
-#pragma GCC unroll 4
-  for (int t = 0; t < TB; ++t) vst1q_f32(y + t * ldy, acc[t]);
-}
-
 template <class F>
-constexpr GroupTileFn kKTiles[4] = {k_tile<F, 1>, k_tile<F, 2>, nullptr, nullptr};
+constexpr GroupTileFn kKTiles[4] = {group_tile<F, 1>, group_tile<F, 2>, nullptr, nullptr};  // kMaxTile 2
 
 template <class F>
 constexpr PackedKernels k_kernels_for{kGroup, F::kSlab * 256, pack_bytes<F>, pack<F>, prep_k,

@@ -57,6 +57,31 @@ void pack_chunks(const uint8_t* w, size_t wrb, int64_t b, uint8_t* dst) {
   }
 }
 
+// One block of a group against TB tokens' prepared blocks xb (F::dots: the integer sums):
+// acc[t] += fma(float(s + c), dw·dx) per row.
+template <class F, int TB>
+[[gnu::always_inline]] inline void block32(const uint8_t* pb, const uint8_t* const* xb, float32x4_t* acc) {
+  const float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(pb))));
+  int8x16_t x0[TB], x1[TB];
+  int32x4_t s[TB];
+#pragma GCC unroll 8
+  for (int t = 0; t < TB; ++t) {
+    x0[t] = vld1q_s8(reinterpret_cast<const int8_t*>(xb[t]));
+    x1[t] = vld1q_s8(reinterpret_cast<const int8_t*>(xb[t]) + 16);
+    s[t] = vdupq_n_s32(0);
+  }
+  F::template dots<TB>(pb, x0, x1, s);
+#pragma GCC unroll 8
+  for (int t = 0; t < TB; ++t) {
+    float dx;
+    int32_t c;
+    std::memcpy(&dx, xb[t] + 32, 4);
+    std::memcpy(&c, xb[t] + 36, 4);
+    const float32x4_t sf = vcvtq_f32_s32(vaddq_s32(s[t], vdupq_n_s32(c)));
+    acc[t] = vfmaq_f32(acc[t], sf, vmulq_f32(dw, vdupq_n_f32(dx)));
+  }
+}
+
 struct Q4_0Format {
   static constexpr int64_t kGroup = 4, kElems = 32;
   static constexpr size_t kXBytes = kXBlock;
@@ -81,6 +106,10 @@ struct Q4_0Format {
       dots<TB, H + 1>(pb, x0, x1, s);
     }
   }
+  template <int TB>
+  [[gnu::always_inline]] static void block(const uint8_t* pb, const uint8_t* const* xb, float32x4_t* acc) {
+    block32<Q4_0Format, TB>(pb, xb, acc);
+  }
 };
 
 struct Q8_0Format {
@@ -99,6 +128,10 @@ struct Q8_0Format {
       for (int t = 0; t < TB; ++t) s[t] = dot_lane<G % 4>(s[t], w, G < 4 ? x0[t] : x1[t]);
       dots<TB, G + 1>(pb, x0, x1, s);
     }
+  }
+  template <int TB>
+  [[gnu::always_inline]] static void block(const uint8_t* pb, const uint8_t* const* xb, float32x4_t* acc) {
+    block32<Q8_0Format, TB>(pb, xb, acc);
   }
 };
 
@@ -135,8 +168,9 @@ void prepare(const float* x, int64_t n, uint8_t* out) {
   }
 }
 
-// 4 rows × TB tokens over nb blocks, continuing the sums in y unless `first` (floats parked in y
-// resume the one chain exactly, so slabs do not change a bit).
+// 4 rows × TB tokens over nb blocks (F::block: one block's step, F::kXBytes: a token's prepared
+// bytes per block), continuing the sums in y unless `first` (floats parked in y resume the one
+// chain exactly, so slabs do not change a bit).
 template <class F, int TB>
 void group_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb, float* y, int64_t ldy, bool first) {
   float32x4_t acc[TB];
@@ -147,27 +181,10 @@ void group_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb, flo
     if constexpr (TB == 1) {  // one token is bound by the weight stream: ask ahead for it
       for (size_t o = 0; o < F::kBlock; o += 64) __builtin_prefetch(pb + kStreamAhead + o, 0, 3);
     }
-    const float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(pb))));
-    int8x16_t x0[TB], x1[TB];
-    int32x4_t s[TB];
+    const uint8_t* xb[TB];
 #pragma GCC unroll 8
-    for (int t = 0; t < TB; ++t) {
-      const auto* xb = reinterpret_cast<const int8_t*>(x + t * xrb + b * kXBlock);
-      x0[t] = vld1q_s8(xb);
-      x1[t] = vld1q_s8(xb + 16);
-      s[t] = vdupq_n_s32(0);
-    }
-    F::template dots<TB>(pb, x0, x1, s);
-#pragma GCC unroll 8
-    for (int t = 0; t < TB; ++t) {
-      const uint8_t* xb = x + t * xrb + b * kXBlock;
-      float dx;
-      int32_t c;
-      std::memcpy(&dx, xb + 32, 4);
-      std::memcpy(&c, xb + 36, 4);
-      const float32x4_t sf = vcvtq_f32_s32(vaddq_s32(s[t], vdupq_n_s32(c)));
-      acc[t] = vfmaq_f32(acc[t], sf, vmulq_f32(dw, vdupq_n_f32(dx)));
-    }
+    for (int t = 0; t < TB; ++t) xb[t] = x + t * xrb + b * F::kXBytes;
+    F::template block<TB>(pb, xb, acc);
   }
 #pragma GCC unroll 8
   for (int t = 0; t < TB; ++t) vst1q_f32(y + t * ldy, acc[t]);
