@@ -11,7 +11,9 @@
 //   W·x = d·dx·Σ_j sc_j·(q_j · x_j) − dmin·dx·Σ_j m_j·Σx_j        (q nibbles 0..15)
 // Per group of 8 rows and super-block the packed form is
 //   uint16 d[8], dmin[8]     the rows' scales
-//   uint8  sc[8][8]          sub-block j, row i (the 6-bit scales unpacked once, at load)
+//   uint8  sc[4][16]         sub-block pair p: sc_2p of rows 0..3, sc_2p+1 of rows 0..3, then
+//                            the same of rows 4..7 (the 6-bit scales unpacked once, at load;
+//                            ordered so that one widening and two unpacks give (sc, sc) pairs)
 //   uint8  m[4][8][2]        sub-block pair p, row i: m_2p, m_2p+1 (ready for one madd)
 //   uint8  q[4][8][8][4]     pair p, chunk k, row i: bytes qs[32p + 4k .. +3] of row i (low
 //                            nibbles: sub-block 2p, elements 4k..4k+3; high: sub-block 2p+1)
@@ -44,6 +46,24 @@ constexpr int64_t kRows = 8;
 constexpr size_t kQOffset = 32 + 64 + 64;
 constexpr size_t kXD = 256, kXSums = 260;  // offsets in a prepared block (q at 0)
 
+// Where row i's scale of sub-block s sits among 16 bytes per pair of sub-blocks (s even, s + 1):
+// [s: rows 0..3 | s + 1: rows 0..3 | s: rows 4..7 | s + 1: rows 4..7], so that widening to
+// int16 puts rows 0..3 in the low half and 4..7 in the high half of each 128-bit lane pair, and
+// unpacking each half with itself gives one sub-block's 8 rows as (sc, sc) int16 pairs.
+constexpr size_t pair_scale_at(int s, int64_t i) {
+  return static_cast<size_t>(16 * (s / 2) + 4 * (s % 2) + 8 * (i / 4) + i % 4);
+}
+
+// The (sc, sc) pairs of sub-blocks s and s + 1 (s even) from their 16 bytes at p: int8 scales
+// (Q6_K) or uint8 (Q4_K), 8 rows in the int32 lanes of each.
+template <bool is_signed>
+[[gnu::always_inline]] inline void scale_pairs(const uint8_t* p, __m256i& even, __m256i& odd) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m256i v = is_signed ? _mm256_cvtepi8_epi16(b) : _mm256_cvtepu8_epi16(b);
+  even = _mm256_unpacklo_epi16(v, v);
+  odd = _mm256_unpackhi_epi16(v, v);
+}
+
 
 // Q4_K's 6-bit scale and min of sub-block j (0..7), packed into 12 bytes.
 void scale_min(const uint8_t* s, int j, uint8_t& sc, uint8_t& m) {
@@ -72,7 +92,7 @@ struct Q4_KFormat {
       for (int j = 0; j < 8; ++j) {
         uint8_t sc, m;
         scale_min(blk->scales, j, sc, m);
-        dst[32 + 8 * j + i] = sc;
+        dst[32 + pair_scale_at(j, i)] = sc;
         dst[96 + 16 * (j / 2) + 2 * i + j % 2] = m;
       }
       for (int p = 0; p < 4; ++p)
@@ -118,11 +138,8 @@ void lane_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t, float* y
     const uint8_t* xb = x + b * Q4_KFormat::kXBytes;
     // (sc_j, sc_j) per row as int16 pairs, for each sub-block j.
     __m256i sc[8];
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) {
-      const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(pb + 32 + 8 * j)));
-      sc[j] = _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
-    }
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) scale_pairs<false>(pb + 32 + 16 * p, sc[2 * p], sc[2 * p + 1]);
     float dx;
     std::memcpy(&dx, xb + kXD, 4);
     const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb))),
@@ -187,10 +204,8 @@ void many_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb, floa
           sb[t] = _mm256_add_epi16(sb[t], _mm256_maddubs_epi16(hi, bcast4(xb[t] + 64 * p + 32 + 4 * k)));
         }
       }
-      __m256i sca = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(pb + 32 + 16 * p)));
-      __m256i scb = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(pb + 40 + 16 * p)));
-      sca = _mm256_or_si256(sca, _mm256_slli_epi32(sca, 16));
-      scb = _mm256_or_si256(scb, _mm256_slli_epi32(scb, 16));
+      __m256i sca, scb;
+      scale_pairs<false>(pb + 32 + 16 * p, sca, scb);
 #pragma GCC unroll 4
       for (int t = 0; t < TB; ++t)
         isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(sa[t], sca), _mm256_madd_epi16(sb[t], scb)));
@@ -224,7 +239,7 @@ constexpr GroupTileFn kManyTiles[3] = {many_tile<1>, many_tile<2>, many_tile<3>}
 // Q6_K: 16 sub-blocks of 16 with int8 scales, q = (4 low bits | 2 high bits) − 32:
 //   W·x = d·dx·Σ_s sc_s·(Σ q·x − 32·Σx)
 // Per group of 8 rows and super-block the packed form is
-//   uint16 d[8]; int8 sc[16][8]                          sub-block s, row i
+//   uint16 d[8]; int8 sc[8][16]                          sub-block pairs as Q4_K's scales
 //   per half h (128 elements) and chunk k (bytes 4k..4k+3 of each 32-byte run), row i's
 //   4 bytes of ql[64h .. +31], of ql[64h + 32 .. +63] and of qh[32h .. +31]
 // 16 + 128 + 2·8·96 = 1680 bytes, the 8 original blocks' size. From a chunk's three words come
@@ -242,7 +257,7 @@ struct Q6_KFormat {
     for (int64_t i = 0; i < kRows; ++i) {
       const auto* blk = reinterpret_cast<const BlockQ6_K*>(w + i * wrb) + b;
       std::memcpy(dst + 2 * i, &blk->d, 2);
-      for (int s = 0; s < 16; ++s) dst[kQ6Scales + 8 * s + i] = static_cast<uint8_t>(blk->scales[s]);
+      for (int s = 0; s < 16; ++s) dst[kQ6Scales + pair_scale_at(s, i)] = static_cast<uint8_t>(blk->scales[s]);
       for (int h = 0; h < 2; ++h)
         for (int k = 0; k < 8; ++k) {
           uint8_t* c = dst + kQ6Q + 96 * (8 * h + k) + 4 * i;
@@ -272,25 +287,22 @@ void prepare_q6_k(const float* x, int64_t n, uint8_t* out) {
 // (sc, sc) per row as int16 pairs for the 8 sub-blocks of half h (runs r = 0..3, their first
 // or second 16 elements: sub-block 8h + 2r + k/4 for chunk k).
 [[gnu::always_inline]] inline void q6_scales(const uint8_t* pb, int h, __m256i sc[8]) {
-#pragma GCC unroll 8
-  for (int s = 0; s < 8; ++s) {
-    const __m256i v =
-        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(pb + kQ6Scales + 8 * (8 * h + s))));
-    sc[s] = _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v, 16));
-  }
+#pragma GCC unroll 4
+  for (int s = 0; s < 8; s += 2) scale_pairs<true>(pb + kQ6Scales + 64 * h + 8 * s, sc[s], sc[s + 1]);
 }
 
 // A chunk's three words of 8 rows as 4 runs of unsigned 6-bit weights (elements 32r + 4k ..).
 [[gnu::always_inline]] inline void q6_unpack(const uint8_t* c, __m256i q[4]) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F), three = _mm256_set1_epi8(3);
+  const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30);
   const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c));
   const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32));
   const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 64));
-  auto high = [&](int shift) { return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, shift), three), 4); };
-  q[0] = _mm256_or_si256(_mm256_and_si256(l0, low4), high(0));
-  q[1] = _mm256_or_si256(_mm256_and_si256(l1, low4), high(2));
-  q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), high(4));
-  q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4), high(6));
+  // Each byte's 2-bit field moved to bits 4..5 by one 16-bit shift and a mask: what the shift
+  // brings in from the neighbouring byte lands outside the mask.
+  q[0] = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), bits45));
+  q[1] = _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), bits45));
+  q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(hb, bits45));
+  q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4), _mm256_and_si256(_mm256_srli_epi16(hb, 2), bits45));
 }
 
 // 8 rows × one token over nb super-blocks in ggml's order (see the file comment): per lane k,
