@@ -2,7 +2,9 @@
 // token, as in generation) and matmul (a 64-token batch, as in prompt processing), per format,
 // on a matrix larger than the caches: `matmul/` over the file's row-major rows, `packed/` over
 // the copy a model repacks at load (what generation reads for Q4_0, Q8_0 and F16 on AVX-512),
-// shaped as a 1b down projection so that the Q formats' wide rows take their slabbed layout.
+// shaped as a 1b down projection so that the Q formats' wide rows take their slabbed layout;
+// `incache/` the same packed kernels on one 512 KiB matrix that stays in L2, one token: the rate
+// the kernel's instructions allow, which generation cannot beat whatever the memory.
 // Usage: kernels_bench [--benchmark_filter=Q4_0] …
 #include <benchmark/benchmark.h>
 
@@ -10,6 +12,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -28,6 +31,8 @@ struct Shape {
   int64_t rows, cols;
 };
 constexpr Shape kRowMajor{8192, 2048}, kDown{2048, 8192};
+constexpr int64_t kInCacheCols = 2048;
+constexpr size_t kInCacheBytes = size_t{512} << 10;  // half of a 1 MiB L2
 
 struct Weights {
   std::vector<std::vector<uint8_t>> copies;
@@ -36,11 +41,12 @@ struct Weights {
   size_t bytes = 0;
 };
 
-const Weights& weights(DType t, bool packed) {
-  static std::vector<std::pair<std::pair<DType, bool>, Weights>> cache;
+const Weights& weights(DType t, bool packed, bool in_cache = false) {
+  static std::vector<std::pair<std::tuple<DType, bool, bool>, Weights>> cache;
   for (auto& [key, w] : cache)
-    if (key == std::pair{t, packed}) return w;
-  const Shape shape = packed ? kDown : kRowMajor;
+    if (key == std::tuple{t, packed, in_cache}) return w;
+  const Shape shape = in_cache ? Shape{static_cast<int64_t>(kInCacheBytes / row_bytes(t, kInCacheCols)) / 16 * 16, kInCacheCols}
+                               : packed ? kDown : kRowMajor;
   Weights w;
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0, 0.02f);
@@ -62,7 +68,7 @@ const Weights& weights(DType t, bool packed) {
       quantize_row(t, row.data(), m.data() + r * rb, shape.cols);
     }
   }
-  w.copies.assign(kCopies, m);
+  w.copies.assign(in_cache ? 1 : kCopies, m);
   w.bytes = m.size();
   for (auto& c : w.copies) {
     w.views.push_back({t, shape.rows, shape.cols, c.data()});
@@ -73,20 +79,20 @@ const Weights& weights(DType t, bool packed) {
     }
   }
   if (packed) w.copies.clear();
-  cache.emplace_back(std::pair{t, packed}, std::move(w));
+  cache.emplace_back(std::tuple{t, packed, in_cache}, std::move(w));
   return cache.back().second;
 }
 
-void BM_Matmul(benchmark::State& state, DType t, bool packed) {
+void BM_Matmul(benchmark::State& state, DType t, bool packed, bool in_cache = false) {
   const int threads = static_cast<int>(state.range(0)), ntok = static_cast<int>(state.range(1));
   set_threads(threads);
-  const Weights& w = weights(t, packed);
+  const Weights& w = weights(t, packed, in_cache);
   const int64_t rows = w.views[0].rows, cols = w.views[0].cols;
   std::vector<float> x(static_cast<size_t>(cols * ntok), 0.5f), y(static_cast<size_t>(rows * ntok));
   std::vector<uint8_t> scratch;
   size_t i = 0;
   for (auto _ : state) {
-    matmul(w.views[i++ % kCopies], x.data(), ntok, y.data(), scratch);
+    matmul(w.views[i++ % w.views.size()], x.data(), ntok, y.data(), scratch);
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.bytes));
@@ -109,6 +115,12 @@ void register_all() {
     benchmark::RegisterBenchmark((std::string("packed/") + type_name(t)).c_str(),
                                  [t](benchmark::State& s) { BM_Matmul(s, t, true); })
         ->ArgsProduct({{1, 2}, {1, 64}})
+        ->ArgNames({"threads", "tokens"})
+        ->UseRealTime()
+        ->MinTime(0.3);
+    benchmark::RegisterBenchmark((std::string("incache/") + type_name(t)).c_str(),
+                                 [t](benchmark::State& s) { BM_Matmul(s, t, true, true); })
+        ->Args({1, 1})
         ->ArgNames({"threads", "tokens"})
         ->UseRealTime()
         ->MinTime(0.3);

@@ -190,14 +190,13 @@ void quantize_q8_k(const float* x, void* dst, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
     // The signed value of largest magnitude maps to exactly -127 (not +-128: ggml keeps the
     // range symmetric for its IQ kernels).
+    // (the largest magnitude, then the first value that has it: ggml's one-pass scan keeps the
+    // first too; two branch-free passes vectorise)
     float amax = 0.0f;
-    float max = 0.0f;
-    for (int j = 0; j < kQK_K; ++j) {
-      if (std::fabs(x[j]) > amax) {
-        amax = std::fabs(x[j]);
-        max = x[j];
-      }
-    }
+    for (int j = 0; j < kQK_K; ++j) amax = std::max(amax, std::fabs(x[j]));
+    int first = 0;
+    while (first < kQK_K - 1 && std::fabs(x[first]) != amax) ++first;
+    const float max = x[first];
     if (amax == 0.0f) {
       b[i].d = 0.0f;
       std::memset(b[i].qs, 0, sizeof b[i].qs);

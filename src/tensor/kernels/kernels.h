@@ -120,7 +120,8 @@ const PackedKernels* neon_packed_dotprod(DType w);
 // F16 on AVX2, shared between its files: activations prepared as f32 values rounded through fp16.
 size_t avx2_f16_prep_bytes(int64_t n);
 void avx2_f16_prepare(const float* x, int64_t n, uint8_t* out);
-const PackedKernels* avx2_packed_k(DType w);  // avx2_packed_k.cpp: Q4_K, Q6_K
+const PackedKernels* avx2_packed_k(DType w);    // avx2_packed_k.cpp: Q4_K, Q6_K
+const PackedKernels* avx512_packed_k(DType w);  // avx512_packed_k.cpp: the same with VNNI
 // Causal attention for one KV head (tensor/attention.h); heads a multiple of 16 wide.
 using AttendFn = void (*)(const AttendArgs& a);
 AttendFn lookup_attend(Isa isa);  // nullptr where `isa` has none
