@@ -243,13 +243,15 @@ constexpr GroupTileFn kManyTiles[3] = {many_tile<Dot, 1>, many_tile<Dot, 2>, man
 //   4 bytes of ql[64h .. +31], of ql[64h + 32 .. +63] and of qh[32h .. +31]
 // 16 + 128 + 2·8·96 = 1680 bytes, the 8 original blocks' size. From a chunk's three words come
 // 4 runs of 4 weights (elements 128h + 32r + 4k .. +3, r = 0..3). A token is prepared as int8
-// q[256], float d and, per 4 activations, 32·(x0 + x1), 32·(x2 + x3) as an int16 pair.
+// q[256], float d and, per half h, pair of runs (2j, 2j + 1) and chunk k, the runs' −32·Σx as
+// an int16 pair: the −32 offsets of a lane join its sum as 2 products per pair of runs (one
+// Dot::add against the two sub-blocks' scales) instead of a subtraction per run.
 constexpr size_t kQ6Scales = 16, kQ6Q = 16 + 128;
-constexpr size_t kQ6XD = 256, kQ6XBias = 260;
+constexpr size_t kQ6XD = 256, kQ6XBias = 260;  // bias: (h, j, k) at 4·(16h + 8j + k)
 
 struct Q6_KFormat {
   static constexpr int64_t kGroup = kRows, kElems = 256;
-  static constexpr size_t kBlock = kQ6Q + 2 * 8 * 96, kXBytes = 256 + 4 + 256;
+  static constexpr size_t kBlock = kQ6Q + 2 * 8 * 96, kXBytes = 256 + 4 + 128;
   static constexpr int64_t kSlab = int64_t{1} << 40;
   static constexpr int64_t kMaxTile = 1;
   static void pack_block(const uint8_t* w, size_t wrb, int64_t b, uint8_t* dst) {
@@ -275,11 +277,14 @@ void prepare_q6_k(const float* x, int64_t n, uint8_t* out) {
     uint8_t* dst = out + b * Q6_KFormat::kXBytes;
     std::memcpy(dst, q.qs, 256);
     std::memcpy(dst + kQ6XD, &q.d, 4);
-    for (int c = 0; c < 64; ++c) {
-      const int16_t pair[2] = {static_cast<int16_t>(32 * (q.qs[4 * c] + q.qs[4 * c + 1])),
-                               static_cast<int16_t>(32 * (q.qs[4 * c + 2] + q.qs[4 * c + 3]))};
-      std::memcpy(dst + kQ6XBias + 4 * c, pair, 4);
-    }
+    auto run_sum = [&](int e) { return q.qs[e] + q.qs[e + 1] + q.qs[e + 2] + q.qs[e + 3]; };
+    for (int h = 0; h < 2; ++h)
+      for (int j = 0; j < 2; ++j)
+        for (int k = 0; k < 8; ++k) {
+          const int e = 128 * h + 64 * j + 4 * k;  // run 2j's 4 elements; run 2j + 1's 32 on
+          const int16_t pair[2] = {static_cast<int16_t>(-32 * run_sum(e)), static_cast<int16_t>(-32 * run_sum(e + 32))};
+          std::memcpy(dst + kQ6XBias + 4 * (16 * h + 8 * j + k), pair, 4);
+        }
   }
 }
 
@@ -288,6 +293,16 @@ void prepare_q6_k(const float* x, int64_t n, uint8_t* out) {
 [[gnu::always_inline]] inline void q6_scales(const uint8_t* pb, int h, __m256i sc[8]) {
 #pragma GCC unroll 4
   for (int s = 0; s < 8; s += 2) scale_pairs<true>(pb + kQ6Scales + 64 * h + 8 * s, sc[s], sc[s + 1]);
+}
+
+// (sc_a, sc_b) int16 pairs for the −32 offsets of runs 2j and 2j + 1 of half h: for chunks 0..3
+// (sub-blocks 2r) in pairs[2j], for chunks 4..7 (sub-blocks 2r + 1) in pairs[2j + 1].
+[[gnu::always_inline]] inline void q6_bias_scales(const __m256i sc[8], __m256i pairs[4]) {
+#pragma GCC unroll 2
+  for (int j = 0; j < 2; ++j) {
+    pairs[2 * j] = _mm256_blend_epi16(sc[4 * j], sc[4 * j + 2], 0xAA);
+    pairs[2 * j + 1] = _mm256_blend_epi16(sc[4 * j + 1], sc[4 * j + 3], 0xAA);
+  }
 }
 
 // A chunk's three words of 8 rows as 4 runs of unsigned 6-bit weights (elements 32r + 4k ..).
@@ -305,7 +320,8 @@ void prepare_q6_k(const float* x, int64_t n, uint8_t* out) {
 }
 
 // 8 rows × one token over nb super-blocks in ggml's order (see the file comment): per lane k,
-// Σ over the 8 runs of sc·(maddubs(q, x) − 32·pairs(x)), exact in int32, one FMA per super-block.
+// Σ over the 8 runs of sc·maddubs(q, x) and over their pairs the −32 offsets, exact in int32, one
+// FMA per super-block.
 template <class Dot>
 void q6_k_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t, float* y, int64_t, bool) {
   __m256 acc[8];
@@ -323,17 +339,20 @@ void q6_k_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t, float* y
     __m256i isum[8];
     for (auto& v : isum) v = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
-      __m256i sc[8];
+      __m256i sc[8], bias_sc[4];
       q6_scales(pb, h, sc);
+      q6_bias_scales(sc, bias_sc);
 #pragma GCC unroll 8
       for (int k = 0; k < 8; ++k) {
         __m256i q[4];
         q6_unpack(pb + kQ6Q + 96 * (8 * h + k), q);
+#pragma GCC unroll 2
+        for (int j = 0; j < 2; ++j)
+          isum[k] = Dot::add(isum[k], bias_sc[2 * j + k / 4], bcast4(xb + kQ6XBias + 4 * (16 * h + 8 * j + k)));
 #pragma GCC unroll 4
         for (int r = 0; r < 4; ++r) {
           const int e = 128 * h + 32 * r + 4 * k;  // first of the 4 elements
-          const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[r], bcast4(xb + e)), bcast4(xb + kQ6XBias + e));
-          isum[k] = Dot::add(isum[k], p, sc[2 * r + k / 4]);
+          isum[k] = Dot::add(isum[k], _mm256_maddubs_epi16(q[r], bcast4(xb + e)), sc[2 * r + k / 4]);
         }
       }
     }
@@ -364,19 +383,21 @@ void q6_k_many_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb,
       isum[t] = _mm256_setzero_si256();
     }
     for (int h = 0; h < 2; ++h) {
-      __m256i sc[8];
+      __m256i sc[8], bias_sc[4];
       q6_scales(pb, h, sc);
+      q6_bias_scales(sc, bias_sc);
       for (int k = 0; k < 8; ++k) {
         __m256i q[4];
         q6_unpack(pb + kQ6Q + 96 * (8 * h + k), q);
 #pragma GCC unroll 4
+        for (int t = 0; t < TB; ++t)
+          for (int j = 0; j < 2; ++j)
+            isum[t] = Dot::add(isum[t], bias_sc[2 * j + k / 4], bcast4(xb[t] + kQ6XBias + 4 * (16 * h + 8 * j + k)));
+#pragma GCC unroll 4
         for (int r = 0; r < 4; ++r) {
           const int e = 128 * h + 32 * r + 4 * k;
 #pragma GCC unroll 4
-          for (int t = 0; t < TB; ++t) {
-            const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[r], bcast4(xb[t] + e)), bcast4(xb[t] + kQ6XBias + e));
-            isum[t] = Dot::add(isum[t], p, sc[2 * r + k / 4]);
-          }
+          for (int t = 0; t < TB; ++t) isum[t] = Dot::add(isum[t], _mm256_maddubs_epi16(q[r], bcast4(xb[t] + e)), sc[2 * r + k / 4]);
         }
       }
     }
