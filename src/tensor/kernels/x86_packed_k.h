@@ -56,18 +56,6 @@ template <bool is_signed>
   odd = _mm256_unpackhi_epi16(v, v);
 }
 
-
-// Q4_K's 6-bit scale and min of sub-block j (0..7), packed into 12 bytes.
-void scale_min(const uint8_t* s, int j, uint8_t& sc, uint8_t& m) {
-  if (j < 4) {
-    sc = s[j] & 63;
-    m = s[j + 4] & 63;
-  } else {
-    sc = static_cast<uint8_t>((s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4));
-    m = static_cast<uint8_t>((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
-  }
-}
-
 struct Q4_KFormat {
   static constexpr int64_t kGroup = kRows, kElems = 256;
   static constexpr size_t kBlock = kQOffset + 1024, kXBytes = 256 + 4 + 16;
@@ -82,10 +70,10 @@ struct Q4_KFormat {
       std::memcpy(dst + 2 * i, &blk->d, 2);
       std::memcpy(dst + 16 + 2 * i, &blk->dmin, 2);
       for (int j = 0; j < 8; ++j) {
-        uint8_t sc, m;
-        scale_min(blk->scales, j, sc, m);
-        dst[32 + pair_scale_at(j, i)] = sc;
-        dst[96 + 16 * (j / 2) + 2 * i + j % 2] = m;
+        int sc, m;
+        detail::scale_min_k4(j, blk->scales, sc, m);
+        dst[32 + pair_scale_at(j, i)] = static_cast<uint8_t>(sc);
+        dst[96 + 16 * (j / 2) + 2 * i + j % 2] = static_cast<uint8_t>(m);
       }
       for (int p = 0; p < 4; ++p)
         for (int k = 0; k < 8; ++k) std::memcpy(dst + kQOffset + 256 * p + 32 * k + 4 * i, blk->qs + 32 * p + 4 * k, 4);
