@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <string_view>
 #include <type_traits>
@@ -70,6 +71,7 @@ class Binder {
     w_.owned.push_back(std::make_unique<std::vector<float>>(n));
     return *w_.owned.back();
   }
+  void own(std::unique_ptr<LevelStore> levels) { w_.owned_levels.push_back(std::move(levels)); }
   const GGUFFile& file() const { return f_; }
 
   // Rows [r0, r1) of a rows × cols matrix: a view into the file.
@@ -137,6 +139,14 @@ HeadRows head_rows(const HParams& hp, const Shard& s) {
   return {s.kv_head_begin * group * hd, s.kv_head_end * group * hd, s.kv_head_begin * hd, s.kv_head_end * hd};
 }
 
+// Whether attn_kv_b's heads can be kept as integer levels: a format that has them, and shapes
+// the level kernels take (ORCHARD_LATENT_FLOATS=1 keeps the float copies, for comparisons).
+bool levels_fit(DType t, int64_t nope, int64_t vd, int64_t lora) {
+  if (const char* env = std::getenv("ORCHARD_LATENT_FLOATS"); env && std::string(env) == "1") return false;
+  return type_info(t).block_elems > 1 && level_matrix_fits(nope, lora, LevelGroups::kAlongRows) &&
+         level_matrix_fits(lora, vd, LevelGroups::kAlongColumns);
+}
+
 // Latent attention (deepseek2). attn_kv_b is taken apart into absorbed float matrices: the
 // cache then holds the latent, and no step expands it into per-head keys and values. A
 // tensor-parallel shard keeps its query heads' rows of attn_q_b and attn_kv_b and their columns
@@ -158,22 +168,40 @@ void bind_latent_attention(Binder& b, const HParams& hp, const Shard& s, const s
   const MatrixView kvb = b.rows_of(p + "attn_kv_b.weight", hp.n_heads * (nope + vd), lora, h0 * (nope + vd),
                                    h1 * (nope + vd));
   m.kv_b_type = kvb.type;
-  std::vector<float> row(static_cast<size_t>(lora));
-  std::vector<float>& kt = b.owned_floats(static_cast<size_t>(heads * lora * nope));
-  std::vector<float>& v = b.owned_floats(static_cast<size_t>(heads * vd * lora));
   const size_t rb = row_bytes(kvb.type, lora);
-  for (int64_t h = 0; h < heads; ++h)
-    for (int64_t j = 0; j < nope + vd; ++j) {
-      const int64_t r = h * (nope + vd) + j;
-      dequantize_row(kvb.type, static_cast<const uint8_t*>(kvb.data) + rb * static_cast<size_t>(r), row.data(), lora);
-      for (int64_t i = 0; i < lora; ++i) {
-        if (j < nope) kt[static_cast<size_t>((h * lora + i) * nope + j)] = row[static_cast<size_t>(i)];
-        else v[static_cast<size_t>((h * vd + j - nope) * lora + i)] = row[static_cast<size_t>(i)];
+  if (levels_fit(kvb.type, nope, vd, lora)) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const uint8_t* head = static_cast<const uint8_t*>(kvb.data) + rb * static_cast<size_t>(h * (nope + vd));
+      auto k = std::make_unique<LevelStore>(), v = std::make_unique<LevelStore>();
+      if (!levels_from_rows(kvb.type, head, rb, nope, lora, /*transposed=*/false, *k) ||
+          !levels_from_rows(kvb.type, head + rb * static_cast<size_t>(nope), rb, vd, lora, /*transposed=*/true, *v)) {
+        m.k_levels.clear();
+        m.v_levels.clear();
+        break;
       }
+      m.k_levels.push_back(k->view);
+      m.v_levels.push_back(v->view);
+      b.own(std::move(k));
+      b.own(std::move(v));
     }
+  }
+  if (m.k_levels.empty()) {
+    std::vector<float> row(static_cast<size_t>(lora));
+    std::vector<float>& kt = b.owned_floats(static_cast<size_t>(heads * lora * nope));
+    std::vector<float>& v = b.owned_floats(static_cast<size_t>(heads * vd * lora));
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t j = 0; j < nope + vd; ++j) {
+        const int64_t r = h * (nope + vd) + j;
+        dequantize_row(kvb.type, static_cast<const uint8_t*>(kvb.data) + rb * static_cast<size_t>(r), row.data(), lora);
+        for (int64_t i = 0; i < lora; ++i) {
+          if (j < nope) kt[static_cast<size_t>((h * lora + i) * nope + j)] = row[static_cast<size_t>(i)];
+          else v[static_cast<size_t>((h * vd + j - nope) * lora + i)] = row[static_cast<size_t>(i)];
+        }
+      }
+    m.wk_t = MatrixView{DType::F32, lora, nope, kt.data()};
+    m.wv = MatrixView{DType::F32, vd, lora, v.data()};
+  }
   b.file().release(kvb.data, rb * static_cast<size_t>(kvb.rows));
-  m.wk_t = MatrixView{DType::F32, lora, nope, kt.data()};
-  m.wv = MatrixView{DType::F32, vd, lora, v.data()};
   L.wo = b.cols_of(p + "attn_output.weight", hp.dim, hp.n_heads * vd, h0 * vd, h1 * vd, &L.wo_offset);
 }
 

@@ -8,6 +8,7 @@
 #include "model/hparams.h"
 #include "model/shard.h"
 #include "tensor/huge_buffer.h"
+#include "tensor/level_matrix.h"
 #include "tensor/matmul.h"
 
 namespace orchard {
@@ -28,10 +29,14 @@ struct LatentAttentionWeights {
   const float* q_a_norm = nullptr;     // [q_lora]
   MatrixView wkv_a;                    // (kv_lora + n_rot) × dim: the latent and the shared RoPE key
   const float* kv_a_norm = nullptr;    // [kv_lora]
-  // attn_kv_b (n_heads·(nope + v) × kv_lora) taken apart and absorbed, as floats: per head its
-  // key rows transposed (kv_lora × nope), so a query is moved into the latent space once, and
-  // its value rows (v × kv_lora), applied once to the attention-weighted latent.
-  MatrixView wk_t, wv;                 // F32: head h's matrix starts h·rows·cols floats in
+  // attn_kv_b (n_heads·(nope + v) × kv_lora) taken apart and absorbed: per head its key rows,
+  // through whose transpose a query is moved into the latent space once, and its value rows,
+  // applied once to the attention-weighted latent. Kept as the format's integer levels where it
+  // has them (per head: k_levels = the nope × kv_lora key rows, v_levels = the transpose of the
+  // v × kv_lora value rows, both multiplied as x·M), else as floats in wk_t and wv.
+  std::vector<LevelMatrix> k_levels, v_levels;
+  MatrixView wk_t, wv;                 // F32: key rows transposed (kv_lora × nope) and value rows
+                                       // (v × kv_lora); head h's matrix starts h·rows·cols floats in
   DType kv_b_type = DType::F32;        // the latent is rounded as llama.cpp rounds it for kv_b
 };
 
@@ -80,6 +85,7 @@ struct ModelWeights {
   // Small 1-D tensors (norms, biases) and latent attention's absorbed matrices, converted to
   // floats once and kept here.
   std::vector<std::unique_ptr<std::vector<float>>> owned;
+  std::vector<std::unique_ptr<LevelStore>> owned_levels;  // latent attention's k_levels, v_levels
   // The file byte ranges bind() reads for `shard`: what a rank must load.
   static std::vector<std::pair<uint64_t, uint64_t>> byte_ranges(const GGUFFile& file, const HParams& hp,
                                                                 const Shard& shard);

@@ -79,6 +79,7 @@ struct Kernels {
   DequantizeFn dequantize;  // nullptr: not readable
   QuantizeFn quantize;      // nullptr: we do not write this format
   VecDotFn vec_dot;         // nullptr: not usable as a weight
+  detail::LevelsFn levels = nullptr;  // nullptr: no integer-levels form (row_levels)
 };
 
 // ggml's type_traits_cpu pairing of weight formats with activation formats.
@@ -86,18 +87,26 @@ constexpr Kernels kKernels[] = {
     {DType::F32, DType::F32, dequantize_f32, quantize_f32, vec_dot_f32},
     {DType::F16, DType::F16, dequantize_f16, quantize_f16, vec_dot_f16},
     {DType::BF16, DType::BF16, dequantize_bf16, quantize_bf16, vec_dot_bf16},
-    {DType::Q4_0, DType::Q8_0, detail::dequantize_q4_0, detail::quantize_q4_0, detail::vec_dot_q4_0_q8_0},
-    {DType::Q4_1, DType::Q8_1, detail::dequantize_q4_1, detail::quantize_q4_1, detail::vec_dot_q4_1_q8_1},
-    {DType::Q5_0, DType::Q8_0, detail::dequantize_q5_0, detail::quantize_q5_0, detail::vec_dot_q5_0_q8_0},
-    {DType::Q5_1, DType::Q8_1, detail::dequantize_q5_1, detail::quantize_q5_1, detail::vec_dot_q5_1_q8_1},
-    {DType::Q8_0, DType::Q8_0, detail::dequantize_q8_0, detail::quantize_q8_0, detail::vec_dot_q8_0_q8_0},
+    {DType::Q4_0, DType::Q8_0, detail::dequantize_q4_0, detail::quantize_q4_0, detail::vec_dot_q4_0_q8_0,
+     detail::levels_q4_0},
+    {DType::Q4_1, DType::Q8_1, detail::dequantize_q4_1, detail::quantize_q4_1, detail::vec_dot_q4_1_q8_1,
+     detail::levels_q4_1},
+    {DType::Q5_0, DType::Q8_0, detail::dequantize_q5_0, detail::quantize_q5_0, detail::vec_dot_q5_0_q8_0,
+     detail::levels_q5_0},
+    {DType::Q5_1, DType::Q8_1, detail::dequantize_q5_1, detail::quantize_q5_1, detail::vec_dot_q5_1_q8_1,
+     detail::levels_q5_1},
+    {DType::Q8_0, DType::Q8_0, detail::dequantize_q8_0, detail::quantize_q8_0, detail::vec_dot_q8_0_q8_0,
+     detail::levels_q8_0},
     // Q8_1 only ever holds activations: no weight dot product.
     {DType::Q8_1, DType::Q8_1, detail::dequantize_q8_1, detail::quantize_q8_1, nullptr},
     {DType::Q2_K, DType::Q8_K, detail::dequantize_q2_k, nullptr, detail::vec_dot_q2_k_q8_k},
     {DType::Q3_K, DType::Q8_K, detail::dequantize_q3_k, nullptr, detail::vec_dot_q3_k_q8_k},
-    {DType::Q4_K, DType::Q8_K, detail::dequantize_q4_k, detail::quantize_q4_k, detail::vec_dot_q4_k_q8_k},
-    {DType::Q5_K, DType::Q8_K, detail::dequantize_q5_k, detail::quantize_q5_k, detail::vec_dot_q5_k_q8_k},
-    {DType::Q6_K, DType::Q8_K, detail::dequantize_q6_k, detail::quantize_q6_k, detail::vec_dot_q6_k_q8_k},
+    {DType::Q4_K, DType::Q8_K, detail::dequantize_q4_k, detail::quantize_q4_k, detail::vec_dot_q4_k_q8_k,
+     detail::levels_q4_k},
+    {DType::Q5_K, DType::Q8_K, detail::dequantize_q5_k, detail::quantize_q5_k, detail::vec_dot_q5_k_q8_k,
+     detail::levels_q5_k},
+    {DType::Q6_K, DType::Q8_K, detail::dequantize_q6_k, detail::quantize_q6_k, detail::vec_dot_q6_k_q8_k,
+     detail::levels_q6_k},
     {DType::Q8_K, DType::Q8_K, detail::dequantize_q8_k, detail::quantize_q8_k, detail::vec_dot_q8_k_q8_k},
 };
 
@@ -139,6 +148,15 @@ DType vec_dot_type(DType w) {
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
   const Kernels& k = kernels(t, "dequantize_row");
   k.dequantize(src, dst, block_count(t, n, "dequantize_row"));
+}
+
+bool row_levels(DType t, const void* src, int8_t* q, float* scale, float* offset, int64_t n) {
+  const Kernels& k = kernels(t, "row_levels");
+  if (!k.levels) return false;
+  const int64_t nb = block_count(t, n, "row_levels");
+  if (n % 16 != 0) return false;
+  k.levels(src, q, scale, offset, nb);
+  return true;
 }
 
 void quantize_row(DType t, const float* src, void* dst, int64_t n) {

@@ -18,6 +18,12 @@ DType vec_dot_type(DType w);
 // Throws orchard::Error for types that are not computable or n not a multiple of the block.
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 
+// The n elements at `src` as integer levels with a scale and an offset per 16 elements:
+// dequantize_row's value of element i is exactly scale[i/16]·q[i] + offset[i/16] (both
+// products rounded once, in float). False (nothing written) for formats without that form:
+// the float formats, Q2_K, Q3_K.
+bool row_levels(DType t, const void* src, int8_t* q, float* scale, float* offset, int64_t n);
+
 // Stores n floats in format `t` (F32, F16, BF16, Q8_0, Q8_1, Q8_K, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
 // Q5_K, Q6_K).
 // Rounding follows ggml's reference quantizers so files we write load identically elsewhere.

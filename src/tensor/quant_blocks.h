@@ -120,6 +120,9 @@ inline void scale_min_k4(int j, const uint8_t* q, int& sc, int& m) {
 
 // Kernel signatures: `nb` is a count of blocks, never of elements.
 using DequantizeFn = void (*)(const void* src, float* dst, int64_t nb);
+// A block's values as integer levels q (one int8 per element) with a scale and an offset per 16
+// elements: value = scale·q + offset, the dequantizer's float exactly.
+using LevelsFn = void (*)(const void* src, int8_t* q, float* scale, float* offset, int64_t nb);
 using QuantizeFn = void (*)(const float* src, void* dst, int64_t nb);
 using VecDotFn = float (*)(const void* w, const void* xq, int64_t nb);
 
@@ -134,6 +137,11 @@ void dequantize_q5_0(const void* src, float* dst, int64_t nb);
 void dequantize_q5_1(const void* src, float* dst, int64_t nb);
 void dequantize_q8_0(const void* src, float* dst, int64_t nb);
 void dequantize_q8_1(const void* src, float* dst, int64_t nb);
+void levels_q4_0(const void* src, int8_t* q, float* scale, float* offset, int64_t nb);
+void levels_q4_1(const void* src, int8_t* q, float* scale, float* offset, int64_t nb);
+void levels_q5_0(const void* src, int8_t* q, float* scale, float* offset, int64_t nb);
+void levels_q5_1(const void* src, int8_t* q, float* scale, float* offset, int64_t nb);
+void levels_q8_0(const void* src, int8_t* q, float* scale, float* offset, int64_t nb);
 void quantize_q4_0(const float* src, void* dst, int64_t nb);
 void quantize_q4_1(const float* src, void* dst, int64_t nb);
 void quantize_q5_0(const float* src, void* dst, int64_t nb);
@@ -154,6 +162,9 @@ void dequantize_q4_k(const void* src, float* dst, int64_t nb);
 void dequantize_q5_k(const void* src, float* dst, int64_t nb);
 void dequantize_q6_k(const void* src, float* dst, int64_t nb);
 void dequantize_q8_k(const void* src, float* dst, int64_t nb);
+void levels_q4_k(const void* src, int8_t* q, float* scale, float* offset, int64_t nb);
+void levels_q5_k(const void* src, int8_t* q, float* scale, float* offset, int64_t nb);
+void levels_q6_k(const void* src, int8_t* q, float* scale, float* offset, int64_t nb);
 void quantize_q8_k(const float* src, void* dst, int64_t nb);
 // llama-quantize's K-quants without an importance matrix (quantize_k.cpp).
 void quantize_q4_k(const float* src, void* dst, int64_t nb);

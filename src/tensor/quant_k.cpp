@@ -183,6 +183,52 @@ void dequantize_q8_k(const void* src, float* y, int64_t nb) {
     for (int j = 0; j < kQK_K; ++j) *y++ = b[i].d * static_cast<float>(b[i].qs[j]);
 }
 
+// ---- integer levels (see LevelsFn) -----------------------------------------------------------
+
+namespace {
+
+// Q4_K/Q5_K: sub-block s of 32 is d·sc·q − dmin·m, so both its groups of 16 take scale d·sc
+// and offset −dmin·m (the dequantizer's two products, each rounded as there).
+void k4_scales(uint16_t d16, uint16_t dmin16, const uint8_t* scales, float* scale, float* offset) {
+  const float d = fp16_to_fp32(d16), dmin = fp16_to_fp32(dmin16);
+  for (int s = 0; s < 8; ++s) {
+    int sc, m;
+    scale_min_k4(s, scales, sc, m);
+    scale[2 * s] = scale[2 * s + 1] = d * static_cast<float>(sc);
+    offset[2 * s] = offset[2 * s + 1] = -(dmin * static_cast<float>(m));
+  }
+}
+
+}  // namespace
+
+void levels_q4_k(const void* src, int8_t* q, float* scale, float* offset, int64_t nb) {
+  const auto* b = static_cast<const BlockQ4_K*>(src);
+  for (int64_t i = 0; i < nb; ++i, q += kQK_K, scale += 16, offset += 16) {
+    levels_q4_k(b[i], q);
+    k4_scales(b[i].d, b[i].dmin, b[i].scales, scale, offset);
+  }
+}
+
+void levels_q5_k(const void* src, int8_t* q, float* scale, float* offset, int64_t nb) {
+  const auto* b = static_cast<const BlockQ5_K*>(src);
+  for (int64_t i = 0; i < nb; ++i, q += kQK_K, scale += 16, offset += 16) {
+    levels_q5_k(b[i], q);
+    k4_scales(b[i].d, b[i].dmin, b[i].scales, scale, offset);
+  }
+}
+
+void levels_q6_k(const void* src, int8_t* q, float* scale, float* offset, int64_t nb) {
+  const auto* b = static_cast<const BlockQ6_K*>(src);
+  for (int64_t i = 0; i < nb; ++i, q += kQK_K, scale += 16, offset += 16) {
+    levels_q6_k(b[i], q);
+    const float d = fp16_to_fp32(b[i].d);
+    for (int g = 0; g < 16; ++g) {
+      scale[g] = d * static_cast<float>(b[i].scales[g]);
+      offset[g] = 0.0f;
+    }
+  }
+}
+
 // ---- Q8_K quantization (ggml's quantize_row_q8_K_ref) ----------------------------------------
 
 void quantize_q8_k(const float* x, void* dst, int64_t nb) {

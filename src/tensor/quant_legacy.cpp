@@ -126,6 +126,72 @@ void dequantize_q8_1(const void* src, float* y, int64_t nb) {
   }
 }
 
+// ---- integer levels (see LevelsFn): two groups of 16 per block, both with the block's scale --
+
+namespace {
+
+// The block's 32 levels are in q already; its scale d and offset m go to both groups.
+void block_scales(float d, float m, float* scale, float* offset) {
+  scale[0] = scale[1] = d;
+  offset[0] = offset[1] = m;
+}
+
+}  // namespace
+
+void levels_q4_0(const void* src, int8_t* q, float* scale, float* offset, int64_t nb) {
+  const auto* b = static_cast<const BlockQ4_0*>(src);
+  for (int64_t i = 0; i < nb; ++i, q += kQK, scale += 2, offset += 2) {
+    for (int j = 0; j < kQK / 2; ++j) {
+      q[j] = static_cast<int8_t>((b[i].qs[j] & 0x0F) - 8);
+      q[j + kQK / 2] = static_cast<int8_t>((b[i].qs[j] >> 4) - 8);
+    }
+    block_scales(fp16_to_fp32(b[i].d), 0.0f, scale, offset);
+  }
+}
+
+void levels_q4_1(const void* src, int8_t* q, float* scale, float* offset, int64_t nb) {
+  const auto* b = static_cast<const BlockQ4_1*>(src);
+  for (int64_t i = 0; i < nb; ++i, q += kQK, scale += 2, offset += 2) {
+    for (int j = 0; j < kQK / 2; ++j) {
+      q[j] = static_cast<int8_t>(b[i].qs[j] & 0x0F);
+      q[j + kQK / 2] = static_cast<int8_t>(b[i].qs[j] >> 4);
+    }
+    block_scales(fp16_to_fp32(b[i].d), fp16_to_fp32(b[i].m), scale, offset);
+  }
+}
+
+void levels_q5_0(const void* src, int8_t* q, float* scale, float* offset, int64_t nb) {
+  const auto* b = static_cast<const BlockQ5_0*>(src);
+  for (int64_t i = 0; i < nb; ++i, q += kQK, scale += 2, offset += 2) {
+    const uint32_t qh = load_qh(b[i].qh);
+    for (int j = 0; j < kQK / 2; ++j) {
+      q[j] = static_cast<int8_t>(((b[i].qs[j] & 0x0F) | high_bit_lo(qh, j)) - 16);
+      q[j + kQK / 2] = static_cast<int8_t>(((b[i].qs[j] >> 4) | high_bit_hi(qh, j)) - 16);
+    }
+    block_scales(fp16_to_fp32(b[i].d), 0.0f, scale, offset);
+  }
+}
+
+void levels_q5_1(const void* src, int8_t* q, float* scale, float* offset, int64_t nb) {
+  const auto* b = static_cast<const BlockQ5_1*>(src);
+  for (int64_t i = 0; i < nb; ++i, q += kQK, scale += 2, offset += 2) {
+    const uint32_t qh = load_qh(b[i].qh);
+    for (int j = 0; j < kQK / 2; ++j) {
+      q[j] = static_cast<int8_t>((b[i].qs[j] & 0x0F) | high_bit_lo(qh, j));
+      q[j + kQK / 2] = static_cast<int8_t>((b[i].qs[j] >> 4) | high_bit_hi(qh, j));
+    }
+    block_scales(fp16_to_fp32(b[i].d), fp16_to_fp32(b[i].m), scale, offset);
+  }
+}
+
+void levels_q8_0(const void* src, int8_t* q, float* scale, float* offset, int64_t nb) {
+  const auto* b = static_cast<const BlockQ8_0*>(src);
+  for (int64_t i = 0; i < nb; ++i, q += kQK, scale += 2, offset += 2) {
+    std::copy_n(b[i].qs, kQK, q);
+    block_scales(fp16_to_fp32(b[i].d), 0.0f, scale, offset);
+  }
+}
+
 // ---- quantization (ggml's *_ref functions, which llama-quantize uses without an imatrix) ----
 // The (int8_t) truncations below are ggml's: x*id + 8.5 is >= 0.5 by construction, so
 // truncation rounds half up; the MIN(15/31) only catches the one value that lands on 16/32.

@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "tensor/error.h"
+#include "tensor/latent_attention_kernels.h"
+#include "tensor/level_matrix.h"
 #include "tensor/matmul.h"
 #include "tensor/ops.h"
 #include "tensor/quant.h"
@@ -11,21 +13,6 @@
 
 namespace orchard {
 namespace {
-
-// out[j] = Σ_d q[d] · panel[d][j] over a key panel's `rows` dims: 32 positions' scores at once,
-// summed in a local array the compiler keeps in registers.
-void panel_scores(float* __restrict out, const float* __restrict q, const float* __restrict panel, int64_t rows) {
-  float acc[kKeyPanel] = {};
-  for (int64_t d = 0; d < rows; ++d)
-    for (int64_t j = 0; j < kKeyPanel; ++j) acc[j] += q[d] * panel[d * kKeyPanel + j];
-  std::copy_n(acc, kKeyPanel, out);
-}
-
-// lanes[d][j] += w[j] · panel[d][j]: the panel's positions weighted, kept apart per lane.
-void panel_mix(float* __restrict lanes, const float* __restrict w, const float* __restrict panel, int64_t rows) {
-  for (int64_t d = 0; d < rows; ++d)
-    for (int64_t j = 0; j < kKeyPanel; ++j) lanes[d * kKeyPanel + j] += w[j] * panel[d * kKeyPanel + j];
-}
 
 // One product per head: y_h = W_h · x_h for n rows, W_h at w.data + h·rows·cols floats, x_h's
 // row t (cols values) at src + t·src_stride + h·src_head, y_h's at dst + t·dst_stride + h·rows. Heads run as
@@ -48,14 +35,6 @@ void per_head_products(const MatrixView& w, int64_t heads, int64_t n, const floa
   };
   if (runs_serially(w.type, rows, cols, n)) global_pool().parallel_for(heads, 1, run);
   else run(0, heads);
-}
-
-// The 32 lanes of a row added as a tree, which vectorises: added one after another they were
-// 8192 dependent adds per head and token.
-float sum_lanes(const float* __restrict lanes) {
-  float s8[8];
-  for (int j = 0; j < 8; ++j) s8[j] = (lanes[j] + lanes[j + 8]) + (lanes[j + 16] + lanes[j + 24]);
-  return ((s8[0] + s8[4]) + (s8[2] + s8[6])) + ((s8[1] + s8[5]) + (s8[3] + s8[7]));
 }
 
 }  // namespace
@@ -109,8 +88,11 @@ void LatentAttention::forward(const HParams& hp, int64_t heads, const LayerWeigh
   // A few rows (a decoding step): each attention job also moves its heads' queries into the
   // latent space and their latents out of it, one fork per layer instead of three. Each head's
   // products run on the job's thread, one row at a time, as batch_invariant needs anyway.
-  const bool fused = runs_serially(w.wk_t.type, w.wk_t.rows, w.wk_t.cols, n) &&
-                     runs_serially(w.wv.type, w.wv.rows, w.wv.cols, n);
+  // With integer levels (level_matrix.h) every row takes that path, whatever n, so its bits do
+  // not depend on the batch.
+  const bool levels = !w.k_levels.empty();
+  const bool fused = levels || (runs_serially(w.wk_t.type, w.wk_t.rows, w.wk_t.cols, n) &&
+                                runs_serially(w.wv.type, w.wv.rows, w.wv.cols, n));
   // query_h = [W_k,hᵀ q_nope_h | q_pe_h], kd values per head
   query_.resize(static_cast<size_t>(n * heads * kd));
   auto make_query = [&](int64_t t, int64_t h) {
@@ -140,7 +122,9 @@ void LatentAttention::forward(const HParams& hp, int64_t heads, const LayerWeigh
   const int64_t chunks = (heads + per_job - 1) / per_job;
   // Balanced: a causal prompt's later rows cost more (see gqa_attention.cpp).
   global_pool().parallel_for_balanced(n * chunks, 1, [&](int64_t j0, int64_t j1) {
-    std::vector<float> keys, scores, lanes;
+    std::vector<float> keys, scores;
+    std::vector<const float*> query_rows;
+    std::vector<float*> score_rows, lat_rows;
     std::vector<uint8_t> product_scratch;
     MatrixView wk = w.wk_t, wv = w.wv;
     for (int64_t job = j0; job < j1; ++job) {
@@ -153,36 +137,47 @@ void LatentAttention::forward(const HParams& hp, int64_t heads, const LayerWeigh
         to_floats(static_cast<const uint16_t*>(kv.k_panels(layer, 0)), keys.data(), key_panels_size(len, kd));
         kp = keys.data();
       }
-      scores.resize(static_cast<size_t>(len));
-      for (int64_t h = h0; h < h1; ++h) {
+      const int64_t stride = (len + kKeyPanel - 1) / kKeyPanel * kKeyPanel;
+      scores.resize(static_cast<size_t>((h1 - h0) * stride));
+      // query_h = [W_k,hᵀ q_nope_h | q_pe_h]
+      if (levels) prefetch_levels(w.k_levels[static_cast<size_t>(h0)]);
+      for (int64_t h = h0; h < h1 && fused; ++h) {
         float* qr = &query_[static_cast<size_t>((t * heads + h) * kd)];
-        if (fused) {
+        if (levels) {
+          if (h + 1 < h1) prefetch_levels(w.k_levels[static_cast<size_t>(h + 1)]);
+          vec_times_levels(w.k_levels[static_cast<size_t>(h)], &q_[static_cast<size_t>(t * qd + h * hd)], qr);
+        } else {
           wk.data = static_cast<const float*>(w.wk_t.data) + h * lora * nope;
           matmul(wk, &q_[static_cast<size_t>(t * qd + h * hd)], 1, qr, product_scratch, batch_invariant);
-          make_query(t, h);
         }
-        // scores[p] = query_h · key_p, a panel of 32 positions at a time (positions in lanes)
-        for (int64_t p0 = 0; p0 < len; p0 += kKeyPanel) {
-          float acc[kKeyPanel] = {};
-          panel_scores(acc, qr, kp + key_offset(p0, 0, kd), kd);
-          std::copy_n(acc, std::min<int64_t>(kKeyPanel, len - p0), &scores[static_cast<size_t>(p0)]);
-        }
-        for (int64_t p = 0; p < len; ++p) scores[static_cast<size_t>(p)] *= scale;
-        softmax(scores.data(), len);
-        // lat[d] = Σ_p scores[p] · c_p[d]: the latent is the key's first kv_lora_rank values.
-        // Summed lane by lane across the panels (element-wise, so it vectorises), each lane
-        // row reduced once at the end.
-        lanes.assign(static_cast<size_t>(lora * kKeyPanel), 0.0f);
-        for (int64_t p0 = 0; p0 < len; p0 += kKeyPanel) {
-          const float* panel = kp + key_offset(p0, 0, kd);
-          float w8[kKeyPanel] = {};
-          std::copy_n(&scores[static_cast<size_t>(p0)], std::min<int64_t>(kKeyPanel, len - p0), w8);
-          panel_mix(lanes.data(), w8, panel, lora);
-        }
-        float* lat = &lat_[static_cast<size_t>((t * heads + h) * lora)];
-        for (int64_t d = 0; d < lora; ++d) lat[d] = sum_lanes(&lanes[static_cast<size_t>(d * kKeyPanel)]);
-        // out_h = W_v,h · lat_h
-        if (fused) {
+        make_query(t, h);
+      }
+      // (the value levels load while attention runs)
+      for (int64_t h = h0; h < h1 && levels; ++h) prefetch_levels(w.v_levels[static_cast<size_t>(h)]);
+      // scores[h][p] = scale · query_h · key_p, softmax over p (zero beyond, to the panel's end);
+      // lat_h[d] = Σ_p scores[h][p] · c_p[d]: the latent is the key's first kv_lora_rank values
+      const int nh = static_cast<int>(h1 - h0);
+      query_rows.resize(static_cast<size_t>(nh));
+      score_rows.resize(static_cast<size_t>(nh));
+      lat_rows.resize(static_cast<size_t>(nh));
+      for (int i = 0; i < nh; ++i) {
+        query_rows[static_cast<size_t>(i)] = &query_[static_cast<size_t>((t * heads + h0 + i) * kd)];
+        score_rows[static_cast<size_t>(i)] = &scores[static_cast<size_t>(i * stride)];
+        lat_rows[static_cast<size_t>(i)] = &lat_[static_cast<size_t>((t * heads + h0 + i) * lora)];
+      }
+      latent_scores({query_rows.data(), nh, kp, kd, len, score_rows.data()});
+      for (float* s : score_rows) {
+        for (int64_t p = 0; p < len; ++p) s[p] *= scale;
+        softmax(s, len);
+        std::fill(s + len, s + stride, 0.0f);
+      }
+      latent_mix({score_rows.data(), nh, kp, kd, lora, len, lat_rows.data()});
+      // out_h = W_v,h · lat_h
+      for (int64_t h = h0; h < h1 && fused; ++h) {
+        const float* lat = &lat_[static_cast<size_t>((t * heads + h) * lora)];
+        if (levels) {
+          vec_times_levels(w.v_levels[static_cast<size_t>(h)], lat, out + t * heads * vd + h * vd);
+        } else {
           wv.data = static_cast<const float*>(w.wv.data) + h * vd * lora;
           matmul(wv, lat, 1, out + t * heads * vd + h * vd, product_scratch, batch_invariant);
         }

@@ -1,6 +1,6 @@
 // Causal attention for KV heads on AVX2 (see tensor/attention.h): attend_tiles.h at 8 lanes.
 // The scalar loop it replaces (model/blocks/gqa_attention.cpp) was ~15 % of a 1b F16 prompt at
-// 2 threads.
+// 2 threads. Also latent attention's kernels (level_tiles.h, latent_tiles.h).
 #if defined(__x86_64__)
 #include <algorithm>
 #include <cmath>
@@ -14,10 +14,19 @@
 
 #include "tensor/kernels/attend_tiles.h"
 #include "tensor/kernels/avx2_vec.h"
+#include "tensor/kernels/latent_tiles.h"
+#include "tensor/kernels/level_tiles.h"
 
 namespace orchard::kernels {
 
 AttendFn avx2_attend() { return attend_tiles::attend<Avx2F32>; }
+// 8 registers of outputs (64 columns) beside the temporaries, within AVX2's 16
+LevelProductFn avx2_level_product() { return level_tiles::product<Avx2F32, 8>; }
+// 2 heads × 4 registers of a panel's 32 lanes, beside the row's 4 (of 16)
+const LatentFns* avx2_latent() {
+  static const LatentFns fns{latent_tiles::scores<Avx2F32, 2>, latent_tiles::mix<Avx2F32, 2>};
+  return &fns;
+}
 
 }  // namespace orchard::kernels
 

@@ -91,6 +91,22 @@ AttendFn lookup_attend(Isa isa) {
     default: return nullptr;
   }
 }
+LevelProductFn lookup_level_product(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512: return avx512_level_product();
+    case Isa::Avx2: return avx2_level_product();
+    case Isa::Neon: return neon_level_product();
+    default: return nullptr;
+  }
+}
+const LatentFns* lookup_latent(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512: return avx512_latent();
+    case Isa::Avx2: return avx2_latent();
+    case Isa::Neon: return neon_latent();
+    default: return nullptr;
+  }
+}
 SwigluFn lookup_swiglu(Isa isa) {
   switch (isa) {
     case Isa::Avx512: return avx512_swiglu();
@@ -128,6 +144,10 @@ SwigluFn avx2_swiglu() { return nullptr; }
 RopeFn avx2_rope() { return nullptr; }
 RopeFn avx512_rope() { return nullptr; }
 const HalfFns* avx512_half() { return nullptr; }
+LevelProductFn avx2_level_product() { return nullptr; }
+LevelProductFn avx512_level_product() { return nullptr; }
+const LatentFns* avx2_latent() { return nullptr; }
+const LatentFns* avx512_latent() { return nullptr; }
 #endif
 #if !defined(__aarch64__)
 Kernels lookup_neon(DType) { return {}; }
@@ -135,6 +155,8 @@ const HalfFns* neon_half() { return nullptr; }
 AttendFn neon_attend() { return nullptr; }
 SwigluFn neon_swiglu() { return nullptr; }
 RopeFn neon_rope() { return nullptr; }
+LevelProductFn neon_level_product() { return nullptr; }
+const LatentFns* neon_latent() { return nullptr; }
 const PackedKernels* neon_f16_packed() { return nullptr; }
 const PackedKernels* neon_packed(DType) { return nullptr; }
 const PackedKernels* neon_packed_dotprod(DType) { return nullptr; }

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "tensor/attention.h"
+#include "tensor/latent_attention_kernels.h"
+#include "tensor/level_matrix.h"
 #include "tensor/types.h"
 
 namespace orchard::kernels {
@@ -128,6 +130,22 @@ AttendFn lookup_attend(Isa isa);  // nullptr where `isa` has none
 AttendFn avx512_attend();
 AttendFn avx2_attend();
 AttendFn neon_attend();
+// y = x·M over integer levels (tensor/level_matrix.h, level_tiles.h); nullptr where `isa` has none.
+using LevelProductFn = void (*)(const LevelMatrix& m, const float* x, float* y);
+LevelProductFn lookup_level_product(Isa isa);
+LevelProductFn avx512_level_product();  // avx512_latent.cpp
+LevelProductFn avx2_level_product();    // avx2_attention.cpp
+LevelProductFn neon_level_product();    // neon_attention.cpp
+// Latent attention's passes over the latent cache (tensor/latent_attention_kernels.h,
+// latent_tiles.h); nullptr where `isa` has none.
+struct LatentFns {
+  void (*scores)(const LatentScoresArgs& a);
+  void (*mix)(const LatentMixArgs& a);
+};
+const LatentFns* lookup_latent(Isa isa);
+const LatentFns* avx512_latent();  // avx512_latent.cpp
+const LatentFns* avx2_latent();    // avx2_attention.cpp
+const LatentFns* neon_latent();    // neon_attention.cpp
 // out = silu(gate) ⊙ up over n floats (tensor/ops.h's swiglu); nullptr where `isa` has none.
 using SwigluFn = void (*)(const float* gate, const float* up, float* out, int64_t n);
 SwigluFn lookup_swiglu(Isa isa);

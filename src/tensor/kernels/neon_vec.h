@@ -16,6 +16,12 @@ struct NeonF32 {
   static Reg splat(float x) { return vdupq_n_f32(x); }
   static Reg load(const float* p) { return vld1q_f32(p); }
   static Reg load(const uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+  // 4 levels (a 32-bit load, so the last group of a row reads nothing past it) widened to floats
+  static Reg load_i8(const int8_t* p) {
+    int32_t w;
+    __builtin_memcpy(&w, p, sizeof w);
+    return vcvtq_f32_s32(vmovl_s16(vget_low_s16(vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(w))))));
+  }
   static void store(float* p, Reg r) { vst1q_f32(p, r); }
   static Reg fma(Reg a, Reg b, Reg acc) { return vfmaq_f32(acc, a, b); }
   static Reg fms(Reg a, Reg b, Reg c) { return vfmaq_f32(vnegq_f32(c), a, b); }  // a·b − c, one rounding
