@@ -58,11 +58,14 @@ void vec_times_levels_reference(const LevelMatrix& m, const float* x, float* y) 
   }
 }
 
-void vec_times_levels(const LevelMatrix& m, const float* x, float* y) {
+void rows_times_levels(const LevelMatrix& m, const float* x, int64_t n, int64_t x_stride, float* y, int64_t y_stride) {
   static const kernels::LevelProductFn simd = kernels::lookup_level_product(kernels::detect_isa());
-  if (simd) simd(m, x, y);
-  else vec_times_levels_reference(m, x, y);
+  if (simd) simd(m, x, n, x_stride, y, y_stride);
+  else
+    for (int64_t t = 0; t < n; ++t) vec_times_levels_reference(m, x + t * x_stride, y + t * y_stride);
 }
+
+void vec_times_levels(const LevelMatrix& m, const float* x, float* y) { rows_times_levels(m, x, 1, 0, y, 0); }
 
 bool levels_from_rows(DType t, const void* data, size_t row_bytes, int64_t rows, int64_t cols, bool transposed,
                       LevelStore& out) {

@@ -39,6 +39,9 @@ struct LevelMatrix {
 // Needs cols a multiple of 16 (and rows of 16 for column groups): level_matrix_fits.
 void vec_times_levels(const LevelMatrix& m, const float* x, float* y);
 void vec_times_levels_reference(const LevelMatrix& m, const float* x, float* y);  // scalar, same bits
+// The same for n rows x_t (x_stride apart) into y_t (y_stride apart), each row the same bits as
+// vec_times_levels gives it alone; the kernels widen each level once for several rows.
+void rows_times_levels(const LevelMatrix& m, const float* x, int64_t n, int64_t x_stride, float* y, int64_t y_stride);
 bool level_matrix_fits(int64_t rows, int64_t cols, LevelGroups groups);
 // Asks for m's bytes to be brought towards this core's L2, to be read soon: a product of a
 // matrix that no cache holds otherwise waits on memory latency row by row (a 16 KiB product of

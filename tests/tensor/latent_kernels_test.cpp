@@ -111,9 +111,22 @@ TEST(Levels, ProductsMatchTheReferenceOnEveryIsaAndDoublePrecision) {
           const kernels::LevelProductFn fn = kernels::lookup_level_product(isa);
           ASSERT_NE(fn, nullptr) << kernels::isa_name(isa);
           std::vector<float> y(static_cast<size_t>(out), -1.0f);
-          fn(m.view, x.data(), y.data());
+          fn(m.view, x.data(), 1, 0, y.data(), 0);
           for (int64_t c = 0; c < out; ++c)
             ASSERT_EQ(y[static_cast<size_t>(c)], ref[static_cast<size_t>(c)]) << kernels::isa_name(isa) << " column " << c;
+          // Several rows at once (a prompt): each the bits it gets alone, whatever its place.
+          for (int64_t n : {2, 3, 4, 5, 9}) {
+            const int64_t xs = in + 3, ys = out + 5;  // strides wider than a row
+            std::vector<float> xn = random_floats(static_cast<size_t>(n * xs), static_cast<uint32_t>(n));
+            std::vector<float> yn(static_cast<size_t>(n * ys), -1.0f), one(static_cast<size_t>(out));
+            fn(m.view, xn.data(), n, xs, yn.data(), ys);
+            for (int64_t t = 0; t < n; ++t) {
+              vec_times_levels_reference(m.view, &xn[static_cast<size_t>(t * xs)], one.data());
+              for (int64_t c = 0; c < out; ++c)
+                ASSERT_EQ(yn[static_cast<size_t>(t * ys + c)], one[static_cast<size_t>(c)])
+                    << kernels::isa_name(isa) << " row " << t << " of " << n << ", column " << c;
+            }
+          }
         }
       }
 }

@@ -88,11 +88,13 @@ void LatentAttention::forward(const HParams& hp, int64_t heads, const LayerWeigh
   // A few rows (a decoding step): each attention job also moves its heads' queries into the
   // latent space and their latents out of it, one fork per layer instead of three. Each head's
   // products run on the job's thread, one row at a time, as batch_invariant needs anyway.
-  // With integer levels (level_matrix.h) every row takes that path, whatever n, so its bits do
-  // not depend on the batch.
+  // Integer levels (level_matrix.h) give a row the same bits alone or among others, so their
+  // products go in the jobs for a few rows and per head over all rows (each level widened once
+  // for several) for more.
   const bool levels = !w.k_levels.empty();
-  const bool fused = levels || (runs_serially(w.wk_t.type, w.wk_t.rows, w.wk_t.cols, n) &&
-                                runs_serially(w.wv.type, w.wv.rows, w.wv.cols, n));
+  const bool fused = levels ? n < 4
+                            : runs_serially(w.wk_t.type, w.wk_t.rows, w.wk_t.cols, n) &&
+                                  runs_serially(w.wv.type, w.wv.rows, w.wv.cols, n);
   // query_h = [W_k,hᵀ q_nope_h | q_pe_h], kd values per head
   query_.resize(static_cast<size_t>(n * heads * kd));
   auto make_query = [&](int64_t t, int64_t h) {
@@ -102,7 +104,14 @@ void LatentAttention::forward(const HParams& hp, int64_t heads, const LayerWeigh
   if (!fused) {
     qabs_.resize(static_cast<size_t>(n * heads * lora));
     // (q_nope_h: the first nope values of head h's hd)
-    per_head_products(w.wk_t, heads, n, q_.data(), qd, qabs_.data(), heads * lora, batch_invariant, hd);
+    if (levels)
+      global_pool().parallel_for(heads, 1, [&](int64_t h0, int64_t h1) {
+        for (int64_t h = h0; h < h1; ++h)
+          rows_times_levels(w.k_levels[static_cast<size_t>(h)], &q_[static_cast<size_t>(h * hd)], n, qd,
+                            &qabs_[static_cast<size_t>(h * lora)], heads * lora);
+      });
+    else
+      per_head_products(w.wk_t, heads, n, q_.data(), qd, qabs_.data(), heads * lora, batch_invariant, hd);
     for (int64_t t = 0; t < n; ++t)
       for (int64_t h = 0; h < heads; ++h) {
         std::copy_n(&qabs_[static_cast<size_t>((t * heads + h) * lora)], lora, &query_[static_cast<size_t>((t * heads + h) * kd)]);
@@ -186,7 +195,15 @@ void LatentAttention::forward(const HParams& hp, int64_t heads, const LayerWeigh
   });
 
   // out_h = W_v,h · lat_h
-  if (!fused) per_head_products(w.wv, heads, n, lat_.data(), heads * lora, out, heads * vd, batch_invariant, lora);
+  if (fused) return;
+  if (levels)
+    global_pool().parallel_for(heads, 1, [&](int64_t h0, int64_t h1) {
+      for (int64_t h = h0; h < h1; ++h)
+        rows_times_levels(w.v_levels[static_cast<size_t>(h)], &lat_[static_cast<size_t>(h * lora)], n, heads * lora,
+                          out + h * vd, heads * vd);
+    });
+  else
+    per_head_products(w.wv, heads, n, lat_.data(), heads * lora, out, heads * vd, batch_invariant, lora);
 }
 
 }  // namespace orchard

@@ -20,8 +20,9 @@
 namespace orchard::kernels {
 
 AttendFn avx2_attend() { return attend_tiles::attend<Avx2F32>; }
-// 8 registers of outputs (64 columns) beside the temporaries, within AVX2's 16
-LevelProductFn avx2_level_product() { return level_tiles::product<Avx2F32, 8>; }
+// One row: 4 registers of outputs; several: 2 rows × 4 (of AVX2's 16, beside the 4 widened
+// levels and, for column groups, as many partial sums)
+LevelProductFn avx2_level_product() { return level_tiles::product<Avx2F32, 4, 2, 2>; }
 // 2 heads × 4 registers of a panel's 32 lanes, beside the row's 4 (of 16)
 const LatentFns* avx2_latent() {
   static const LatentFns fns{latent_tiles::scores<Avx2F32, 2>, latent_tiles::mix<Avx2F32, 2>};

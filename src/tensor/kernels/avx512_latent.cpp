@@ -33,8 +33,9 @@ struct V512Latent {
 
 }  // namespace
 
-// 8 registers of outputs (128 columns): FMA latency × throughput wants 8 chains in flight
-LevelProductFn avx512_level_product() { return level_tiles::product<V512Latent, 8>; }
+// One row: 8 registers of outputs (FMA latency × throughput wants 8 chains in flight); several:
+// 4 rows × 4 registers (16 chains) beside the 4 widened levels
+LevelProductFn avx512_level_product() { return level_tiles::product<V512Latent, 8, 4, 4>; }
 
 // 4 heads × 2 registers of a panel's 32 lanes, beside the row's 2
 const LatentFns* avx512_latent() {

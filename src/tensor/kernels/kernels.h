@@ -130,8 +130,10 @@ AttendFn lookup_attend(Isa isa);  // nullptr where `isa` has none
 AttendFn avx512_attend();
 AttendFn avx2_attend();
 AttendFn neon_attend();
-// y = x·M over integer levels (tensor/level_matrix.h, level_tiles.h); nullptr where `isa` has none.
-using LevelProductFn = void (*)(const LevelMatrix& m, const float* x, float* y);
+// y_t = x_t·M for n rows (x_stride, y_stride apart) over integer levels (tensor/level_matrix.h,
+// level_tiles.h); nullptr where `isa` has none.
+using LevelProductFn = void (*)(const LevelMatrix& m, const float* x, int64_t n, int64_t x_stride, float* y,
+                                int64_t y_stride);
 LevelProductFn lookup_level_product(Isa isa);
 LevelProductFn avx512_level_product();  // avx512_latent.cpp
 LevelProductFn avx2_level_product();    // avx2_attention.cpp

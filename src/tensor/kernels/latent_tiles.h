@@ -26,17 +26,24 @@ void scores_heads(const LatentScoresArgs& a, int h0) {
   for (int64_t pn = 0; pn < panels; ++pn) {
     const float* panel = a.panels + pn * a.kd * kKeyPanel;
     Reg acc[HB][R];
+#pragma GCC unroll 16
     for (int h = 0; h < HB; ++h)
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) acc[h][r] = V::zero();
     for (int64_t d = 0; d < a.kd; ++d) {
       Reg row[R];
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) row[r] = V::load(panel + d * kKeyPanel + r * V::kWidth);
+#pragma GCC unroll 16
       for (int h = 0; h < HB; ++h) {
         const Reg q = V::splat(a.query[h0 + h][d]);
+#pragma GCC unroll 16
         for (int r = 0; r < R; ++r) acc[h][r] = V::fma(q, row[r], acc[h][r]);
       }
     }
+#pragma GCC unroll 16
     for (int h = 0; h < HB; ++h)
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) V::store(a.scores[h0 + h] + pn * kKeyPanel + r * V::kWidth, acc[h][r]);
   }
 }
@@ -50,21 +57,28 @@ void mix_heads(const LatentMixArgs& a, int h0, float* lanes) {
   const int64_t panels = (a.len + kKeyPanel - 1) / kKeyPanel;
   for (int64_t d = 0; d < a.lora; ++d) {
     Reg acc[HB][R];
+#pragma GCC unroll 16
     for (int h = 0; h < HB; ++h)
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) acc[h][r] = V::zero();
     for (int64_t pn = 0; pn < panels; ++pn) {
       const float* row = a.panels + pn * a.kd * kKeyPanel + d * kKeyPanel;
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         const Reg x = V::load(row + r * V::kWidth);
+#pragma GCC unroll 16
         for (int h = 0; h < HB; ++h)
           acc[h][r] = V::fma(V::load(a.weights[h0 + h] + pn * kKeyPanel + r * V::kWidth), x, acc[h][r]);
       }
     }
+#pragma GCC unroll 16
     for (int h = 0; h < HB; ++h) {
       float* l = lanes + (h * a.lora + d) * kKeyPanel;
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) V::store(l + r * V::kWidth, acc[h][r]);
     }
   }
+#pragma GCC unroll 16
   for (int h = 0; h < HB; ++h)
     for (int64_t d = 0; d < a.lora; ++d) a.lat[h0 + h][d] = latent_lane_sum(lanes + (h * a.lora + d) * kKeyPanel);
 }

@@ -16,8 +16,9 @@
 namespace orchard::kernels {
 
 AttendFn neon_attend() { return attend_tiles::attend<NeonF32>; }
-// 16 registers of outputs (64 columns) of NEON's 32
-LevelProductFn neon_level_product() { return level_tiles::product<NeonF32, 16>; }
+// One row: 8 registers of outputs; several: 3 rows × 4 (of NEON's 32, beside the widened levels
+// and, for column groups, as many partial sums)
+LevelProductFn neon_level_product() { return level_tiles::product<NeonF32, 8, 3, 4>; }
 // 2 heads × 8 registers of a panel's 32 lanes, beside the row's 8 (of 32)
 const LatentFns* neon_latent() {
   static const LatentFns fns{latent_tiles::scores<NeonF32, 2>, latent_tiles::mix<NeonF32, 2>};
