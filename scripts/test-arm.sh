@@ -31,6 +31,6 @@ for variant in armv8-a armv8.2-a+dotprod; do
   cmake --build "$dir" -j "$(nproc)" --target tensor_tests model_tests
   cpu=max
   [[ $variant == armv8-a ]] && cpu=cortex-a72
-  QEMU_CPU=$cpu ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" -R '^(Kernels|Attention|Ops|AllWeightTypes|Matmul|Quant|Zoo|Fp16|Bf16|ThreadPool|Stories260K|RandLlama|Sampler|SyntheticModel|BatchForward|Formats/BatchForward|Golden/MoeGolden[.].*_F32[^_]|MoeFile|MoeRouting)'
+  QEMU_CPU=$cpu ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" -R '^(Kernels|Attention|Levels|LatentAttention|Ops|AllWeightTypes|Matmul|Quant|Zoo|Fp16|Bf16|ThreadPool|Stories260K|RandLlama|Sampler|SyntheticModel|BatchForward|Formats/BatchForward|Golden/MoeGolden[.].*_F32[^_]|MoeFile|MoeRouting)'
 done
 QEMU_CPU=neoverse-n1 ctest --test-dir build-arm-dotprod --output-on-failure -j "$(nproc)" -R '^(Kernels|Attention|Ops|AllWeightTypes|Matmul)'
