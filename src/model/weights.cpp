@@ -147,8 +147,8 @@ bool levels_fit(DType t, int64_t nope, int64_t vd, int64_t lora) {
          level_matrix_fits(lora, vd, LevelGroups::kAlongColumns);
 }
 
-// Latent attention (deepseek2). attn_kv_b is taken apart into absorbed float matrices: the
-// cache then holds the latent, and no step expands it into per-head keys and values. A
+// Latent attention (deepseek2). attn_kv_b is taken apart into absorbed per-head matrices
+// (integer levels where its format has them, else floats): the cache then holds the latent, and no step expands it into per-head keys and values. A
 // tensor-parallel shard keeps its query heads' rows of attn_q_b and attn_kv_b and their columns
 // of attn_output; the latent (attn_kv_a_mqa) and q_a stay whole, since every head reads them.
 void bind_latent_attention(Binder& b, const HParams& hp, const Shard& s, const std::string& p, LayerWeights& L) {

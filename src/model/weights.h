@@ -82,8 +82,8 @@ struct ModelWeights {
   // cannot compute with. Row ranges are views into the file; column ranges are copies.
   static ModelWeights bind(const GGUFFile& file, const HParams& hp, const Shard& shard = Shard{});
 
-  // Small 1-D tensors (norms, biases) and latent attention's absorbed matrices, converted to
-  // floats once and kept here.
+  // Small 1-D tensors (norms, biases) and latent attention's absorbed matrices (as floats where
+  // attn_kv_b's format has no integer levels), converted once and kept here.
   std::vector<std::unique_ptr<std::vector<float>>> owned;
   std::vector<std::unique_ptr<LevelStore>> owned_levels;  // latent attention's k_levels, v_levels
   // The file byte ranges bind() reads for `shard`: what a rank must load.
