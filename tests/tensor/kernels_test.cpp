@@ -2,6 +2,7 @@
 // row and token tiles and their remainders.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -358,7 +359,7 @@ TEST(Kernels, PackedWeightKernelsMatchScalarReference) {
     // 4192 columns: two whole slabs and a short one, where slab_cols is 2048; F16's 256-column
     // blocks, 16 whole and a short one. The K-quants' blocks are 256 wide.
     for (int64_t cols : {32, 96, 256, 768, 2048, 4192})
-      for (int64_t ntok : {1, 2, 3, 4, 9}) {
+      for (int64_t ntok : {1, 2, 3, 4, 6, 9, 13}) {
         if (cols % type_info(wt).block_elems != 0) continue;
         std::mt19937 rng(static_cast<uint32_t>(cols + ntok));
         const int64_t rows = 3 * pk.row_group;
@@ -398,6 +399,38 @@ TEST(Kernels, PackedWeightKernelsMatchScalarReference) {
         }
       }
   }
+}
+
+// The K-quants' prompt tiles keep one exact integer per row and super-block, so AVX-512's VNNI
+// tiles (vpdpbusd, six tokens a pass) and AVX2's (int16 pairs, three or four) give the same bits.
+TEST(Kernels, KQuantPromptTilesGiveTheSameBitsOnEveryX86Isa) {
+  std::vector<Isa> x86;
+  for (Isa isa : simd_isas())
+    if (isa == Isa::Avx2 || isa == Isa::Avx512) x86.push_back(isa);
+  if (x86.size() < 2) GTEST_SKIP() << "needs both AVX2 and AVX-512 on this CPU";
+  for (DType wt : {DType::Q4_K, DType::Q6_K})
+    for (int64_t ntok : {1, 5, 6, 7, 13, 64}) {
+      const int64_t cols = 768, rows = 16;
+      std::mt19937 rng(static_cast<uint32_t>(ntok));
+      const size_t wrb = row_bytes(wt, cols);
+      std::vector<uint8_t> w(wrb * rows);
+      fill_weights(wt, w, rows * cols, rng);
+      std::vector<std::vector<float>> ys;
+      for (Isa isa : x86) {
+        const kernels::PackedKernels& pk = *kernels::lookup(wt, isa).packed;
+        ASSERT_TRUE(pk.gemm_many) << type_name(wt) << " on " << kernels::isa_name(isa);
+        std::vector<uint8_t> packed(pk.pack_bytes(rows, cols));
+        pk.pack(w.data(), wrb, rows, 0, rows, cols, packed.data());
+        std::mt19937 xr(7);
+        const Tokens x = prepare_tokens(pk.prepare, pk.prep_bytes, vec_dot_type(wt), cols, ntok, xr);
+        std::vector<float> y(rows * ntok);
+        pk.gemm_many(packed.data(), rows, 0, rows, x.prepared.data(), x.pb, ntok, cols, y.data(), rows);
+        ys.push_back(std::move(y));
+      }
+      for (size_t i = 0; i < ys[0].size(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(ys[0][i]), std::bit_cast<uint32_t>(ys[1][i]))
+            << type_name(wt) << " ntok " << ntok << " at " << i << ": " << ys[0][i] << " vs " << ys[1][i];
+    }
 }
 
 }  // namespace

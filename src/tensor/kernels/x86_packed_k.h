@@ -157,54 +157,35 @@ void lane_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t, float* y
 template <class Dot>
 constexpr GroupTileFn kTiles[1] = {lane_tile<Dot>};
 
-// Prompts (PackedKernels::gemm_many): one exact integer per row and super-block, Σ_j sc_j·(q_j·x_j)
-// with a sub-block's 8 chunks summed in int16 (≤ 8·3810 = 30480) and one madd by (sc, sc), the
-// mins' integer beside it, and one FMA chain per row; up to 3 tokens share each unpacked chunk.
-// Not ggml's rounding, so matmul leaves it out where a token's bits must not depend on its batch.
-template <class Dot, int TB>
-void many_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb, float* y, int64_t ldy, bool) {
+// Prompts (PackedKernels::gemm_many): one exact integer per row and super-block, Σ_j sc_j·(q_j·x_j),
+// the mins' integer beside it, and one FMA chain per row. Not ggml's rounding, so matmul leaves
+// it out where a token's bits must not depend on its batch. Pairs::add<TB>(pb, p, xb, isum) adds
+// sub-blocks 2p and 2p + 1 to each token's integers, the ISA's way (Int16Pairs below,
+// x86_packed_k_vnni.h); being exact, every way gives the same bits.
+template <class Dot, int TB, class Pairs>
+void q4_k_many_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb, float* y, int64_t ldy, bool) {
   __m256 acc[TB];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < TB; ++t) acc[t] = _mm256_setzero_ps();
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* pb = wg + b * Q4_KFormat::kBlock;
     const uint8_t* xb[TB];
     __m256i isum[TB];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < TB; ++t) {
       xb[t] = x + t * xrb + b * Q4_KFormat::kXBytes;
       isum[t] = _mm256_setzero_si256();
     }
-    for (int p = 0; p < 4; ++p) {
-      __m256i sa[TB], sb[TB];
-#pragma GCC unroll 4
-      for (int t = 0; t < TB; ++t) sa[t] = sb[t] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-      for (int k = 0; k < 8; ++k) {
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + kQOffset + 256 * p + 32 * k));
-        const __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-#pragma GCC unroll 4
-        for (int t = 0; t < TB; ++t) {
-          sa[t] = _mm256_add_epi16(sa[t], _mm256_maddubs_epi16(lo, bcast4(xb[t] + 64 * p + 4 * k)));
-          sb[t] = _mm256_add_epi16(sb[t], _mm256_maddubs_epi16(hi, bcast4(xb[t] + 64 * p + 32 + 4 * k)));
-        }
-      }
-      __m256i sca, scb;
-      scale_pairs<false>(pb + 32 + 16 * p, sca, scb);
-#pragma GCC unroll 4
-      for (int t = 0; t < TB; ++t)
-        isum[t] = Dot::add(Dot::add(isum[t], sa[t], sca), sb[t], scb);
-    }
+    for (int p = 0; p < 4; ++p) Pairs::template add<TB>(pb, p, xb, isum);
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb)));
     const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + 16)));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < TB; ++t) {
       __m256i msum = _mm256_setzero_si256();
 #pragma GCC unroll 4
       for (int p = 0; p < 4; ++p) {
         const __m256i mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + 96 + 16 * p)));
-        msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mins, bcast4(xb[t] + kXSums + 4 * p)));
+        msum = Dot::add(msum, mins, bcast4(xb[t] + kXSums + 4 * p));
       }
       float dx;
       std::memcpy(&dx, xb[t] + kXD, 4);
@@ -212,15 +193,43 @@ void many_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb, floa
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, _mm256_set1_ps(-dx)), acc[t]);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < TB; ++t) _mm256_storeu_ps(y + t * ldy, acc[t]);
 }
+
+// A sub-block's 8 chunks summed in int16 (maddubs pairs ≤ 3810, 8 of them ≤ 30480), then one
+// madd by (sc, sc); up to 3 tokens share each unpacked chunk.
+template <class Dot>
+struct Int16Pairs {
+  template <int TB>
+  [[gnu::always_inline]] static void add(const uint8_t* pb, int p, const uint8_t* const* xb, __m256i* isum) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    __m256i sa[TB], sb[TB];
+#pragma GCC unroll 4
+    for (int t = 0; t < TB; ++t) sa[t] = sb[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + kQOffset + 256 * p + 32 * k));
+      const __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+#pragma GCC unroll 4
+      for (int t = 0; t < TB; ++t) {
+        sa[t] = _mm256_add_epi16(sa[t], _mm256_maddubs_epi16(lo, bcast4(xb[t] + 64 * p + 4 * k)));
+        sb[t] = _mm256_add_epi16(sb[t], _mm256_maddubs_epi16(hi, bcast4(xb[t] + 64 * p + 32 + 4 * k)));
+      }
+    }
+    __m256i sca, scb;
+    scale_pairs<false>(pb + 32 + 16 * p, sca, scb);
+#pragma GCC unroll 4
+    for (int t = 0; t < TB; ++t) isum[t] = Dot::add(Dot::add(isum[t], sa[t], sca), sb[t], scb);
+  }
+};
 
 struct Q4_KMany : Q4_KFormat {
   static constexpr int64_t kMaxTile = 3;
 };
 template <class Dot>
-constexpr GroupTileFn kManyTiles[3] = {many_tile<Dot, 1>, many_tile<Dot, 2>, many_tile<Dot, 3>};
+constexpr GroupTileFn kManyTiles[3] = {q4_k_many_tile<Dot, 1, Int16Pairs<Dot>>, q4_k_many_tile<Dot, 2, Int16Pairs<Dot>>,
+                                       q4_k_many_tile<Dot, 3, Int16Pairs<Dot>>};
 
 
 // Q6_K: 16 sub-blocks of 16 with int8 scales, q = (4 low bits | 2 high bits) − 32:
@@ -233,13 +242,16 @@ constexpr GroupTileFn kManyTiles[3] = {many_tile<Dot, 1>, many_tile<Dot, 2>, man
 // 4 runs of 4 weights (elements 128h + 32r + 4k .. +3, r = 0..3). A token is prepared as int8
 // q[256], float d and, per half h, pair of runs (2j, 2j + 1) and chunk k, the runs' −32·Σx as
 // an int16 pair: the −32 offsets of a lane join its sum as 2 products per pair of runs (one
-// Dot::add against the two sub-blocks' scales) instead of a subtraction per run.
+// Dot::add against the two sub-blocks' scales) instead of a subtraction per run. Prompts, whose
+// integer is one per row and super-block, take the offsets from the sub-blocks' sums instead:
+// per half h, run pair j and chunk half c, (Σx of sub-block 8h + 4j + c, of 8h + 4j + 2 + c).
 constexpr size_t kQ6Scales = 16, kQ6Q = 16 + 128;
 constexpr size_t kQ6XD = 256, kQ6XBias = 260;  // bias: (h, j, k) at 4·(16h + 8j + k)
+constexpr size_t kQ6XSums = kQ6XBias + 128;    // sub-block sums: (h, j, c) at 4·(4h + 2j + c)
 
 struct Q6_KFormat {
   static constexpr int64_t kGroup = kRows, kElems = 256;
-  static constexpr size_t kBlock = kQ6Q + 2 * 8 * 96, kXBytes = 256 + 4 + 128;
+  static constexpr size_t kBlock = kQ6Q + 2 * 8 * 96, kXBytes = kQ6XSums + 32;
   static constexpr int64_t kSlab = int64_t{1} << 40;
   static constexpr int64_t kMaxTile = 1;
   static void pack_block(const uint8_t* w, size_t wrb, int64_t b, uint8_t* dst) {
@@ -273,6 +285,12 @@ void prepare_q6_k(const float* x, int64_t n, uint8_t* out) {
           const int16_t pair[2] = {static_cast<int16_t>(-32 * run_sum(e)), static_cast<int16_t>(-32 * run_sum(e + 32))};
           std::memcpy(dst + kQ6XBias + 4 * (16 * h + 8 * j + k), pair, 4);
         }
+    for (int h = 0; h < 2; ++h)
+      for (int j = 0; j < 2; ++j)
+        for (int c = 0; c < 2; ++c) {
+          const int16_t pair[2] = {q.bsums[8 * h + 4 * j + c], q.bsums[8 * h + 4 * j + 2 + c]};
+          std::memcpy(dst + kQ6XSums + 4 * (4 * h + 2 * j + c), pair, 4);
+        }
   }
 }
 
@@ -291,6 +309,16 @@ void prepare_q6_k(const float* x, int64_t n, uint8_t* out) {
     pairs[2 * j] = _mm256_blend_epi16(sc[4 * j], sc[4 * j + 2], 0xAA);
     pairs[2 * j + 1] = _mm256_blend_epi16(sc[4 * j + 1], sc[4 * j + 3], 0xAA);
   }
+}
+
+// Σ_s sc_s·Σx_s over half h's 8 sub-blocks for one token (prompt tiles; the caller multiplies by
+// −32): |sc| ≤ 128, |Σx| ≤ 16·127, exact in int32.
+template <class Dot>
+[[gnu::always_inline]] inline __m256i q6_sub_block_sums(const __m256i bias_sc[4], const uint8_t* xb, int h) {
+  __m256i m = _mm256_setzero_si256();
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) m = Dot::add(m, bias_sc[i], bcast4(xb + kQ6XSums + 4 * (4 * h + i)));
+  return m;
 }
 
 // A chunk's three words of 8 rows as 4 runs of unsigned 6-bit weights (elements 32r + 4k ..).
@@ -354,7 +382,8 @@ template <class Dot>
 constexpr GroupTileFn kQ6Tiles[1] = {q6_k_tile<Dot>};
 
 // Q6_K prompts (gemm_many): the same integers, all lanes of a super-block in one int32 sum per
-// row and one FMA, up to 4 tokens sharing each unpacked chunk. Not ggml's rounding (see
+// row and one FMA (the −32 offsets from the sub-blocks' sums), up to 4 tokens sharing each
+// unpacked chunk. Not ggml's rounding (see
 // many_tile), so matmul leaves it out where bits must not depend on the batch.
 template <class Dot, int TB>
 void q6_k_many_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb, float* y, int64_t ldy, bool) {
@@ -378,16 +407,15 @@ void q6_k_many_tile(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb,
         __m256i q[4];
         q6_unpack(pb + kQ6Q + 96 * (8 * h + k), q);
 #pragma GCC unroll 4
-        for (int t = 0; t < TB; ++t)
-          for (int j = 0; j < 2; ++j)
-            isum[t] = Dot::add(isum[t], bias_sc[2 * j + k / 4], bcast4(xb[t] + kQ6XBias + 4 * (16 * h + 8 * j + k)));
-#pragma GCC unroll 4
         for (int r = 0; r < 4; ++r) {
           const int e = 128 * h + 32 * r + 4 * k;
 #pragma GCC unroll 4
           for (int t = 0; t < TB; ++t) isum[t] = Dot::add(isum[t], _mm256_maddubs_epi16(q[r], bcast4(xb[t] + e)), sc[2 * r + k / 4]);
         }
       }
+#pragma GCC unroll 4
+      for (int t = 0; t < TB; ++t)
+        isum[t] = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(q6_sub_block_sums<Dot>(bias_sc, xb[t], h), 5));
     }
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb)));
 #pragma GCC unroll 4
