@@ -9,10 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "network/ledger_proof.h"
-#include "network/node_info.h"
+#include "network/protocol_names.h"
 #include "network/placement.h"
-#include "network/protocol.h"
 #include "tensor/error.h"
 
 namespace {

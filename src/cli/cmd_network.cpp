@@ -11,7 +11,7 @@
 #include "cli/commands.h"
 #include "network/api_keys.h"
 #include "network/coordinator.h"
-#include "network/credits.h"
+#include "network/protocol_names.h"
 #include "network/database.h"
 #include "network/ledger.h"
 #include "tensor/error.h"

@@ -16,7 +16,7 @@
 #include "dist/make_group.h"
 #include "model/json_number.h"
 #include "model/synthetic/synthetic.h"
-#include "network/node_identity.h"
+#include "network/protocol_names.h"
 #include "node/agent.h"
 #include "node/group.h"
 #include "node/ledger_check.h"
@@ -36,6 +36,7 @@ struct NodeOpts {
   int threads = 0, poll_wait = 10, tp = 0;
   int64_t ctx = 0, chunk = 64;
   KVType kv_type = KVType::F32;  // a job resumed on another node continues the same text
+  std::string cheat;             // tests of the coordinator's checks (node::AgentOptions::cheat)
 };
 
 std::string default_key_path() { return (std::filesystem::path(orchard_home()) / "node" / "node.key").string(); }
@@ -83,6 +84,7 @@ node::AgentOptions agent_options(const NodeOpts& o) {
   ao.memory_bytes = o.memory.empty() ? 0 : parallel::parse_bytes(o.memory);
   if (!o.memory.empty() && ao.memory_bytes == 0) throw Error("--memory " + o.memory + ": lend more than nothing");
   ao.poll_wait_s = o.poll_wait;
+  ao.cheat = o.cheat;
   return ao;
 }
 
@@ -243,6 +245,10 @@ void register_node(CLI::App& app) {
   cmd->add_option("-c,--ctx", o->ctx, "Context size in tokens (0: min(model's, 4096))");
   add_kv_type_option(cmd, o->kv_type);
   cmd->add_option("--poll-wait", o->poll_wait, "Seconds each long-poll for work waits")->capture_default_str();
+  // Hidden: a node that misbehaves on purpose, for the tests that the coordinator catches it.
+  cmd->add_option("--cheat", o->cheat, "Misbehave on purpose (tests): inflate-tokens")
+      ->check(CLI::IsMember({"inflate-tokens"}))
+      ->group("");
   cmd->footer(
       "Examples:\n"
       "  orchard node --coordinator http://coord.example:8090 -m llama-3.1-8b-q4 --dedicated\n"

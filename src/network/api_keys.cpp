@@ -2,8 +2,7 @@
 
 #include <chrono>
 
-#include "network/ledger_hash.h"
-#include "network/secure_random.h"
+#include "network/protocol_names.h"
 #include "tensor/error.h"
 
 namespace orchard::network {

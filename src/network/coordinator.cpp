@@ -7,8 +7,7 @@
 #include <cstdio>
 
 #include "network/coordinator_state.h"
-#include "network/credits.h"
-#include "network/protocol.h"
+#include "network/protocol_names.h"
 #include "network/database.h"
 #include "serve/http_util.h"
 

@@ -20,7 +20,7 @@
 #include <string>
 
 #include "network/job_store.h"
-#include "network/request_signing.h"
+#include "network/protocol_names.h"
 
 namespace orchard::network {
 

@@ -1,8 +1,7 @@
 // The coordinator's client endpoints (OpenAI's chat/completions and models, with an API key)
 // and /health, and the pump that passes stored output on to the clients' streams.
 #include "network/coordinator_state.h"
-#include "network/ledger_hash.h"
-#include "network/protocol.h"
+#include "network/protocol_names.h"
 #include "serve/http_util.h"
 #include "serve/openai.h"
 #include "serve/request_params.h"

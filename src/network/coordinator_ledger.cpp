@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "network/coordinator_state.h"
-#include "network/ledger_proof.h"
+#include "network/protocol_names.h"
 #include "serve/http_util.h"
 
 namespace orchard::network {

@@ -3,7 +3,7 @@
 // and hand-back, and a node's own record. Every one is signed (node_endpoint).
 #include "model/json_number.h"
 #include "network/coordinator_state.h"
-#include "network/protocol.h"
+#include "network/protocol_names.h"
 #include "serve/http_util.h"
 #include "serve/request_params.h"
 

@@ -17,7 +17,7 @@
 #include "network/api_keys.h"
 #include "network/coordinator.h"
 #include "network/ledger.h"
-#include "network/node_identity.h"
+#include "network/protocol_names.h"
 #include "network/nonce_store.h"
 #include "network/rate_meter.h"
 #include "serve/stream.h"

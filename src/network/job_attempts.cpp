@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "network/billed_usage.h"
 #include "network/job_store.h"
 
 namespace orchard::network {
@@ -245,25 +246,45 @@ Completion JobStore::complete(const std::string& job_id, int64_t attempt, const 
     const bool first = a.state != "done";
     if (first) {
       check_live(where, a.state, a.lease_deadline, now_ms);
+      const Usage billed = billed_usage(job_id, usage);
       sql::Stmt at(db(),
                    "UPDATE attempts SET state = 'done', ended_at = ?3, prompt_tokens = ?4, generated_tokens = ?5 "
                    "WHERE job_id = ?1 AND attempt = ?2");
-      at.bind(1, job_id).bind(2, attempt).bind(3, now_ms).bind(4, usage.prompt_tokens).bind(5, usage.generated_tokens).step();
+      at.bind(1, job_id).bind(2, attempt).bind(3, now_ms).bind(4, billed.prompt_tokens).bind(5, billed.generated_tokens).step();
       sql::Stmt job(db(),
                     "UPDATE jobs SET state = 'done', usage_prompt = ?2, usage_generated = ?3, finished_at = ?4, waiting = '', "
                     "finish_reason = ?5 WHERE id = ?1");
-      job.bind(1, job_id).bind(2, usage.prompt_tokens).bind(3, usage.generated_tokens).bind(4, now_ms);
+      job.bind(1, job_id).bind(2, billed.prompt_tokens).bind(3, billed.generated_tokens).bind(4, now_ms);
       job.bind(5, usage.finish_reason).step();
       // Reliability recovers slowly with finished work, so one old abandonment is not forever.
       sql::Stmt rel(db(), "UPDATE nodes SET reliability = reliability + (1.0 - reliability) * ?2 WHERE id = ?1");
       rel.bind(1, node_id).bind(2, options_.recover_share).step();
-      a.prompt_tokens = usage.prompt_tokens;
-      a.generated_tokens = usage.generated_tokens;
+      a.prompt_tokens = billed.prompt_tokens;
+      a.generated_tokens = billed.generated_tokens;
     }
     Completion c = completion_of(job_id, attempt, a);
     c.first = first;
     return c;
   });
+}
+
+Usage JobStore::billed_usage(const std::string& job_id, const Usage& reported) {
+  // Every chunk of the job, this attempt's and the earlier ones' it continued after (the node
+  // reports the job's whole output, as the client sees it). A chunk without token ids (a node
+  // that sends none) counts as one token.
+  int64_t relayed = 0;
+  sql::Stmt out(db(), "SELECT tokens FROM outputs WHERE job_id = ?1");
+  out.bind(1, job_id);
+  while (out.step()) relayed += std::max<int64_t>(1, static_cast<int64_t>(parse_tokens(out.text(0)).size()));
+  sql::Stmt req(db(), "SELECT request FROM jobs WHERE id = ?1");
+  req.bind(1, job_id).step();
+  // The coordinator stores {"api", "body"}; the body is what the client sent.
+  const nlohmann::json request = nlohmann::json::parse(req.text(0), nullptr, false);
+  const bool wrapped = request.is_object() && request.contains("body");
+  Usage billed = reported;
+  billed.generated_tokens = relayed;
+  billed.prompt_tokens = std::min(reported.prompt_tokens, prompt_token_bound(wrapped ? request["body"] : request));
+  return billed;
 }
 
 Completion JobStore::completion_of(const std::string& job_id, int64_t attempt, const Attempt& a) {

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "network/ledger_hash.h"
+#include "network/protocol_names.h"
 
 namespace orchard::network {
 namespace {

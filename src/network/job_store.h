@@ -31,8 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "network/credits.h"
-#include "network/node_info.h"
+#include "network/protocol_names.h"
 #include "network/placement.h"
 #include "network/database.h"
 #include "tensor/error.h"
@@ -68,19 +67,6 @@ struct JobRequest {
   int64_t n_ctx = 4096;        // context to reserve: prompt + max_tokens
   int64_t prompt_tokens = 0;   // estimated; 0: n_ctx − max_tokens
   int64_t max_tokens = 128;
-};
-
-// What a node is given to run.
-struct Work {
-  std::string job_id;
-  int64_t attempt = 0;
-  std::string model;
-  nlohmann::json request;
-  int64_t n_ctx = 0, max_tokens = 0;
-  std::vector<std::string> output;  // chunks earlier attempts streamed: continue after them
-  std::vector<std::vector<int32_t>> output_tokens;  // each chunk's token ids (empty if not sent)
-  int64_t lease_deadline_ms = 0;
-  std::string plan;                 // the split placement predicted ("pipeline 2", …)
 };
 
 struct AssignResult {
@@ -170,7 +156,10 @@ class JobStore {
   bool append_output(const std::string& job_id, int64_t attempt, const std::string& node_id, int64_t index,
                      const std::string& text, int64_t now_ms, const std::vector<int32_t>& tokens = {});
   // Finishes the job, exactly once: the same attempt completing again returns the first
-  // completion with first = false. NotYourJob for another node's or a dead attempt.
+  // completion with first = false. NotYourJob for another node's or a dead attempt. What is
+  // recorded and paid is not `usage` as reported: the generated tokens are those the job's
+  // attempts streamed through append_output, and the prompt tokens are capped by what the request's
+  // text could make (billed_usage.h); only the finish reason is taken as given.
   Completion complete(const std::string& job_id, int64_t attempt, const std::string& node_id, const Usage& usage,
                       int64_t now_ms);
   // Every completed job (first = false), oldest first: what a restarted coordinator checks
@@ -216,6 +205,9 @@ class JobStore {
   // The attempt, when it is `node_id`'s (NotYourJob otherwise); `doing` is for the message.
   Attempt attempt_of(const std::string& job_id, int64_t attempt, const std::string& node_id, const char* doing);
   Completion completion_of(const std::string& job_id, int64_t attempt, const Attempt& a);
+  // What a completion is billed for: the tokens the job streamed here, the prompt the node
+  // reported capped by what the request could make (billed_usage.h).
+  Usage billed_usage(const std::string& job_id, const Usage& reported);
   std::vector<std::string> output_of(const std::string& job_id, std::vector<std::vector<int32_t>>* tokens = nullptr);
   void fail_job(const std::string& job_id, const std::string& error, int64_t now_ms);
 

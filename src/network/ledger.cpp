@@ -2,7 +2,6 @@
 
 #include <chrono>
 
-#include "network/ledger_hash.h"
 #include "tensor/error.h"
 
 namespace orchard::network {
@@ -237,33 +236,6 @@ std::optional<SignedHead> Ledger::latest_signed_head() {
   sql::Stmt s(db(), "SELECT seq, hash, public_key, signature, signed_at FROM signed_heads ORDER BY id DESC LIMIT 1");
   if (!s.step()) return std::nullopt;
   return SignedHead{s.i64(0), s.text(1), s.text(2), s.text(3), s.i64(4)};
-}
-
-// ---- Ed25519 helpers ----
-
-KeyPtr generate_ed25519_key() {
-  EVP_PKEY* key = nullptr;
-  EVP_PKEY_CTX* ctx = EVP_PKEY_CTX_new_id(EVP_PKEY_ED25519, nullptr);
-  const bool ok = ctx && EVP_PKEY_keygen_init(ctx) == 1 && EVP_PKEY_keygen(ctx, &key) == 1;
-  EVP_PKEY_CTX_free(ctx);
-  if (!ok) throw Error("generating an Ed25519 key failed (OpenSSL)");
-  return KeyPtr(key);
-}
-
-std::string public_key_hex(EVP_PKEY* key) {
-  unsigned char raw[32];
-  size_t n = sizeof raw;
-  if (!key || EVP_PKEY_get_raw_public_key(key, raw, &n) != 1) throw Error("not an Ed25519 key");
-  return to_hex(raw, n);
-}
-
-KeyPtr public_key_from_hex(const std::string& hex) {
-  std::string raw;
-  if (!from_hex(hex, raw) || raw.size() != 32) throw Error("Ed25519 public key '" + hex + "' is not 64 hex digits");
-  EVP_PKEY* key = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr,
-                                              reinterpret_cast<const unsigned char*>(raw.data()), raw.size());
-  if (!key) throw Error("Ed25519 public key '" + hex + "' was refused by OpenSSL");
-  return KeyPtr(key);
 }
 
 }  // namespace orchard::network

@@ -8,7 +8,7 @@
 // the entry that paid it (a retry, a second attempt, a coordinator restarted mid-job).
 //
 // Entry N carries the hash of entry N-1 (prev_hash) and its own hash, SHA-256 over a canonical
-// encoding of all its fields and prev_hash (ledger_hash.h). The coordinator signs the head
+// encoding of all its fields and prev_hash (protocol/ledger_entry.h). The coordinator signs the head
 // (seq, hash) with Ed25519; a signed head pins every entry up to it, so an owner holding one
 // can check that their entries are included and unaltered. Triggers refuse UPDATE and DELETE
 // of entries and signed heads; verify() re-checks everything a writer with raw access could
@@ -27,34 +27,9 @@
 #include <vector>
 
 #include "network/database.h"
+#include "network/protocol_names.h"
 
 namespace orchard::network {
-
-struct Entry {
-  int64_t seq = 0;  // 1, 2, 3, … in chain order
-  std::string job_id;
-  int64_t attempt = 0;
-  std::string payer;   // client account, debited
-  std::string payee;   // owner account, credited
-  int64_t amount = 0;  // micro-credits, > 0
-  std::string details; // JSON text (tokens, model class, hardware, dedicated)
-  int64_t created_at = 0;  // Unix milliseconds
-  std::string prev_hash;   // hex; 64 zeros for seq 1
-  std::string hash;        // hex SHA-256 (ledger_hash.h)
-};
-
-struct Head {
-  int64_t seq = 0;    // 0 for an empty ledger
-  std::string hash;   // hex; 64 zeros for an empty ledger
-};
-
-struct SignedHead {
-  int64_t seq = 0;
-  std::string hash;
-  std::string public_key;  // hex, raw Ed25519 (32 bytes)
-  std::string signature;   // hex (64 bytes)
-  int64_t signed_at = 0;   // Unix milliseconds
-};
 
 struct PayResult {
   Entry entry;
@@ -124,13 +99,8 @@ class Ledger {
   std::unique_ptr<sql::Connection> db_;
 };
 
-// Ed25519 helpers (OpenSSL): a fresh key pair, and a key's raw public half as hex / back.
-struct KeyDeleter {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-using KeyPtr = std::unique_ptr<EVP_PKEY, KeyDeleter>;
-KeyPtr generate_ed25519_key();
-std::string public_key_hex(EVP_PKEY* key);
-KeyPtr public_key_from_hex(const std::string& hex);  // throws orchard::Error when malformed
+// An entry from a row of `SELECT seq, job_id, attempt, payer, payee, amount, details,
+// created_at, prev_hash, hash` (ledger.cpp), for the ledger and its verifier.
+Entry read_entry(const sql::Stmt& s);
 
 }  // namespace orchard::network

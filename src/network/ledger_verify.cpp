@@ -4,7 +4,7 @@
 #include <set>
 
 #include "network/ledger.h"
-#include "network/ledger_hash.h"
+#include "network/protocol_names.h"
 #include "tensor/error.h"
 
 namespace orchard::network {

@@ -10,19 +10,9 @@
 #include <unordered_map>
 
 #include "network/database.h"
+#include "network/protocol_names.h"
 
 namespace orchard::network {
-
-class NonceStore {
- public:
-  virtual ~NonceStore() = default;
-  // Records `nonce` from `node_id` until `expires_at_ms`. False when the pair is already
-  // recorded and not yet expired: the request is a replay. `now_ms` is the caller's clock (the
-  // same one the timestamp check used), so entries that expired before it may be dropped.
-  // Throws orchard::Error when the store itself fails; callers refuse the request then.
-  virtual bool remember(const std::string& node_id, const std::string& nonce, int64_t expires_at_ms,
-                        int64_t now_ms) = 0;
-};
 
 // One process's guard. Thread-safe.
 class MemoryNonceStore : public NonceStore {

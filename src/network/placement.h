@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "network/node_info.h"
+#include "network/protocol_names.h"
 #include "parallel/cluster.h"
 #include "parallel/predict.h"
 

@@ -10,7 +10,7 @@
 
 namespace orchard::node {
 
-using network::OutputChunk;
+using protocol::OutputChunk;
 
 namespace {
 
@@ -100,7 +100,7 @@ class Agent::Sender {
   std::thread thread_;
 };
 
-Agent::Agent(AgentOptions options, network::NodeIdentity identity, std::vector<ServedModel> models)
+Agent::Agent(AgentOptions options, protocol::NodeIdentity identity, std::vector<ServedModel> models)
     : opts_(std::move(options)),
       identity_(std::move(identity)),
       models_(std::move(models)),
@@ -129,7 +129,7 @@ Agent::~Agent() {
   if (activity_watch_.joinable()) activity_watch_.join();
 }
 
-network::NodeInfo Agent::describe() const { return info_; }
+protocol::NodeInfo Agent::describe() const { return info_; }
 
 void Agent::log(const std::string& line) const {
   if (opts_.log) std::fprintf(stderr, "orchard node %s: %s\n", identity_.id().c_str(), line.c_str());
@@ -161,26 +161,26 @@ void Agent::activity_loop() {
   }
 }
 
-network::HeartbeatState Agent::heartbeat_state() {
-  network::HeartbeatState h;
+protocol::HeartbeatState Agent::heartbeat_state() {
+  protocol::HeartbeatState h;
   // Below 1: a fully used CPU still takes work when its owner dedicated it; the score prefers
   // idler nodes.
   h.load = std::clamp(load_per_core().value_or(0.0), 0.0, 0.95);
   std::lock_guard lock(running_mu_);
   h.running = running_job_.empty() ? std::vector<std::string>{} : std::vector<std::string>{running_job_};
   if (draining_ || !lending_refusal().empty())
-    h.status = network::NodeStatus::Draining;
+    h.status = protocol::NodeStatus::Draining;
   else if (!running_job_.empty())
-    h.status = network::NodeStatus::Busy;
+    h.status = protocol::NodeStatus::Busy;
   return h;
 }
 
 void Agent::register_until_accepted() {
-  network::NodeInfo info = info_;
+  protocol::NodeInfo info = info_;
   info.state = heartbeat_state();
   for (int64_t wait_ms = 500;; wait_ms = std::min<int64_t>(wait_ms * 2, 10'000)) {
     try {
-      const network::RegisterReply r = client_.register_node(info);
+      const protocol::RegisterReply r = client_.register_node(info);
       heartbeat_interval_ms_ = r.heartbeat_interval_ms;
       log("registered with " + client_.url() + " (heartbeat every " + std::to_string(r.heartbeat_interval_ms) + " ms)");
       return;
@@ -206,7 +206,7 @@ void Agent::heartbeat_loop() {
 }
 
 void Agent::run() {
-  if (opts_.lending.mode == network::Lending::WhenIdle && opts_.lending.idle_after_ms) {
+  if (opts_.lending.mode == protocol::Lending::WhenIdle && opts_.lending.idle_after_ms) {
     if (!opts_.activity) opts_.activity = std::make_shared<SystemActivity>();
     check_activity();  // before registering: the first status says whether it lends
     activity_watch_ = std::thread([this] { activity_loop(); });
@@ -215,7 +215,7 @@ void Agent::run() {
   heartbeats_ = std::thread([this] { heartbeat_loop(); });
   while (!stopping()) {
     const std::string refusal = lending_refusal();
-    std::optional<network::Work> work;
+    std::optional<protocol::Work> work;
     try {
       // Not lending: still ask, without waiting, for a job assigned before the coordinator
       // heard that, so it can be given back at once instead of waiting out its lease.
@@ -254,7 +254,7 @@ void Agent::run() {
   if (!fatal_.empty()) throw Error(fatal_);
 }
 
-void Agent::run_job(const network::Work& w) {
+void Agent::run_job(const protocol::Work& w) {
   const std::string name = w.job_id + " attempt " + std::to_string(w.attempt);
   auto report_failure = [&](const std::string& why) {
     log(name + ": cannot run it: " + why);
@@ -336,10 +336,12 @@ void Agent::run_job(const network::Work& w) {
     return;
   }
   const int64_t generated = p.generated_before + static_cast<int64_t>(r.tokens.size());
+  const bool inflate = opts_.cheat == "inflate-tokens";
+  const int64_t claimed_prompt = static_cast<int64_t>(p.prompt_tokens) * (inflate ? 10 : 1) + (inflate ? 1000 : 0);
+  const int64_t claimed_generated = generated * (inflate ? 10 : 1) + (inflate ? 1000 : 0);
   for (int attempt = 0;; ++attempt) {
     try {
-      const auto reply = client_.complete(w.job_id, w.attempt, static_cast<int64_t>(p.prompt_tokens), generated,
-                                          r.finish_reason);
+      const auto reply = client_.complete(w.job_id, w.attempt, claimed_prompt, claimed_generated, r.finish_reason);
       ++completed_;
       log(name + ": done, " + std::to_string(generated) + " tokens, " + reply.value("credits", nlohmann::json(0)).dump() +
           " micro-credits");

@@ -20,8 +20,8 @@
 #include <thread>
 #include <vector>
 
-#include "network/node_identity.h"
-#include "network/node_info.h"
+#include "protocol/node_identity.h"
+#include "protocol/node_info.h"
 #include "node/activity.h"
 #include "node/coordinator_client.h"
 #include "node/job_runner.h"
@@ -32,15 +32,15 @@ namespace orchard::node {
 struct AgentOptions {
   std::string coordinator;  // http://host:port
   std::string owner;        // the account credited for this node's work
-  network::HardwareClass hardware = network::HardwareClass::Laptop;
+  protocol::HardwareClass hardware = protocol::HardwareClass::Laptop;
   LendingPolicy lending;
   std::string chip = "cpu";    // a catalog id brings the planner's figures for that chip
   double bandwidth_gbs = 0;    // 0: measured at start
   uint64_t memory_bytes = 0;   // what the node reports (--memory); 0: the machine's MemTotal
   // A cabled group (`orchard node --parallel` on rank 0 of a job): every rank's machine and the
   // link the ranks measured (node/group.h). Empty: this machine alone.
-  std::vector<network::MachineInfo> machines;
-  std::optional<network::CabledGroup> group;
+  std::vector<protocol::MachineInfo> machines;
+  std::optional<protocol::CabledGroup> group;
   int poll_wait_s = 20;        // long-poll length
   bool log = true;             // a line per job on stderr
   // Tests: called on the work thread after each output chunk is queued for sending.
@@ -49,11 +49,14 @@ struct AgentOptions {
   // often (a returning user gets their machine back within about this long).
   std::shared_ptr<ActivitySource> activity;
   int64_t activity_check_ms = 1000;
+  // Tests of the coordinator's checks (issue 26), never set by a user: "inflate-tokens" reports
+  // ten times the tokens it used, plus a thousand, when it completes a job.
+  std::string cheat;
 };
 
 class Agent {
  public:
-  Agent(AgentOptions options, network::NodeIdentity identity, std::vector<ServedModel> models);
+  Agent(AgentOptions options, protocol::NodeIdentity identity, std::vector<ServedModel> models);
   ~Agent();
 
   // Registers and works until drain() or kill(). Throws orchard::Error when the coordinator
@@ -67,7 +70,7 @@ class Agent {
   void kill() { killed_.store(true); }
 
   const std::string& id() const { return identity_.id(); }
-  network::NodeInfo describe() const;
+  protocol::NodeInfo describe() const;
   int64_t jobs_completed() const { return completed_.load(); }
 
  private:
@@ -78,17 +81,17 @@ class Agent {
   // Samples the user's activity (lending.idle_after_ms only); logs when the user comes and goes.
   void check_activity();
   void activity_loop();
-  network::HeartbeatState heartbeat_state();
+  protocol::HeartbeatState heartbeat_state();
   // Empty when the policy allows lending now.
   std::string lending_refusal() const;
-  void run_job(const network::Work& w);
+  void run_job(const protocol::Work& w);
   void log(const std::string& line) const;
 
   AgentOptions opts_;
-  network::NodeIdentity identity_;
+  protocol::NodeIdentity identity_;
   std::vector<ServedModel> models_;
   CoordinatorClient client_;
-  network::NodeInfo info_;
+  protocol::NodeInfo info_;
   int64_t heartbeat_interval_ms_ = 1000;
 
   std::atomic<bool> draining_{false}, killed_{false}, done_{false};

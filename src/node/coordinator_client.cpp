@@ -4,7 +4,7 @@
 
 #include <chrono>
 
-#include "network/request_signing.h"
+#include "protocol/request_signing.h"
 
 namespace orchard::node {
 
@@ -19,7 +19,7 @@ int64_t unix_ms() {
 
 }  // namespace
 
-CoordinatorClient::CoordinatorClient(const std::string& url, const network::NodeIdentity& identity)
+CoordinatorClient::CoordinatorClient(const std::string& url, const protocol::NodeIdentity& identity)
     : url_(url), identity_(identity) {
   const size_t scheme = url.find("://");
   const std::string rest = scheme == std::string::npos ? "" : url.substr(scheme + 3);
@@ -30,7 +30,7 @@ CoordinatorClient::CoordinatorClient(const std::string& url, const network::Node
 
 json CoordinatorClient::call(const std::string& method, const std::string& path, const json& body, int timeout_s) const {
   const std::string text = body.is_null() ? std::string() : body.dump();
-  const network::Headers signed_headers = network::sign_request(identity_, method, path, text, unix_ms());
+  const protocol::Headers signed_headers = protocol::sign_request(identity_, method, path, text, unix_ms());
   httplib::Headers headers(signed_headers.begin(), signed_headers.end());
   httplib::Client c(url_);
   c.set_connection_timeout(10, 0);
@@ -53,30 +53,30 @@ json CoordinatorClient::call(const std::string& method, const std::string& path,
   return reply;
 }
 
-network::RegisterReply CoordinatorClient::register_node(const network::NodeInfo& info) const {
-  return network::register_reply_from_json(call("POST", network::kRegisterPath, network::to_json(info)));
+protocol::RegisterReply CoordinatorClient::register_node(const protocol::NodeInfo& info) const {
+  return protocol::register_reply_from_json(call("POST", protocol::kRegisterPath, protocol::to_json(info)));
 }
 
-void CoordinatorClient::heartbeat(const network::HeartbeatState& state) const {
-  call("POST", network::kHeartbeatPath, network::to_json(state));
+void CoordinatorClient::heartbeat(const protocol::HeartbeatState& state) const {
+  call("POST", protocol::kHeartbeatPath, protocol::to_json(state));
 }
 
-std::optional<network::Work> CoordinatorClient::poll(int wait_s) const {
-  const json reply = call("POST", network::kWorkPath, {{"wait", wait_s}}, wait_s + 30);
+std::optional<protocol::Work> CoordinatorClient::poll(int wait_s) const {
+  const json reply = call("POST", protocol::kWorkPath, {{"wait", wait_s}}, wait_s + 30);
   if (reply.is_null()) return std::nullopt;
-  return network::work_from_json(reply);
+  return protocol::work_from_json(reply);
 }
 
 void CoordinatorClient::append(const std::string& job, int64_t attempt,
-                               const std::vector<network::OutputChunk>& chunks) const {
+                               const std::vector<protocol::OutputChunk>& chunks) const {
   json list = json::array();
-  for (const auto& c : chunks) list.push_back(network::to_json(c));
-  call("POST", network::job_path(job, "output"), {{"attempt", attempt}, {"chunks", list}});
+  for (const auto& c : chunks) list.push_back(protocol::to_json(c));
+  call("POST", protocol::job_path(job, "output"), {{"attempt", attempt}, {"chunks", list}});
 }
 
 json CoordinatorClient::complete(const std::string& job, int64_t attempt, int64_t prompt_tokens,
                                  int64_t completion_tokens, const std::string& finish_reason) const {
-  return call("POST", network::job_path(job, "complete"),
+  return call("POST", protocol::job_path(job, "complete"),
               {{"attempt", attempt},
                {"prompt_tokens", prompt_tokens},
                {"completion_tokens", completion_tokens},
@@ -84,13 +84,13 @@ json CoordinatorClient::complete(const std::string& job, int64_t attempt, int64_
 }
 
 void CoordinatorClient::fail(const std::string& job, int64_t attempt, const std::string& error) const {
-  call("POST", network::job_path(job, "fail"), {{"attempt", attempt}, {"error", error}});
+  call("POST", protocol::job_path(job, "fail"), {{"attempt", attempt}, {"error", error}});
 }
 
 void CoordinatorClient::hand_back(const std::string& job, int64_t attempt) const {
-  call("POST", network::job_path(job, "hand-back"), {{"attempt", attempt}});
+  call("POST", protocol::job_path(job, "hand-back"), {{"attempt", attempt}});
 }
 
-json CoordinatorClient::status() const { return call("GET", network::kNodeStatusPath); }
+json CoordinatorClient::status() const { return call("GET", protocol::kNodeStatusPath); }
 
 }  // namespace orchard::node

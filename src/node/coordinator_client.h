@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "network/node_identity.h"
-#include "network/node_info.h"
-#include "network/protocol.h"
+#include "protocol/node_identity.h"
+#include "protocol/node_info.h"
+#include "protocol/messages.h"
 #include "tensor/error.h"
 
 namespace orchard::node {
@@ -26,17 +26,17 @@ class CallError : public Error {
 class CoordinatorClient {
  public:
   // `url`: http://host:port (https too); throws orchard::Error for anything else.
-  CoordinatorClient(const std::string& url, const network::NodeIdentity& identity);
+  CoordinatorClient(const std::string& url, const protocol::NodeIdentity& identity);
 
   // One signed request; the reply's JSON (null for 204). Throws CallError. Thread-safe: each
   // call has its own connection.
   nlohmann::json call(const std::string& method, const std::string& path, const nlohmann::json& body = nullptr,
                       int timeout_s = 30) const;
 
-  network::RegisterReply register_node(const network::NodeInfo& info) const;
-  void heartbeat(const network::HeartbeatState& state) const;
-  std::optional<network::Work> poll(int wait_s) const;
-  void append(const std::string& job, int64_t attempt, const std::vector<network::OutputChunk>& chunks) const;
+  protocol::RegisterReply register_node(const protocol::NodeInfo& info) const;
+  void heartbeat(const protocol::HeartbeatState& state) const;
+  std::optional<protocol::Work> poll(int wait_s) const;
+  void append(const std::string& job, int64_t attempt, const std::vector<protocol::OutputChunk>& chunks) const;
   nlohmann::json complete(const std::string& job, int64_t attempt, int64_t prompt_tokens, int64_t completion_tokens,
                           const std::string& finish_reason) const;
   void fail(const std::string& job, int64_t attempt, const std::string& error) const;
@@ -47,7 +47,7 @@ class CoordinatorClient {
 
  private:
   std::string url_;
-  const network::NodeIdentity& identity_;
+  const protocol::NodeIdentity& identity_;
 };
 
 }  // namespace orchard::node

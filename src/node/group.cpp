@@ -17,7 +17,7 @@ struct WireMachine {
   int32_t cores;
 };
 
-WireMachine to_wire(const network::MachineInfo& m) {
+WireMachine to_wire(const protocol::MachineInfo& m) {
   WireMachine w{};
   std::strncpy(w.name, m.name.c_str(), sizeof w.name - 1);
   std::strncpy(w.chip, m.chip.c_str(), sizeof w.chip - 1);
@@ -28,8 +28,8 @@ WireMachine to_wire(const network::MachineInfo& m) {
   return w;
 }
 
-network::MachineInfo from_wire(const WireMachine& w) {
-  network::MachineInfo m;
+protocol::MachineInfo from_wire(const WireMachine& w) {
+  protocol::MachineInfo m;
   m.name = std::string(w.name, strnlen(w.name, sizeof w.name));
   m.chip = std::string(w.chip, strnlen(w.chip, sizeof w.chip));
   m.memory_bytes = w.memory_bytes;
@@ -67,7 +67,7 @@ double round_trip_us(dist::Group& world, int peer, size_t bytes, int rounds, boo
 
 }  // namespace
 
-GroupDescription describe_group(dist::Group& world, const network::MachineInfo& mine) {
+GroupDescription describe_group(dist::Group& world, const protocol::MachineInfo& mine) {
   const int n = world.size();
   const WireMachine w = to_wire(mine);
   std::vector<WireMachine> all(static_cast<size_t>(n));
@@ -89,7 +89,7 @@ GroupDescription describe_group(dist::Group& world, const network::MachineInfo& 
   std::map<std::string, int> hosts;
   for (const WireMachine& m : all) ++hosts[from_wire(m).name];
   for (int r = 0; r < n; ++r) {
-    network::MachineInfo m = from_wire(all[static_cast<size_t>(r)]);
+    protocol::MachineInfo m = from_wire(all[static_cast<size_t>(r)]);
     // Several ranks on one host (a local cluster): each rank is a member of its own.
     if (hosts[m.name] > 1) m.name += "#" + std::to_string(r);
     d.group.members.push_back(m.name);

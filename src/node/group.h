@@ -12,13 +12,13 @@
 #include <vector>
 
 #include "dist/group.h"
-#include "network/node_info.h"
+#include "protocol/node_info.h"
 
 namespace orchard::node {
 
 struct GroupDescription {
-  std::vector<network::MachineInfo> machines;  // rank order
-  network::CabledGroup group;
+  std::vector<protocol::MachineInfo> machines;  // rank order
+  protocol::CabledGroup group;
 };
 
 // Collective over `world`: every rank passes its own machine (node/machine.h this_machine);
@@ -26,6 +26,6 @@ struct GroupDescription {
 // link: the backend's name ("shm", "tcp", …), the one-way latency of a small message (median
 // of round trips from rank 0) and the payload bandwidth of a large one (the slowest peer's
 // best). Other ranks get an empty description.
-GroupDescription describe_group(dist::Group& world, const network::MachineInfo& mine);
+GroupDescription describe_group(dist::Group& world, const protocol::MachineInfo& mine);
 
 }  // namespace orchard::node

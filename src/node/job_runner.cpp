@@ -2,17 +2,17 @@
 
 #include <filesystem>
 
-#include "network/protocol.h"
+#include "protocol/messages.h"
 #include "parallel/model_cost.h"
 #include "serve/openai.h"
 #include "serve/service.h"
 
 namespace orchard::node {
 
-network::ModelInfo describe_model(const std::string& path, const std::string& name) {
+protocol::ModelInfo describe_model(const std::string& path, const std::string& name) {
   auto header = GGUFFile::open(path, GGUFLoad::Map);
   const auto cost = parallel::ModelCost::from_gguf(*header);
-  network::ModelInfo m;
+  protocol::ModelInfo m;
   m.name = name;
   m.file_bytes = std::filesystem::file_size(path);
   parallel::ModelSpec& s = m.shape;
@@ -99,13 +99,13 @@ ServedModel group_served_model(const std::string& path, const std::string& name,
   return m;
 }
 
-PreparedJob prepare_job(const network::Work& w, const ServedModel& m) {
+PreparedJob prepare_job(const protocol::Work& w, const ServedModel& m) {
   if (!w.request.is_object() || !w.request.contains("body") || !w.request.contains("api"))
     throw Error("job " + w.job_id + ": the request is not {\"api\", \"body\"}");
   const std::string api = w.request.value("api", "");
-  if (api != network::kChatApi && api != network::kCompletionsApi)
+  if (api != protocol::kChatApi && api != protocol::kCompletionsApi)
     throw Error("job " + w.job_id + ": unknown api '" + api + "'");
-  const bool chat = api == network::kChatApi;
+  const bool chat = api == protocol::kChatApi;
   serve::OpenAIRequest r = serve::read_openai_request(w.request["body"], chat, GenerateOptions{});
   PreparedJob p;
   p.options = r.options;

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "model/engine.h"
-#include "network/job_store.h"
-#include "network/node_info.h"
+#include "protocol/messages.h"
+#include "protocol/node_info.h"
 #include "serve/chat_template.h"
 #include "serve/executor.h"
 
@@ -25,7 +25,7 @@ struct ServedModel {
   std::unique_ptr<Engine> owned_engine;  // one machine: what `engine` points to
   serve::Executor* executor = nullptr;   // a group: the cluster's steps (slot 0); null: the local engine
   serve::ChatTemplate chat;
-  network::ModelInfo info;
+  protocol::ModelInfo info;
 
   // Generates after `tokens`, as Engine::generate_pieces does (the same sampling, stops and
   // pieces), on this machine or through the group.
@@ -42,7 +42,7 @@ ServedModel group_served_model(const std::string& path, const std::string& name,
                                serve::Executor& executor);
 
 // The planner's description of a GGUF model (its shape and the format most weight bytes are in).
-network::ModelInfo describe_model(const std::string& path, const std::string& name);
+protocol::ModelInfo describe_model(const std::string& path, const std::string& name);
 
 struct PreparedJob {
   std::vector<TokenId> tokens;   // the prompt, then every token earlier attempts streamed
@@ -54,6 +54,6 @@ struct PreparedJob {
 
 // Throws orchard::Error (serve::ApiError for a bad request body) when the job cannot run on
 // `m`: its message is what the node reports when it fails the job.
-PreparedJob prepare_job(const network::Work& w, const ServedModel& m);
+PreparedJob prepare_job(const protocol::Work& w, const ServedModel& m);
 
 }  // namespace orchard::node

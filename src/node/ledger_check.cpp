@@ -7,12 +7,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "protocol/keys.h"
 #include "tensor/error.h"
 
 namespace orchard::node {
 
 using nlohmann::json;
-using network::Entry;
+using protocol::Entry;
 
 namespace {
 
@@ -45,7 +46,7 @@ auto parsed(const std::string& where, F f) {
 
 std::vector<Entry> entries_of(const json& reply) {
   std::vector<Entry> out;
-  for (const json& e : reply.at("entries")) out.push_back(network::entry_from_json(e));
+  for (const json& e : reply.at("entries")) out.push_back(protocol::entry_from_json(e));
   return out;
 }
 
@@ -65,7 +66,7 @@ std::string query_value(const std::string& v) {
 
 struct Pin {
   std::string key;
-  std::optional<network::Head> anchor;  // for `account` only
+  std::optional<protocol::Head> anchor;  // for `account` only
 };
 
 Pin read_pin(const std::filesystem::path& path, const std::string& account) {
@@ -79,13 +80,13 @@ Pin read_pin(const std::filesystem::path& path, const std::string& account) {
     throw Error(path.string() + ": not a pin file (JSON with the coordinator's public_key); remove it to pin again");
   p.key = j["public_key"];
   if (j.contains("verified") && j["verified"].is_object() && j["verified"].value("account", "") == account)
-    p.anchor = network::Head{j["verified"].value("seq", int64_t{0}), j["verified"].value("hash", "")};
+    p.anchor = protocol::Head{j["verified"].value("seq", int64_t{0}), j["verified"].value("hash", "")};
   return p;
 }
 
 // Temp file + rename: a check interrupted mid-write leaves the old pin, never half a file.
 void write_pin(const std::filesystem::path& path, const std::string& coordinator, const std::string& key,
-               const std::string& account, const std::optional<network::SignedHead>& head) {
+               const std::string& account, const std::optional<protocol::SignedHead>& head) {
   if (path.empty()) return;
   json j = {{"coordinator", coordinator}, {"public_key", key}};
   if (head) j["verified"] = {{"account", account}, {"seq", head->seq}, {"hash", head->hash}};
@@ -108,33 +109,33 @@ LedgerCheckResult check_owner_ledger(const LedgerCheckOptions& o) {
   LedgerCheckResult r;
   Pin pin = read_pin(o.pin_file, o.account);
   if (!o.trusted_key.empty()) {
-    network::public_key_from_hex(o.trusted_key);  // throws naming a malformed key
+    protocol::public_key_from_hex(o.trusted_key);  // throws naming a malformed key
     if (pin.key != o.trusted_key) pin.anchor.reset();  // that anchor was verified under another key
     r.key = o.trusted_key;
   } else if (!pin.key.empty()) {
     r.key = pin.key;
   } else {
-    const std::string where = "GET " + o.coordinator + network::kLedgerKeyPath;
-    const auto reply = get_json(o.coordinator, network::kLedgerKeyPath);
+    const std::string where = "GET " + o.coordinator + protocol::kLedgerKeyPath;
+    const auto reply = get_json(o.coordinator, protocol::kLedgerKeyPath);
     if (!reply) throw Error(where + ": the coordinator serves no ledger key (too old a coordinator?)");
     r.key = parsed(where, [&] { return reply->at("public_key").get<std::string>(); });
-    network::public_key_from_hex(r.key);
+    protocol::public_key_from_hex(r.key);
     r.pinned_now = true;
   }
 
-  const std::string head_where = "GET " + o.coordinator + network::kLedgerHeadPath;
-  if (const auto h = get_json(o.coordinator, network::kLedgerHeadPath))
-    r.head = parsed(head_where, [&] { return network::signed_head_from_json(*h); });
+  const std::string head_where = "GET " + o.coordinator + protocol::kLedgerHeadPath;
+  if (const auto h = get_json(o.coordinator, protocol::kLedgerHeadPath))
+    r.head = parsed(head_where, [&] { return protocol::signed_head_from_json(*h); });
   if (!r.head) {
     if (r.pinned_now || !o.trusted_key.empty()) write_pin(o.pin_file, o.coordinator, r.key, o.account, std::nullopt);
     return r;
   }
 
-  network::OwnerProof p;
+  protocol::OwnerProof p;
   p.head = *r.head;
   p.anchor = pin.anchor;
   for (int64_t after = 0;;) {
-    const std::string path = std::string(network::kLedgerEntriesPath) + "?account=" + query_value(o.account) +
+    const std::string path = std::string(protocol::kLedgerEntriesPath) + "?account=" + query_value(o.account) +
                              "&after=" + std::to_string(after);
     const auto reply = get_json(o.coordinator, path);
     if (!reply) throw Error("GET " + o.coordinator + path + ": not found (too old a coordinator?)");
@@ -145,17 +146,17 @@ LedgerCheckResult check_owner_ledger(const LedgerCheckOptions& o) {
   }
   // The chain in pages, from where the proof starts to the signed head.
   constexpr int64_t kPage = 1000;
-  for (int64_t from = network::proof_start(p.head, p.listed, p.anchor); from <= p.head.seq; from += kPage) {
+  for (int64_t from = protocol::proof_start(p.head, p.listed, p.anchor); from <= p.head.seq; from += kPage) {
     const int64_t to = std::min(p.head.seq, from + kPage - 1);
     const std::string path =
-        std::string(network::kLedgerChainPath) + "?from=" + std::to_string(from) + "&to=" + std::to_string(to);
+        std::string(protocol::kLedgerChainPath) + "?from=" + std::to_string(from) + "&to=" + std::to_string(to);
     const auto reply = get_json(o.coordinator, path);
     if (!reply) throw Error("GET " + o.coordinator + path + ": not found (too old a coordinator?)");
     const auto page = parsed("GET " + o.coordinator + path, [&] { return entries_of(*reply); });
     p.chain.insert(p.chain.end(), page.begin(), page.end());
     if (static_cast<int64_t>(page.size()) < to - from + 1) break;  // the check names the gap
   }
-  r.check = network::check_owner_proof(p, r.key, o.account);
+  r.check = protocol::check_owner_proof(p, r.key, o.account);
   if (r.check.ok()) write_pin(o.pin_file, o.coordinator, r.key, o.account, r.head);
   return r;
 }

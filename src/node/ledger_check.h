@@ -1,7 +1,7 @@
 #pragma once
 // An owner's check of the coordinator's ledger (`orchard node status`): fetch the latest signed
 // head, the account's entries and the chain from them to the head, and check them locally with
-// network::check_owner_proof against the coordinator's key — pinned on first use, or given.
+// protocol::check_owner_proof against the coordinator's key — pinned on first use, or given.
 //
 // The pin file remembers the key and the last head verified for the account (the anchor), so
 // the next check re-hashes only what was appended since, and a coordinator that rewrote an
@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-#include "network/ledger_proof.h"
+#include "protocol/ledger_proof.h"
 
 namespace orchard::node {
 
@@ -22,8 +22,8 @@ struct LedgerCheckOptions {
 };
 
 struct LedgerCheckResult {
-  std::optional<network::SignedHead> head;  // none: the coordinator has signed no head yet
-  network::OwnerCheck check;
+  std::optional<protocol::SignedHead> head;  // none: the coordinator has signed no head yet
+  protocol::OwnerCheck check;
   std::string key;          // the key the head was checked against
   bool pinned_now = false;  // the key was taken from the coordinator and pinned on this first use
 };

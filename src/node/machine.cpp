@@ -58,8 +58,8 @@ std::string host_name() {
   return host;
 }
 
-network::MachineInfo this_machine(const std::string& chip, uint64_t memory_bytes, double bandwidth_gbs) {
-  network::MachineInfo m;
+protocol::MachineInfo this_machine(const std::string& chip, uint64_t memory_bytes, double bandwidth_gbs) {
+  protocol::MachineInfo m;
   m.name = host_name();
   m.chip = chip;
   m.memory_bytes = memory_bytes > 0 ? memory_bytes : total_memory_bytes();
@@ -109,11 +109,11 @@ void LendingPolicy::set_idle_after(const std::string& text) {
 }
 
 bool LendingPolicy::user_is_active(std::optional<int64_t> user_idle_ms) const {
-  return mode == network::Lending::WhenIdle && idle_after_ms && (!user_idle_ms || *user_idle_ms < *idle_after_ms);
+  return mode == protocol::Lending::WhenIdle && idle_after_ms && (!user_idle_ms || *user_idle_ms < *idle_after_ms);
 }
 
 std::string LendingPolicy::refusal(std::optional<double> load, int minute, std::optional<int64_t> user_idle_ms) const {
-  if (mode == network::Lending::Dedicated) return {};
+  if (mode == protocol::Lending::Dedicated) return {};
   if (window_begin && window_end) {
     const int b = *window_begin, e = *window_end;
     const bool inside = b < e ? (minute >= b && minute < e) : (minute >= b || minute < e);

@@ -4,7 +4,7 @@
 #include <optional>
 #include <string>
 
-#include "network/node_info.h"
+#include "protocol/node_info.h"
 
 namespace orchard::node {
 
@@ -23,14 +23,14 @@ std::string host_name();
 // given (0: /proc/meminfo's MemTotal, and measured). A memory figure lets an owner lend less
 // than the whole machine (and tests make placement's memory check bite on one box). Throws
 // orchard::Error when the memory size cannot be read.
-network::MachineInfo this_machine(const std::string& chip, uint64_t memory_bytes, double bandwidth_gbs);
+protocol::MachineInfo this_machine(const std::string& chip, uint64_t memory_bytes, double bandwidth_gbs);
 
 // When the owner lets the node take work: always (dedicated), or while the machine is idle —
 // CPU load per core at most `max_load`, and, if asked, its user away from it for at least
 // `idle_after_ms` (activity.h) — and, if a window is given, inside it (local time;
 // "22:00-07:00" spans midnight).
 struct LendingPolicy {
-  network::Lending mode = network::Lending::WhenIdle;
+  protocol::Lending mode = protocol::Lending::WhenIdle;
   double max_load = 0.5;
   std::optional<int> window_begin, window_end;  // minutes after local midnight
   std::optional<int64_t> idle_after_ms;         // no user input for this long

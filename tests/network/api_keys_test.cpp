@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "network/ledger_hash.h"
+#include "network/protocol_names.h"
 #include "network/nonce_store.h"
 #include "network/test_files.h"
 #include "tensor/error.h"

@@ -14,7 +14,7 @@
 
 #include "network/api_keys.h"
 #include "network/coordinator.h"
-#include "network/request_signing.h"
+#include "network/protocol_names.h"
 #include "network/test_files.h"
 
 namespace orchard::network::test {

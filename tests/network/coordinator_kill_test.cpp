@@ -20,7 +20,7 @@
 #include "network/coordinator.h"
 #include "network/job_store.h"
 #include "network/ledger.h"
-#include "network/node_identity.h"
+#include "network/protocol_names.h"
 #include "network/store_backends.h"
 #include "network/test_files.h"
 #include "test_data.h"

@@ -8,13 +8,12 @@
 
 #include <future>
 
+#include "network/billed_usage.h"
 #include "network/coordinator_fixture.h"
 #include "network/job_store.h"
 #include "network/ledger.h"
-#include "network/ledger_proof.h"
-#include "network/node_identity.h"
+#include "network/protocol_names.h"
 #include "network/nodes_fixture.h"
-#include "network/protocol.h"
 #include "network/store_backends.h"
 
 namespace orchard::network {
@@ -164,6 +163,76 @@ TEST(Coordinator, ANodeCannotReportOnAnotherNodesJobAndACompletedJobIsPaidOnce) 
   ASSERT_EQ(got, 200) << mine;
   EXPECT_EQ(mine["jobs_served"], 1);
   EXPECT_EQ(mine["credits_earned"], paid["credits"]);
+}
+
+// A client ("carol") asks `path` for `body` and waits for the answer, while node x, registered as
+// "xavier" and alone, takes the job; `work.job_id` is empty when no work came.
+struct Taken {
+  std::future<std::pair<int, json>> answer;
+  Work work;
+};
+Taken ask_and_take(RunningCoordinator& c, const NodeIdentity& x, const std::string& path, const json& body) {
+  register_node(c, x, "xavier");
+  Taken t;
+  t.answer = std::async(std::launch::async, [&c, path, body, key = c.api_key("carol")] { return c.post(path, body, key); });
+  const auto [polled, work_json] = c.node_post(x, kWorkPath, {{"wait", 10}});
+  EXPECT_EQ(polled, 200) << work_json;
+  if (polled == 200) t.work = work_from_json(work_json);
+  return t;
+}
+
+// A node that claims more tokens than it produced is paid for what the coordinator relayed:
+// the generated tokens it streamed, and no more prompt tokens than the request's text could make.
+TEST(Coordinator, ANodeIsPaidForTheTokensItRelayedNotTheCountsItReports) {
+  RunningCoordinator c("coord-owner");
+  const NodeIdentity x = fresh_identity();
+  const json body = {{"model", "small-8b"}, {"messages", {{{"role", "user"}, {"content", "Hello there"}}}}, {"max_tokens", 8}};
+  Taken t = ask_and_take(c, x, "/v1/chat/completions", body);
+  const Work& work = t.work;
+  ASSERT_FALSE(work.job_id.empty());
+  const json chunks = {{"attempt", work.attempt},
+                       {"chunks", {{{"index", 0}, {"text", "Hi"}, {"tokens", {7}}}, {{"index", 1}, {"text", " you"}, {"tokens", {8, 9}}}}}};
+  ASSERT_EQ(c.node_post(x, job_path(work.job_id, "output"), chunks).second["stored"], 2);
+  const json inflated = {{"attempt", work.attempt}, {"prompt_tokens", 1'000'000}, {"completion_tokens", 5'000}, {"finish_reason", "stop"}};
+  const auto [completed, paid] = c.node_post(x, job_path(work.job_id, "complete"), inflated);
+  ASSERT_EQ(completed, 200) << paid;
+
+  const auto [status, reply] = t.answer.get();
+  ASSERT_EQ(status, 200) << reply;
+  EXPECT_EQ(reply["choices"][0]["message"]["content"], "Hi you");
+  EXPECT_EQ(reply["usage"]["completion_tokens"], 3);
+  const int64_t prompt_bound = prompt_token_bound(work.request["body"]);
+  EXPECT_EQ(reply["usage"]["prompt_tokens"], prompt_bound);
+  EXPECT_LT(prompt_bound, 300) << "one short message: its bytes and the template's allowance";
+
+  auto ledger = Ledger::open(c.files().ledger);
+  const auto entries = ledger.entries_for("carol");
+  ASSERT_EQ(entries.size(), 1u);
+  const json details = json::parse(entries[0].details);
+  EXPECT_EQ(details["generated_tokens"], 3);
+  EXPECT_EQ(details["prompt_tokens"], prompt_bound);
+  // The price of those counts in the job's classes (as fixed at assignment).
+  const JobUsage relayed{static_cast<uint64_t>(prompt_bound), 3, parse_size_class(details["model_class"].get<std::string>()),
+                         parse_hardware_class(details["hardware"].get<std::string>()), details["dedicated"].get<bool>()};
+  EXPECT_EQ(entries[0].amount, job_credits(relayed));
+  EXPECT_EQ(paid["credits"], entries[0].amount);
+}
+
+// An honest count below the cap is taken as reported.
+TEST(Coordinator, AnHonestPromptCountIsPaidAsReported) {
+  RunningCoordinator c("coord-owner");
+  const NodeIdentity x = fresh_identity();
+  Taken t = ask_and_take(c, x, "/v1/completions", {{"model", "small-8b"}, {"prompt", "Hello"}, {"max_tokens", 4}});
+  const Work& work = t.work;
+  ASSERT_FALSE(work.job_id.empty());
+  const json chunks = {{"attempt", work.attempt}, {"chunks", {{{"index", 0}, {"text", "!"}, {"tokens", {5}}}}}};
+  ASSERT_EQ(c.node_post(x, job_path(work.job_id, "output"), chunks).second["stored"], 1);
+  const json done = {{"attempt", work.attempt}, {"prompt_tokens", 2}, {"completion_tokens", 1}, {"finish_reason", "stop"}};
+  ASSERT_EQ(c.node_post(x, job_path(work.job_id, "complete"), done).first, 200);
+  const auto [status, reply] = t.answer.get();
+  ASSERT_EQ(status, 200) << reply;
+  EXPECT_EQ(reply["usage"]["prompt_tokens"], 2);
+  EXPECT_EQ(reply["usage"]["completion_tokens"], 1);
 }
 
 TEST(Coordinator, ClientsNeedAKeyAndAJobNoNodeCanTakeFailsAtOnce) {

@@ -1,5 +1,5 @@
 // The rate table: size classes, hardware and dedicated multipliers, rounding.
-#include "network/credits.h"
+#include "network/protocol_names.h"
 
 #include <gtest/gtest.h>
 

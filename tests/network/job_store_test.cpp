@@ -13,7 +13,7 @@
 #include <set>
 #include <thread>
 
-#include "network/credits.h"
+#include "network/protocol_names.h"
 #include "network/database.h"
 #include "network/ledger.h"
 #include "network/nodes_fixture.h"

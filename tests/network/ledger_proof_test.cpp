@@ -2,12 +2,11 @@
 // key verify; an altered entry, a forged or altered head, an entry left out of the owner's
 // list and a rewritten history behind a verified anchor are each caught and named. On SQLite and
 // PostgreSQL.
-#include "network/ledger_proof.h"
+#include "network/ledger.h"
+#include "network/protocol_names.h"
 
 #include <gtest/gtest.h>
 
-#include "network/ledger_hash.h"
-#include "network/node_identity.h"
 #include "network/store_backends.h"
 #include "tensor/error.h"
 

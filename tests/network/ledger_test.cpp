@@ -21,8 +21,7 @@
 #include <vector>
 
 #include "cli/cli_run.h"
-#include "network/credits.h"  // details()
-#include "network/ledger_hash.h"
+#include "network/protocol_names.h"
 #include "network/store_backends.h"
 #include "network/test_files.h"
 #include "tensor/error.h"

@@ -1,6 +1,6 @@
 // Node identity: the key is made once, kept private, reloaded identically, and never silently
 // replaced; the id derives from the public key.
-#include "network/node_identity.h"
+#include "network/protocol_names.h"
 
 #include <gtest/gtest.h>
 #include <openssl/evp.h>

@@ -1,5 +1,5 @@
 // What a node reports: the JSON round trip, and malformed descriptions refused with the field.
-#include "network/node_info.h"
+#include "network/protocol_names.h"
 
 #include <gtest/gtest.h>
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "network/node_info.h"
+#include "network/protocol_names.h"
 #include "network/placement.h"
 
 namespace orchard::network::testing {

@@ -5,7 +5,7 @@
 #include <functional>
 #include <string>
 
-#include "network/protocol.h"
+#include "network/protocol_names.h"
 #include "tensor/error.h"
 
 namespace orchard::network {

@@ -1,6 +1,7 @@
 // Signed node requests: a signed request verifies and names its node; unsigned, forged,
 // altered, mismatched, stale, replayed and garbled ones are refused, never thrown.
-#include "network/request_signing.h"
+#include "network/nonce_store.h"
+#include "network/protocol_names.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +9,6 @@
 #include <random>
 #include <stdexcept>
 
-#include "network/ledger_hash.h"
 #include "network/test_files.h"
 #include "tensor/error.h"
 

@@ -6,9 +6,8 @@
 #include <future>
 
 #include "network/coordinator_fixture.h"
-#include "network/node_identity.h"
+#include "network/protocol_names.h"
 #include "network/nodes_fixture.h"
-#include "network/protocol.h"
 
 namespace orchard::network {
 namespace {

@@ -39,7 +39,7 @@ struct RunningNode {
     AgentOptions o;
     o.coordinator = c.url();
     o.owner = owner;
-    o.lending.mode = network::Lending::Dedicated;
+    o.lending.mode = protocol::Lending::Dedicated;
     o.bandwidth_gbs = 10;
     o.poll_wait_s = 1;
     o.log = false;
@@ -47,7 +47,7 @@ struct RunningNode {
     if (tweak) tweak(o);
     std::vector<ServedModel> models;
     models.push_back(load_served_model(model_path(), "stories260K", 1, 0));
-    agent = std::make_unique<Agent>(o, network::NodeIdentity::from_key(network::generate_ed25519_key()),
+    agent = std::make_unique<Agent>(o, protocol::NodeIdentity::from_key(protocol::generate_ed25519_key()),
                                     std::move(models));
     thread = std::thread([this] {
       try {
@@ -174,7 +174,7 @@ TEST(Network, AnswersEqualTheLocalEngineWholeAndStreamedAndEachJobIsPaidOnce) {
 // drained), then starts a second node; returns the job as the store recorded it.
 struct Interrupted {
   std::string text;
-  network::Entry payment;
+  protocol::Entry payment;
   network::JobStatus job;
 };
 
@@ -274,7 +274,7 @@ TEST(Network, AUserReturningMidJobGetsTheMachineBackAndTheJobFinishesOnceTheyLea
         reached.set_value();
       },
       [&](AgentOptions& o) {
-        o.lending.mode = network::Lending::WhenIdle;
+        o.lending.mode = protocol::Lending::WhenIdle;
         o.lending.max_load = 1e9;  // the load of a shared test machine must not decide
         o.lending.idle_after_ms = 60'000;
         o.activity = user;
@@ -380,7 +380,7 @@ TEST(PrepareJob, ResumesAfterTheStreamedTokensWithWhatIsLeftOfMaxTokens) {
   REQUIRE_MODEL();
   const ServedModel m = load_served_model(model_path(), "", 1, 0);
   EXPECT_EQ(m.name, "stories260K");
-  network::Work w;
+  protocol::Work w;
   w.job_id = "job-1";
   w.max_tokens = 10;
   w.request = {{"api", "completions"}, {"body", {{"prompt", "Once upon a time"}, {"max_tokens", 10}, {"temperature", 0}}}};

@@ -16,7 +16,7 @@ TEST(Group, RankZeroGetsEveryMachineAndTheMeasuredLink) {
   GroupDescription zero;
   std::vector<size_t> others;
   dist::testing::run_ranks("tcp", 3, [&](dist::Group& g) {
-    network::MachineInfo m;
+    protocol::MachineInfo m;
     m.name = g.rank() < 2 ? "box" : "other";  // ranks 0 and 1 share a host
     m.chip = "cpu";
     m.memory_bytes = (uint64_t{1} << 30) * static_cast<uint64_t>(g.rank() + 1);
@@ -43,18 +43,18 @@ TEST(Group, RankZeroGetsEveryMachineAndTheMeasuredLink) {
   EXPECT_GT(zero.group.gbs, 0);
 
   // As rank 0's agent registers it: a description the coordinator reads back unchanged.
-  network::NodeInfo n;
+  protocol::NodeInfo n;
   n.id = "node-group";
   n.owner = "alice";
   n.machines = zero.machines;
   n.group = zero.group;
-  network::ModelInfo model;
+  protocol::ModelInfo model;
   model.name = "m";
   model.spec = "llama-3.1-8b";
   model.shape = parallel::model_spec("llama-3.1-8b", DType::Q4_0);
   n.models = {model};
   n.max_context = 4096;
-  const network::NodeInfo back = network::node_info_from_json(network::to_json(n));
+  const protocol::NodeInfo back = protocol::node_info_from_json(protocol::to_json(n));
   ASSERT_TRUE(back.group);
   EXPECT_EQ(back.group->members, zero.group.members);
   EXPECT_EQ(back.machines.size(), 3u);

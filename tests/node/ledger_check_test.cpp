@@ -7,21 +7,21 @@
 #include <gtest/gtest.h>
 
 #include "network/coordinator_fixture.h"
-#include "network/ledger_hash.h"
-#include "network/node_identity.h"
+#include "network/ledger.h"
+#include "network/protocol_names.h"
 
 namespace orchard::node {
 namespace {
 
 using network::test::RunningCoordinator;
 
-std::string all(const network::OwnerCheck& c) {
+std::string all(const protocol::OwnerCheck& c) {
   std::string s;
   for (const auto& v : c.violations) s += v + "\n";
   return s;
 }
 
-bool mentions(const network::OwnerCheck& c, const std::string& text) { return all(c).find(text) != std::string::npos; }
+bool mentions(const protocol::OwnerCheck& c, const std::string& text) { return all(c).find(text) != std::string::npos; }
 
 // Pays `n` jobs from carol, alternately to alice and bob, straight into the coordinator's ledger.
 void pay(const RunningCoordinator& c, int first, int n) {
@@ -33,7 +33,7 @@ void pay(const RunningCoordinator& c, int first, int n) {
 // Waits until the coordinator has signed its head at `seq`.
 void wait_signed(const RunningCoordinator& c, int64_t seq) {
   for (int i = 0; i < 1000; ++i) {
-    const auto [status, head] = c.get(network::kLedgerHeadPath);
+    const auto [status, head] = c.get(protocol::kLedgerHeadPath);
     if (status == 200 && head.value("seq", int64_t{0}) == seq) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -58,7 +58,7 @@ void rewrite_history(const RunningCoordinator& c, int64_t seq, int64_t amount) {
   for (auto& e : entries) {
     if (e.seq == seq) e.amount = amount;
     e.prev_hash = prev;
-    e.hash = network::entry_hash(e);
+    e.hash = protocol::entry_hash(e);
     prev = e.hash;
     sql += "UPDATE entries SET amount = " + std::to_string(e.amount) + ", prev_hash = '" + e.prev_hash + "', hash = '" +
            e.hash + "' WHERE seq = " + std::to_string(e.seq) + ";";
@@ -69,10 +69,10 @@ void rewrite_history(const RunningCoordinator& c, int64_t seq, int64_t amount) {
 TEST(LedgerCheck, TheCoordinatorSignsOnAScheduleAndAnOwnersEntriesVerifyFromThePinnedKeyOn) {
   RunningCoordinator c("check-ok");
   // The served key is the coordinator's own, made under --data.
-  const auto [ks, key] = c.get(network::kLedgerKeyPath);
+  const auto [ks, key] = c.get(protocol::kLedgerKeyPath);
   ASSERT_EQ(ks, 200);
-  EXPECT_EQ(key["public_key"], network::NodeIdentity::load_or_create(c.files().signing_key).public_key_hex());
-  EXPECT_EQ(c.get(network::kLedgerHeadPath).first, 404);  // nothing paid, nothing signed
+  EXPECT_EQ(key["public_key"], protocol::NodeIdentity::load_or_create(c.files().signing_key).public_key_hex());
+  EXPECT_EQ(c.get(protocol::kLedgerHeadPath).first, 404);  // nothing paid, nothing signed
 
   pay(c, 1, 5);  // alice: 2, 4; bob: 1, 3, 5
   wait_signed(c, 5);
@@ -96,9 +96,9 @@ TEST(LedgerCheck, TheCoordinatorSignsOnAScheduleAndAnOwnersEntriesVerifyFromTheP
   EXPECT_EQ(bob.check.verified, 4);
 
   // Malformed query parameters are 400s naming them.
-  EXPECT_EQ(c.get(std::string(network::kLedgerChainPath) + "?from=0&to=3").first, 400);
-  EXPECT_EQ(c.get(std::string(network::kLedgerChainPath) + "?from=1&to=5000").first, 400);
-  EXPECT_EQ(c.get(std::string(network::kLedgerEntriesPath) + "?account=alice&after=x").second["error"]["param"], "after");
+  EXPECT_EQ(c.get(std::string(protocol::kLedgerChainPath) + "?from=0&to=3").first, 400);
+  EXPECT_EQ(c.get(std::string(protocol::kLedgerChainPath) + "?from=1&to=5000").first, 400);
+  EXPECT_EQ(c.get(std::string(protocol::kLedgerEntriesPath) + "?account=alice&after=x").second["error"]["param"], "after");
 }
 
 TEST(LedgerCheck, TheHeadIsSignedAtShutdown) {
@@ -112,7 +112,7 @@ TEST(LedgerCheck, TheHeadIsSignedAtShutdown) {
   const auto head = ledger.latest_signed_head();
   ASSERT_TRUE(head);
   EXPECT_EQ(head->seq, 3);
-  auto key = network::public_key_from_hex(head->public_key);
+  auto key = protocol::public_key_from_hex(head->public_key);
   EXPECT_TRUE(ledger.verify_head_signature(key.get()));
 }
 
@@ -126,7 +126,7 @@ TEST(LedgerCheck, ATamperedEntryOrARewrittenHistoryFailsTheCheck) {
   network::test::tamper(c.files().ledger, "UPDATE entries SET amount = 1 WHERE seq = 4");
   auto fresh = options(c, "alice");
   fresh.pin_file = c.dir / "pin-fresh.json";
-  fresh.trusted_key = network::NodeIdentity::load_or_create(c.files().signing_key).public_key_hex();
+  fresh.trusted_key = protocol::NodeIdentity::load_or_create(c.files().signing_key).public_key_hex();
   LedgerCheckResult r = check_owner_ledger(fresh);
   EXPECT_TRUE(mentions(r.check, "entry seq 4 (job job-4) was altered")) << all(r.check);
   EXPECT_FALSE(std::filesystem::exists(fresh.pin_file));
@@ -146,14 +146,14 @@ TEST(LedgerCheck, ATamperedEntryOrARewrittenHistoryFailsTheCheck) {
 TEST(LedgerCheck, AHeadSignedByAnotherKeyFailsAgainstThePinnedKey) {
   // No scheduled signing: the test signs, as the coordinator and as a forger.
   RunningCoordinator c(network::test::ExistingDir{network::test::fresh_dir("check-forged")}, 3'600'000);
-  const auto coordinator_key = network::NodeIdentity::load_or_create(c.files().signing_key);
+  const auto coordinator_key = protocol::NodeIdentity::load_or_create(c.files().signing_key);
   pay(c, 1, 2);
   network::Ledger::open(c.files().ledger).sign_head(coordinator_key.key());
   ASSERT_TRUE(check_owner_ledger(options(c, "alice")).check.ok());
 
   // Someone with the file but not the coordinator's key signs the next head with their own.
   pay(c, 3, 2);
-  const auto forger = network::generate_ed25519_key();
+  const auto forger = protocol::generate_ed25519_key();
   network::Ledger::open(c.files().ledger).sign_head(forger.get());
   auto r = check_owner_ledger(options(c, "alice"));
   EXPECT_TRUE(mentions(r.check, "not the trusted key")) << all(r.check);
@@ -162,7 +162,7 @@ TEST(LedgerCheck, AHeadSignedByAnotherKeyFailsAgainstThePinnedKey) {
   network::Ledger::open(c.files().ledger).sign_head(coordinator_key.key());
   EXPECT_TRUE(check_owner_ledger(options(c, "alice")).check.ok());
   auto wrong = options(c, "alice");
-  wrong.trusted_key = network::public_key_hex(forger.get());
+  wrong.trusted_key = protocol::public_key_hex(forger.get());
   r = check_owner_ledger(wrong);
   EXPECT_TRUE(mentions(r.check, "not the trusted key")) << all(r.check);
 }

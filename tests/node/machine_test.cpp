@@ -27,7 +27,7 @@ void expect_refused(std::initializer_list<const char*> bad, Set set) {
 
 TEST(LendingPolicy, DedicatedLendsWhateverTheLoadAndTime) {
   LendingPolicy p;
-  p.mode = network::Lending::Dedicated;
+  p.mode = protocol::Lending::Dedicated;
   p.set_window("22:00-07:00");
   EXPECT_EQ(p.refusal(3.0, at(12, 0)), "");
   EXPECT_EQ(p.refusal(std::nullopt, at(12, 0)), "");
@@ -76,7 +76,7 @@ TEST(LendingPolicy, IdleAfterWaitsForTheUserToBeAwayLongEnough) {
   EXPECT_TRUE(p.user_is_active(std::nullopt));
   EXPECT_NE(p.refusal(0.9, at(12, 0), 301'000).find("above 0.50"), std::string::npos);
   // Dedicated ignores the user; without --idle-after the user is not consulted.
-  p.mode = network::Lending::Dedicated;
+  p.mode = protocol::Lending::Dedicated;
   EXPECT_EQ(p.refusal(0.1, at(12, 0), 0), "");
   EXPECT_FALSE(p.user_is_active(0));
   LendingPolicy plain;

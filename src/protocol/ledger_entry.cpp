@@ -1,10 +1,10 @@
-#include "network/ledger_hash.h"
+#include "protocol/ledger_entry.h"
 
 #include <openssl/evp.h>
 
 #include "tensor/error.h"
 
-namespace orchard::network {
+namespace orchard::protocol {
 namespace {
 
 void field(std::string& out, const std::string& v) {
@@ -72,4 +72,4 @@ std::string head_message(int64_t seq, const std::string& hash) {
   return s;
 }
 
-}  // namespace orchard::network
+}  // namespace orchard::protocol

@@ -1,13 +1,13 @@
-#include "network/ledger_proof.h"
+#include "protocol/ledger_proof.h"
 
 #include <map>
 
 #include "model/json_number.h"
-#include "network/ledger_hash.h"
-#include "network/node_identity.h"
+#include "protocol/ledger_entry.h"
+#include "protocol/node_identity.h"
 #include "tensor/error.h"
 
-namespace orchard::network {
+namespace orchard::protocol {
 
 using nlohmann::json;
 
@@ -145,4 +145,4 @@ OwnerCheck check_owner_proof(const OwnerProof& p, const std::string& trusted_key
   return r;
 }
 
-}  // namespace orchard::network
+}  // namespace orchard::protocol

@@ -11,9 +11,9 @@
 #include <string>
 #include <string_view>
 
-#include "network/ledger.h"  // KeyPtr and the Ed25519 helpers
+#include "protocol/keys.h"
 
-namespace orchard::network {
+namespace orchard::protocol {
 
 class NodeIdentity {
  public:
@@ -49,4 +49,4 @@ std::optional<std::string> node_id_for_public_key(std::string_view public_key_he
 bool verify_node_signature(std::string_view public_key_hex, std::string_view message,
                            std::string_view signature_hex) noexcept;
 
-}  // namespace orchard::network
+}  // namespace orchard::protocol

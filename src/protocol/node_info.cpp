@@ -1,4 +1,4 @@
-#include "network/node_info.h"
+#include "protocol/node_info.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "tensor/error.h"
 #include "tensor/types.h"
 
-namespace orchard::network {
+namespace orchard::protocol {
 namespace {
 
 using nlohmann::json;
@@ -327,4 +327,4 @@ json to_json(const HeartbeatState& h) {
   return j;
 }
 
-}  // namespace orchard::network
+}  // namespace orchard::protocol

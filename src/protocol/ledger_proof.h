@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "network/ledger.h"
+#include "protocol/ledger_entry.h"
 
-namespace orchard::network {
+namespace orchard::protocol {
 
 // The coordinator's public ledger endpoints (docs/network-protocol.md, "Ledger").
 inline constexpr const char* kLedgerKeyPath = "/v1/ledger/key";          // its signing key
@@ -64,4 +64,4 @@ int64_t proof_start(const SignedHead& head, const std::vector<Entry>& listed, co
 // Never throws: a malformed proof is a violation.
 OwnerCheck check_owner_proof(const OwnerProof& proof, const std::string& trusted_key_hex, const std::string& account);
 
-}  // namespace orchard::network
+}  // namespace orchard::protocol

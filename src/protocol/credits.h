@@ -27,7 +27,7 @@
 #include <string>
 #include <string_view>
 
-namespace orchard::network {
+namespace orchard::protocol {
 
 inline constexpr int64_t kMicroPerCredit = 1'000'000;
 
@@ -70,4 +70,4 @@ int64_t job_credits(const JobUsage& u);
 // "hardware", "dedicated"}.
 nlohmann::json to_json(const JobUsage& u);
 
-}  // namespace orchard::network
+}  // namespace orchard::protocol

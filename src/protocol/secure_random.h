@@ -4,10 +4,10 @@
 #include <cstddef>
 #include <string>
 
-namespace orchard::network {
+namespace orchard::protocol {
 
 // `bytes` random bytes as 2 × `bytes` lowercase hex digits. Throws orchard::Error when the
 // generator fails (it is not seeded), never returns a weak value.
 std::string random_hex(size_t bytes);
 
-}  // namespace orchard::network
+}  // namespace orchard::protocol

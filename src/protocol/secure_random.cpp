@@ -1,14 +1,14 @@
-#include "network/secure_random.h"
+#include "protocol/secure_random.h"
 
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 
 #include <vector>
 
-#include "network/ledger_hash.h"
+#include "protocol/ledger_entry.h"
 #include "tensor/error.h"
 
-namespace orchard::network {
+namespace orchard::protocol {
 
 std::string random_hex(size_t bytes) {
   std::vector<unsigned char> raw(bytes);
@@ -19,4 +19,4 @@ std::string random_hex(size_t bytes) {
   return hex;
 }
 
-}  // namespace orchard::network
+}  // namespace orchard::protocol

@@ -30,10 +30,21 @@
 #include <string>
 #include <string_view>
 
-#include "network/node_identity.h"
-#include "network/nonce_store.h"
+#include "protocol/node_identity.h"
 
-namespace orchard::network {
+namespace orchard::protocol {
+
+// The replay guard verify_request consults (the coordinator's stores: network/nonce_store.h).
+class NonceStore {
+ public:
+  virtual ~NonceStore() = default;
+  // Records `nonce` from `node_id` until `expires_at_ms`. False when the pair is already
+  // recorded and not yet expired: the request is a replay. `now_ms` is the caller's clock (the
+  // same one the timestamp check used), so entries that expired before it may be dropped.
+  // Throws orchard::Error when the store itself fails; callers refuse the request then.
+  virtual bool remember(const std::string& node_id, const std::string& nonce, int64_t expires_at_ms,
+                        int64_t now_ms) = 0;
+};
 
 inline constexpr const char* kNodeHeader = "X-Orchard-Node";
 inline constexpr const char* kKeyHeader = "X-Orchard-Key";
@@ -94,4 +105,4 @@ AuthResult verify_request(const Headers& headers, std::string_view method, std::
                           std::string_view body, int64_t now_ms, const KeyLookup& lookup, NonceStore& nonces,
                           const VerifyOptions& options = {}) noexcept;
 
-}  // namespace orchard::network
+}  // namespace orchard::protocol

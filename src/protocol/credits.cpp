@@ -1,10 +1,10 @@
-#include "network/credits.h"
+#include "protocol/credits.h"
 
 #include <limits>
 
 #include "tensor/error.h"
 
-namespace orchard::network {
+namespace orchard::protocol {
 
 SizeClass size_class(uint64_t parameters) {
   constexpr uint64_t B = 1'000'000'000ull;
@@ -91,4 +91,4 @@ nlohmann::json to_json(const JobUsage& u) {
           {"dedicated", u.dedicated}};
 }
 
-}  // namespace orchard::network
+}  // namespace orchard::protocol

@@ -7,9 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "network/job_store.h"
 
-namespace orchard::network {
+namespace orchard::protocol {
 
 inline constexpr const char* kRegisterPath = "/v1/node/register";
 inline constexpr const char* kHeartbeatPath = "/v1/node/heartbeat";
@@ -19,6 +18,19 @@ inline constexpr int kMaxPollWaitS = 30;
 
 // "/v1/node/jobs/<job>/<action>", action one of "output", "complete", "fail", "hand-back".
 std::string job_path(const std::string& job_id, const std::string& action);
+
+// What a node is given to run.
+struct Work {
+  std::string job_id;
+  int64_t attempt = 0;
+  std::string model;
+  nlohmann::json request;
+  int64_t n_ctx = 0, max_tokens = 0;
+  std::vector<std::string> output;  // chunks earlier attempts streamed: continue after them
+  std::vector<std::vector<int32_t>> output_tokens;  // each chunk's token ids (empty if not sent)
+  int64_t lease_deadline_ms = 0;
+  std::string plan;                 // the split placement predicted ("pipeline 2", …)
+};
 
 // One piece of a job's output: the text a client may see and the tokens it holds.
 struct OutputChunk {
@@ -44,4 +56,4 @@ Work work_from_json(const nlohmann::json& j);
 nlohmann::json to_json(const RegisterReply& r);
 RegisterReply register_reply_from_json(const nlohmann::json& j);
 
-}  // namespace orchard::network
+}  // namespace orchard::protocol

@@ -28,10 +28,10 @@
 #include <string_view>
 #include <vector>
 
-#include "network/credits.h"
+#include "protocol/credits.h"
 #include "parallel/model_cost.h"
 
-namespace orchard::network {
+namespace orchard::protocol {
 
 struct MachineInfo {
   std::string name;         // unique within the node
@@ -95,4 +95,4 @@ nlohmann::json to_json(const NodeInfo& n);
 HeartbeatState heartbeat_from_json(const nlohmann::json& j);
 nlohmann::json to_json(const HeartbeatState& h);
 
-}  // namespace orchard::network
+}  // namespace orchard::protocol

@@ -1,4 +1,4 @@
-#include "network/node_identity.h"
+#include "protocol/node_identity.h"
 
 #include <fcntl.h>
 #include <openssl/crypto.h>
@@ -10,11 +10,11 @@
 #include <cerrno>
 #include <cstring>
 
-#include "network/ledger_hash.h"
-#include "network/secure_random.h"
+#include "protocol/ledger_entry.h"
+#include "protocol/secure_random.h"
 #include "tensor/error.h"
 
-namespace orchard::network {
+namespace orchard::protocol {
 namespace {
 
 namespace fs = std::filesystem;
@@ -245,4 +245,4 @@ bool verify_node_signature(std::string_view public_key_hex, std::string_view mes
   }
 }
 
-}  // namespace orchard::network
+}  // namespace orchard::protocol

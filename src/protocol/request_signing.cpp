@@ -1,13 +1,13 @@
-#include "network/request_signing.h"
+#include "protocol/request_signing.h"
 
 #include <array>
 #include <charconv>
 
-#include "network/ledger_hash.h"
-#include "network/secure_random.h"
+#include "protocol/ledger_entry.h"
+#include "protocol/secure_random.h"
 #include "tensor/error.h"
 
-namespace orchard::network {
+namespace orchard::protocol {
 namespace {
 
 constexpr const char* kVersionLine = "orchard-node-request-v1";
@@ -231,4 +231,4 @@ AuthResult verify_request(const Headers& headers, std::string_view method, std::
   }
 }
 
-}  // namespace orchard::network
+}  // namespace orchard::protocol

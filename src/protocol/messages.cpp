@@ -1,9 +1,9 @@
-#include "network/protocol.h"
+#include "protocol/messages.h"
 
 #include "model/json_number.h"
 #include "tensor/error.h"
 
-namespace orchard::network {
+namespace orchard::protocol {
 
 using nlohmann::json;
 
@@ -91,4 +91,4 @@ RegisterReply register_reply_from_json(const json& j) {
   return r;
 }
 
-}  // namespace orchard::network
+}  // namespace orchard::protocol
