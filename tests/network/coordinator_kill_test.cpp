@@ -23,6 +23,7 @@
 #include "network/protocol_names.h"
 #include "network/store_backends.h"
 #include "network/test_files.h"
+#include "network/test_processes.h"
 #include "test_data.h"
 
 namespace orchard::network {
@@ -30,47 +31,15 @@ namespace {
 
 using dist::testing::Proc;
 using nlohmann::json;
+using test::free_port;
+using test::kill_and_wait;
+using test::run;
+using test::wait_healthy;
 
 constexpr int kJobs = 240;
 constexpr int kClients = 8;
 constexpr int kKillAfter = 60;  // answers received before the SIGKILL
 constexpr int kNodes = 3;
-
-// A port the kernel just handed out, released again for the coordinator to take.
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
-  ::close(fd);
-  return ok ? ntohs(a.sin_port) : 0;
-}
-
-// Runs `argv` to the end and returns its stdout; fails the test on a non-zero exit.
-std::string run(const std::vector<std::string>& argv, const std::string& tag) {
-  Proc p = dist::testing::spawn(argv, {}, tag);
-  EXPECT_TRUE(dist::testing::wait_all({&p}, std::chrono::steady_clock::now() + std::chrono::seconds(60)));
-  EXPECT_EQ(dist::testing::exit_code(p), 0) << tag << ": " << p.err();
-  return p.out();
-}
-
-bool healthy(int port, int nodes) {
-  httplib::Client c("127.0.0.1", port);
-  c.set_connection_timeout(1, 0);
-  auto r = c.Get("/health");
-  return r && r->status == 200 && json::parse(r->body).value("nodes_available", 0) >= nodes;
-}
-
-void wait_healthy(int port, int nodes, const Proc& coordinator) {
-  for (int i = 0; i < 600 && !healthy(port, nodes); ++i) {
-    ASSERT_NE(::waitpid(coordinator.pid, nullptr, WNOHANG), coordinator.pid) << "the coordinator exited: " << coordinator.err();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ASSERT_TRUE(healthy(port, nodes)) << "no healthy coordinator with " << nodes << " nodes: " << coordinator.err();
-}
 
 struct Answer {
   std::string job_id, text;
@@ -107,11 +76,6 @@ Answer ask(int port, const std::string& key, int i) {
   }
   ADD_FAILURE() << "job " << i << ": no answer within a minute (" << a.tries << " tries)";
   return a;
-}
-
-void kill_and_wait(Proc& p, int sig) {
-  ::kill(p.pid, sig);
-  dist::testing::wait_all({&p}, std::chrono::steady_clock::now() + std::chrono::seconds(20));
 }
 
 // `db_url`: empty for the SQLite files under the data folder, else a PostgreSQL URL.

@@ -1,0 +1,82 @@
+// Nodes that misbehave on purpose (issue 26), as real processes: `orchard node --cheat MODE`
+// beside a real coordinator, each checked to gain nothing by it.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include "network/billed_usage.h"
+#include "network/coordinator.h"
+#include "network/ledger.h"
+#include "network/protocol_names.h"
+#include "network/test_files.h"
+#include "network/test_processes.h"
+#include "test_data.h"
+
+namespace orchard::network {
+namespace {
+
+using dist::testing::Proc;
+using nlohmann::json;
+
+// A node that reports ten times the tokens it used, plus a thousand, is paid for the tokens it
+// streamed through the coordinator and at most the prompt the request's text could make.
+TEST(CheatingNode, InflatedTokenCountsAreNotWhatIsPaid) {
+  ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
+  const std::string bin = ::orchard::test::orchard_binary();
+  const std::string model = ::orchard::test::data_file("models/stories260K.gguf").string();
+  const auto dir = test::fresh_dir("cheating-inflate");
+  std::string key = test::run({bin, "network", "api-key", "create", "alice", "--data", dir.string()}, "api-key");
+  while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
+  ASSERT_FALSE(key.empty());
+  const int port = test::free_port();
+  Proc coordinator = dist::testing::spawn(
+      {bin, "network", "serve", "--port", std::to_string(port), "--data", dir.string()}, {}, "coordinator");
+  Proc node = dist::testing::spawn({bin, "node", "--coordinator", "http://127.0.0.1:" + std::to_string(port), "-m", model,
+                                    "--name", "stories260K", "--key", (dir / "cheat.key").string(), "--owner", "mallory",
+                                    "--dedicated", "--bandwidth", "20", "-t", "1", "--poll-wait", "2", "--cheat",
+                                    "inflate-tokens"},
+                                   {}, "cheating-node");
+  test::wait_healthy(port, 1, coordinator);
+  if (HasFatalFailure()) {
+    test::kill_and_wait(node, SIGKILL);
+    test::kill_and_wait(coordinator, SIGKILL);
+    return;
+  }
+  std::vector<json> usages;
+  std::vector<int64_t> bounds;
+  for (int i = 0; i < 4; ++i) {
+    const json body = {{"model", "stories260K"}, {"prompt", "Once upon a time, " + std::to_string(i)}, {"max_tokens", 8}, {"temperature", 0}};
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(60, 0);
+    auto r = c.Post("/v1/completions", {{"Authorization", "Bearer " + key}}, body.dump(), "application/json");
+    ASSERT_TRUE(r) << "no answer";
+    ASSERT_EQ(r->status, 200) << r->body;
+    usages.push_back(json::parse(r->body)["usage"]);
+    bounds.push_back(prompt_token_bound(body));
+  }
+  test::kill_and_wait(node, SIGTERM);
+  test::kill_and_wait(coordinator, SIGTERM);
+  // The node did claim the inflated counts (its log says what it was paid for them).
+  EXPECT_NE(node.err().find("done"), std::string::npos) << node.err();
+
+  auto ledger = Ledger::open(coordinator_files(dir, "").ledger);
+  const auto entries = ledger.entries_for("mallory");
+  ASSERT_EQ(entries.size(), usages.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const json d = json::parse(entries[i].details);
+    SCOPED_TRACE(entries[i].details);
+    // Generated: what it streamed (max_tokens 8), never the claimed 10 × n + 1000.
+    EXPECT_GE(d["generated_tokens"].get<int64_t>(), 1);
+    EXPECT_LE(d["generated_tokens"].get<int64_t>(), 8);
+    EXPECT_EQ(d["generated_tokens"], usages[i]["completion_tokens"]);
+    // Prompt: the claim (over 1000) capped by the request's text.
+    EXPECT_EQ(d["prompt_tokens"].get<int64_t>(), bounds[i]);
+    const JobUsage paid{d["prompt_tokens"].get<uint64_t>(), d["generated_tokens"].get<uint64_t>(),
+                        parse_size_class(d["model_class"].get<std::string>()),
+                        parse_hardware_class(d["hardware"].get<std::string>()), d["dedicated"].get<bool>()};
+    EXPECT_EQ(entries[i].amount, job_credits(paid));
+  }
+  EXPECT_TRUE(ledger.verify().ok());
+}
+
+}  // namespace
+}  // namespace orchard::network
