@@ -19,6 +19,7 @@
 #include "network/protocol_names.h"
 #include "node/agent.h"
 #include "node/group.h"
+#include "node/key_lock.h"
 #include "node/ledger_check.h"
 #include "parallel/memory.h"
 #include "serve/model_store.h"
@@ -89,8 +90,14 @@ node::AgentOptions agent_options(const NodeOpts& o) {
 }
 
 // Works until SIGTERM or SIGINT drains it.
-void serve_agent(node::AgentOptions ao, std::vector<node::ServedModel> models, const NodeOpts& o) {
-  auto identity = network::NodeIdentity::load_or_create(o.key.empty() ? default_key_path() : o.key);
+std::string key_path(const NodeOpts& o) { return o.key.empty() ? default_key_path() : o.key; }
+
+// `lock`: this process holds the key (taken before the models load, so a second agent on the
+// same key stops at once).
+void serve_agent(node::AgentOptions ao, std::vector<node::ServedModel> models, const NodeOpts& o,
+                 const node::KeyLock& lock) {
+  (void)lock;
+  auto identity = network::NodeIdentity::load_or_create(key_path(o));
   node::Agent agent(std::move(ao), std::move(identity), std::move(models));
   g_agent = &agent;
   signal(SIGINT, on_signal);
@@ -108,11 +115,12 @@ void serve_agent(node::AgentOptions ao, std::vector<node::ServedModel> models, c
 void run_node(const NodeOpts& o) {
   check(o);
   node::AgentOptions ao = agent_options(o);
+  const node::KeyLock lock = node::KeyLock::acquire(key_path(o));
   std::vector<node::ServedModel> models;
   for (size_t i = 0; i < o.models.size(); ++i)
     models.push_back(node::load_served_model(serve::resolve_model(o.models[i]), o.names.empty() ? "" : o.names[i],
                                              o.threads, o.ctx, o.kv_type));
-  serve_agent(std::move(ao), std::move(models), o);
+  serve_agent(std::move(ao), std::move(models), o, lock);
 }
 
 // A rank of a cabled group: every rank loads its shard and measures its machine; rank 0
@@ -150,7 +158,8 @@ void run_group(const NodeOpts& o) {
   ao.group = std::move(group.group);
   std::vector<node::ServedModel> models;
   models.push_back(node::group_served_model(ro.model_path, o.names.empty() ? "" : o.names[0], session->engine(), exec));
-  serve_agent(std::move(ao), std::move(models), o);
+  const node::KeyLock lock = node::KeyLock::acquire(key_path(o));
+  serve_agent(std::move(ao), std::move(models), o, lock);
 }
 
 std::string credits(int64_t micro) {

@@ -133,6 +133,16 @@ void JobStore::register_node(const NodeInfo& info, int64_t now_ms, const std::st
   // Validate by round trip: what is stored is what placement will read back.
   const NodeInfo checked = node_info_from_json(to_json(info));
   db().write([&] {
+      // Two agents on one key (one identity) under different owners: the second would take the
+      // first's place and its jobs' credits. While the first is alive it is refused; once it
+      // fell silent the key's new owner may take over.
+      sql::Stmt old(db(), "SELECT owner, last_heartbeat FROM nodes WHERE id = ?1");
+      old.bind(1, checked.id);
+      if (old.step() && old.text(0) != checked.owner && now_ms - old.i64(1) <= options_.heartbeat_timeout_ms)
+        throw Error(where() + ": node '" + checked.id + "' is registered to owner '" + old.text(0) +
+                    "' and alive (its last heartbeat " + std::to_string(now_ms - old.i64(1)) +
+                    " ms ago); another agent on the same key cannot register it for '" + checked.owner +
+                    "': give each agent its own key (orchard node --key)");
       sql::Stmt s(db(),
                   "INSERT INTO nodes(id, owner, info, registered_at, last_heartbeat, draining, public_key) "
                   "VALUES(?1, ?2, ?3, ?4, ?4, ?5, ?6) "

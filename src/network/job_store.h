@@ -125,7 +125,9 @@ class JobStore {
   JobStore(JobStore&&) noexcept = default;
   JobStore& operator=(JobStore&&) noexcept = default;
 
-  // Nodes. Registering again replaces the description and keeps the reliability earned.
+  // Nodes. Registering again replaces the description and keeps the reliability earned. A
+  // registration under another owner while the node is alive (heartbeat within the timeout) is
+  // refused (orchard::Error naming both owners): two agents sharing one key.
   // `public_key_hex` is the key the node signs its requests with (request_signing.h); empty
   // keeps the one recorded before.
   void register_node(const NodeInfo& info, int64_t now_ms, const std::string& public_key_hex = {});

@@ -56,6 +56,11 @@ int tcp_socket(bool nonblocking);
 int accept_connection(int listen_fd, sockaddr* addr, socklen_t* len);
 // A pipe whose ends are close-on-exec (and non-blocking if asked); false with errno on failure.
 bool make_pipe(int fds[2], bool nonblocking);
+// An exclusive lock on the file at `path` (created, mode 0600, when absent) held while the
+// returned descriptor stays open (close-on-exec): -1 with errno EWOULDBLOCK when another open
+// of the file holds it (this process's or another's), other errno values on failure. Linux and
+// macOS: flock(2).
+int lock_file(const std::string& path);
 // Flags for send(2)/sendmsg(2) so that a peer gone away is an EPIPE error, not SIGPIPE (Linux:
 // MSG_NOSIGNAL; macOS sets SO_NOSIGPIPE on the socket instead and passes 0).
 int send_no_signal();

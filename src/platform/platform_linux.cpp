@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sched.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <sys/auxv.h>
 #endif
 
+#include <cerrno>
 #include <climits>
 
 #include <cstdio>
@@ -148,6 +150,18 @@ int accept_connection(int listen_fd, sockaddr* addr, socklen_t* len) {
 }
 
 bool make_pipe(int fds[2], bool nonblocking) { return ::pipe2(fds, O_CLOEXEC | (nonblocking ? O_NONBLOCK : 0)) == 0; }
+
+int lock_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return -1;
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(fd);
+    errno = err;
+    return -1;
+  }
+  return fd;
+}
 
 ArmFeatures arm_features() {
   ArmFeatures f;

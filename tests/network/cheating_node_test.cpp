@@ -1,5 +1,5 @@
-// Nodes that misbehave on purpose (issue 26), as real processes: `orchard node --cheat MODE`
-// beside a real coordinator, each checked to gain nothing by it.
+// Nodes that misbehave on purpose (issue 26), as real processes beside a real coordinator:
+// `orchard node --cheat MODE`, or two agents sharing one key; each checked to gain nothing by it.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -76,6 +76,48 @@ TEST(CheatingNode, InflatedTokenCountsAreNotWhatIsPaid) {
     EXPECT_EQ(entries[i].amount, job_credits(paid));
   }
   EXPECT_TRUE(ledger.verify().ok());
+}
+
+
+// Two agents on one machine and one key under different owners: the second stops with a message
+// naming the key while the first runs, and the first's jobs are credited to its owner.
+TEST(CheatingNode, ASecondAgentOnTheSameKeyIsRefusedAndTheFirstKeepsItsCredits) {
+  ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
+  const std::string bin = ::orchard::test::orchard_binary();
+  const std::string model = ::orchard::test::data_file("models/stories260K.gguf").string();
+  const auto dir = test::fresh_dir("cheating-two-owners");
+  std::string key = test::run({bin, "network", "api-key", "create", "alice", "--data", dir.string()}, "api-key");
+  while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
+  const int port = test::free_port();
+  Proc coordinator = dist::testing::spawn(
+      {bin, "network", "serve", "--port", std::to_string(port), "--data", dir.string()}, {}, "coordinator");
+  auto node_argv = [&](const std::string& owner, bool dedicated) {
+    return std::vector<std::string>{bin, "node", "--coordinator", "http://127.0.0.1:" + std::to_string(port), "-m", model,
+                                    "--name", "stories260K", "--key", (dir / "shared.key").string(), "--owner", owner,
+                                    dedicated ? "--dedicated" : "--when-idle", "--idle-load", "100", "--bandwidth", "20",
+                                    "-t", "1", "--poll-wait", "2"};
+  };
+  Proc bob = dist::testing::spawn(node_argv("bob", true), {}, "bob");
+  test::wait_healthy(port, 1, coordinator);
+  Proc carol = dist::testing::spawn(node_argv("carol", false), {}, "carol");
+  EXPECT_TRUE(dist::testing::wait_all({&carol}, std::chrono::steady_clock::now() + std::chrono::seconds(30)));
+  EXPECT_NE(dist::testing::exit_code(carol), 0);
+  EXPECT_NE(carol.err().find("another orchard node"), std::string::npos) << carol.err();
+  EXPECT_NE(carol.err().find((dir / "shared.key").string()), std::string::npos) << carol.err();
+
+  for (int i = 0; i < 3 && !HasFailure(); ++i) {
+    const json body = {{"model", "stories260K"}, {"prompt", "Once upon a time"}, {"max_tokens", 4}, {"temperature", 0}};
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(60, 0);
+    auto r = c.Post("/v1/completions", {{"Authorization", "Bearer " + key}}, body.dump(), "application/json");
+    ASSERT_TRUE(r) << "no answer";
+    EXPECT_EQ(r->status, 200) << r->body;
+  }
+  test::kill_and_wait(bob, SIGTERM);
+  test::kill_and_wait(coordinator, SIGTERM);
+  auto ledger = Ledger::open(coordinator_files(dir, "").ledger);
+  EXPECT_EQ(ledger.entries_for("bob").size(), 3u);
+  EXPECT_TRUE(ledger.entries_for("carol").empty());
 }
 
 }  // namespace

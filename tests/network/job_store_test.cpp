@@ -135,6 +135,31 @@ TEST_P(JobStoreTest, SubmitAssignStreamComplete) {
   EXPECT_THROW(store.append_output(id, 1, "n1", 3, "after the end", kT0 + 600), NotYourJob);
 }
 
+// Two agents on one key (so one node id) under different owners: while the first heartbeats,
+// the second's registration is refused naming both owners, so the first's jobs stay credited
+// to its owner; once the first is silent past the timeout, the key's new owner may take over.
+TEST_P(JobStoreTest, ASecondAgentOnOneKeyUnderAnotherOwnerIsRefusedWhileTheFirstLives) {
+  NodeInfo bob = single("n1", 64, 200);
+  bob.owner = "bob";
+  auto store = store_with("two-owners", {bob});
+  NodeInfo carol = bob;
+  carol.owner = "carol";
+  try {
+    store.register_node(carol, kT0 + 1'000);
+    FAIL() << "a second owner took over a live node";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("'bob'"), std::string::npos) << m;
+    EXPECT_NE(m.find("'carol'"), std::string::npos) << m;
+    EXPECT_NE(m.find("--key"), std::string::npos) << m;
+  }
+  auto owner = [&] { return store.nodes().at(0).info.owner; };
+  store.register_node(bob, kT0 + 2'000);  // the same owner again (a restart) is fine
+  EXPECT_EQ(owner(), "bob");
+  store.register_node(carol, kT0 + 2'000 + options().heartbeat_timeout_ms + 1);
+  EXPECT_EQ(owner(), "carol");
+}
+
 TEST_P(JobStoreTest, ANodeCannotReportWorkOnAnotherNodesJob) {
   auto store = store_with("not-yours", {single("fast", 64, 400), single("slow", 64, 100)}, "job-b");
   const AssignResult a = store.assign("job-b", kT0);
