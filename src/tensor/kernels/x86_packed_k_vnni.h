@@ -67,6 +67,50 @@ constexpr GroupTileFn kQ4_KVnniTiles[6] = {kQ4_KVnniTile<1>, kQ4_KVnniTile<2>, k
 // Q6_K: per half and chunk half (4 chunks, the runs' first or second sub-blocks of 16), each
 // token's 4 runs as exact dot products (6-bit weights ≤ 63 times |x| ≤ 127, 16 elements:
 // ≤ 128016) times the rows' scales; the −32 offsets from the sub-blocks' sums (q6_sub_block_sums).
+// Chunk half C (4 chunks: the runs' first or second sub-blocks of 16) of half H, added to each
+// token's integers. H and C are template arguments so that every index below is a constant
+// (clang with sanitizers would not unroll the loops over them).
+template <int TB, int H, int C>
+[[gnu::always_inline]] inline void q6_vnni_quarter(const uint8_t* pb, const uint8_t* const* xb, __m256i* isum) {
+  __m256i s[TB][4];
+#pragma GCC unroll 8
+  for (int t = 0; t < TB; ++t)
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) s[t][r] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+  for (int k = 4 * C; k < 4 * C + 4; ++k) {
+    __m256i q[4];
+    q6_unpack(pb + kQ6Q + 96 * (8 * H + k), q);
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r)
+#pragma GCC unroll 8
+      for (int t = 0; t < TB; ++t) s[t][r] = dpbusd_bcast4(s[t][r], q[r], xb[t] + 128 * H + 32 * r + 4 * k);
+  }
+  // Sub-block 8H + 2r + C's scales, for r = 0..3 (pair r's first or second).
+  __m256i sc[4];
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {
+    __m256i even, odd;
+    scale_words<true>(pb + kQ6Scales + 64 * H + 16 * r, even, odd);
+    sc[r] = C == 0 ? even : odd;
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < TB; ++t)
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(s[t][r], sc[r]));
+}
+
+// Half H's −32 offsets for each token.
+template <int TB, int H>
+[[gnu::always_inline]] inline void q6_vnni_offsets(const uint8_t* pb, const uint8_t* const* xb, __m256i* isum) {
+  __m256i scp[8], bias_sc[4];
+  q6_scales(pb, H, scp);
+  q6_bias_scales(scp, bias_sc);
+#pragma GCC unroll 8
+  for (int t = 0; t < TB; ++t)
+    isum[t] = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(q6_sub_block_sums<Dpwssd>(bias_sc, xb[t], H), 5));
+}
+
 template <int TB>
 void q6_k_vnni_many(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb, float* y, int64_t ldy, bool) {
   __m256 acc[TB];
@@ -81,45 +125,12 @@ void q6_k_vnni_many(const uint8_t* wg, int64_t nb, const uint8_t* x, size_t xrb,
       xb[t] = x + t * xrb + b * Q6_KFormat::kXBytes;
       isum[t] = _mm256_setzero_si256();
     }
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-#pragma GCC unroll 2
-      for (int c = 0; c < 2; ++c) {
-        __m256i s[TB][4];
-#pragma GCC unroll 8
-        for (int t = 0; t < TB; ++t)
-#pragma GCC unroll 4
-          for (int r = 0; r < 4; ++r) s[t][r] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-        for (int k = 4 * c; k < 4 * c + 4; ++k) {
-          __m256i q[4];
-          q6_unpack(pb + kQ6Q + 96 * (8 * h + k), q);
-#pragma GCC unroll 4
-          for (int r = 0; r < 4; ++r)
-#pragma GCC unroll 8
-            for (int t = 0; t < TB; ++t)
-              s[t][r] = dpbusd_bcast4(s[t][r], q[r], xb[t] + 128 * h + 32 * r + 4 * k);
-        }
-        // Sub-block 8h + 2r + c's scales, for r = 0..3 (pair r's first or second).
-        __m256i sc[4];
-#pragma GCC unroll 4
-        for (int r = 0; r < 4; ++r) {
-          __m256i even, odd;
-          scale_words<true>(pb + kQ6Scales + 64 * h + 16 * r, even, odd);
-          sc[r] = c == 0 ? even : odd;
-        }
-#pragma GCC unroll 8
-        for (int t = 0; t < TB; ++t)
-#pragma GCC unroll 4
-          for (int r = 0; r < 4; ++r) isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(s[t][r], sc[r]));
-      }
-      __m256i scp[8], bias_sc[4];
-      q6_scales(pb, h, scp);
-      q6_bias_scales(scp, bias_sc);
-#pragma GCC unroll 8
-      for (int t = 0; t < TB; ++t)
-        isum[t] = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(q6_sub_block_sums<Dpwssd>(bias_sc, xb[t], h), 5));
-    }
+    q6_vnni_quarter<TB, 0, 0>(pb, xb, isum);
+    q6_vnni_quarter<TB, 0, 1>(pb, xb, isum);
+    q6_vnni_offsets<TB, 0>(pb, xb, isum);
+    q6_vnni_quarter<TB, 1, 0>(pb, xb, isum);
+    q6_vnni_quarter<TB, 1, 1>(pb, xb, isum);
+    q6_vnni_offsets<TB, 1>(pb, xb, isum);
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb)));
 #pragma GCC unroll 8
     for (int t = 0; t < TB; ++t) {
