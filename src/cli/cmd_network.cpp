@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <ctime>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -18,6 +19,16 @@
 
 namespace orchard::cli {
 namespace {
+
+// Unix milliseconds as "2026-12-06 14:05:09".
+std::string utc_time(int64_t ms) {
+  const std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char b[32];
+  std::strftime(b, sizeof b, "%Y-%m-%d %H:%M:%S", &tm);
+  return b;
+}
 
 struct LedgerOpts {
   std::string db;
@@ -158,13 +169,43 @@ void register_network(CLI::App& app) {
   auto account = std::make_shared<std::string>();
   auto* create = keys->add_subcommand("create", "Make a key for ACCOUNT (printed once; only its hash is kept)");
   create->add_option("account", *account, "The account that pays for the key's jobs")->required();
-  create->add_option("--data", *key_dir, "The coordinator's data folder")->type_name("DIR");
-  create->add_option("--db,--database", *key_db, "The coordinator's PostgreSQL database instead")->type_name("URL");
-  create->callback([key_dir, key_db, account] {
+  auto* list = keys->add_subcommand("list", "List the keys (their ids, accounts, when made and revoked; never the keys)");
+  list->add_option("--account", *account, "Only this account's keys");
+  auto key_id = std::make_shared<std::string>();
+  auto* revoke = keys->add_subcommand("revoke", "Revoke a key by its id (from create or list): refused at once");
+  revoke->add_option("id", *key_id, "The key's id, key- and 16 hex digits")->required();
+  for (CLI::App* c : {create, list, revoke}) {
+    c->add_option("--data", *key_dir, "The coordinator's data folder")->type_name("DIR");
+    c->add_option("--db,--database", *key_db, "The coordinator's PostgreSQL database instead")->type_name("URL");
+  }
+  keys->footer(
+      "Examples:\n"
+      "  orchard network api-key create alice --data DIR     # the key on stdout, its id on stderr\n"
+      "  orchard network api-key list --data DIR\n"
+      "  orchard network api-key revoke key-0123456789abcdef --data DIR");
+  auto open_keys = [key_dir, key_db] {
     if (key_dir->empty() == key_db->empty()) throw Error("give the coordinator's --data DIR or its --db URL (one of them)");
     if (key_db->empty()) std::filesystem::create_directories(*key_dir);
-    auto k = network::ApiKeys::open(network::coordinator_files(*key_dir, *key_db).api_keys);
-    std::printf("%s\n", k.create(*account).c_str());
+    return network::ApiKeys::open(network::coordinator_files(*key_dir, *key_db).api_keys);
+  };
+  create->callback([open_keys, account] {
+    auto k = open_keys();
+    const std::string key = k.create(*account);
+    std::printf("%s\n", key.c_str());
+    std::fprintf(stderr, "key id %s (for api-key list / revoke)\n", network::api_key_id(*network::api_key_hash(key)).c_str());
+  });
+  list->callback([open_keys, account] {
+    auto k = open_keys();
+    std::printf("%-20s  %-20s  %-24s  %s\n", "id", "account", "created (UTC)", "revoked (UTC)");
+    for (const auto& e : k.list(*account))
+      std::printf("%-20s  %-20s  %-24s  %s\n", e.id.c_str(), e.account.c_str(), utc_time(e.created_at).c_str(),
+                  e.revoked_at ? utc_time(*e.revoked_at).c_str() : "-");
+  });
+  revoke->callback([open_keys, key_id] {
+    auto k = open_keys();
+    const auto account = k.revoke_id(*key_id);
+    if (!account) throw Error("no live key has the id " + *key_id + " (see `orchard network api-key list`)");
+    std::printf("revoked %s (account %s)\n", key_id->c_str(), account->c_str());
   });
 
   auto o = std::make_shared<LedgerOpts>();

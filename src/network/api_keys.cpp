@@ -66,4 +66,40 @@ bool ApiKeys::revoke(std::string_view key) {
   return s.bind(1, *hash).bind(2, now_ms()).changes() == 1;
 }
 
+std::string api_key_id(std::string_view key_hash) { return "key-" + std::string(key_hash.substr(0, 16)); }
+
+std::vector<ApiKeys::Listed> ApiKeys::list(const std::string& account) {
+  sql::Stmt s(*db_,
+              "SELECT key_hash, account, created_at, revoked_at FROM api_keys WHERE ?1 = '' OR account = ?1 "
+              "ORDER BY created_at, key_hash");
+  s.bind(1, account);
+  std::vector<Listed> out;
+  while (s.step()) {
+    Listed k{api_key_id(s.text(0)), s.text(1), s.i64(2), std::nullopt};
+    if (!s.null(3)) k.revoked_at = s.i64(3);
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+std::optional<std::string> ApiKeys::revoke_id(std::string_view id) {
+  const std::string_view prefix = "key-";
+  bool ok = id.size() == prefix.size() + 16 && id.substr(0, prefix.size()) == prefix;
+  for (char c : id.substr(std::min(id.size(), prefix.size())))
+    ok = ok && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
+  if (!ok) throw Error("'" + std::string(id) + "' is not an API key id (key- and 16 hex digits, from `api-key list`)");
+  return db_->write([&]() -> std::optional<std::string> {
+    // The id is a prefix of the hash: the range [prefix, prefix + 'g') holds exactly the hashes
+    // that start with it (hex digits sort below 'g').
+    const std::string lo(id.substr(prefix.size())), hi = lo + "g";
+    sql::Stmt s(*db_, "SELECT key_hash, account FROM api_keys WHERE key_hash >= ?1 AND key_hash < ?2 AND revoked_at IS NULL");
+    s.bind(1, lo).bind(2, hi);
+    if (!s.step()) return std::nullopt;
+    const std::string hash = s.text(0), account = s.text(1);
+    sql::Stmt up(*db_, "UPDATE api_keys SET revoked_at = ?2 WHERE key_hash = ?1 AND revoked_at IS NULL");
+    up.bind(1, hash).bind(2, now_ms()).step();
+    return account;
+  });
+}
+
 }  // namespace orchard::network

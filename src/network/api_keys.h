@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "network/database.h"
 
@@ -34,6 +35,18 @@ class ApiKeys {
   // was revoked) and never works again.
   bool revoke(std::string_view key);
 
+  // What an operator sees of the keys without holding them: each key's id (api_key_id), account
+  // and times, oldest first; `account` empty: every account's.
+  struct Listed {
+    std::string id, account;
+    int64_t created_at = 0;                // Unix ms
+    std::optional<int64_t> revoked_at;     // Unix ms; none while the key works
+  };
+  std::vector<Listed> list(const std::string& account = {});
+  // Revokes the key whose id is `id` (api_key_id) and returns its account; nullopt when no key
+  // has that id or it was revoked already. Throws orchard::Error for a malformed id.
+  std::optional<std::string> revoke_id(std::string_view id);
+
  private:
   explicit ApiKeys(std::unique_ptr<sql::Connection> db) : db_(std::move(db)) {}
   std::unique_ptr<sql::Connection> db_;
@@ -42,5 +55,9 @@ class ApiKeys {
 // The stored form of a key: SHA-256 hex of its full text; nullopt when `key` is not
 // "ok-" + 64 lowercase hex digits.
 std::optional<std::string> api_key_hash(std::string_view key);
+// A key's public name: "key-" + the first 16 hex digits of its hash (64 bits, so ids do not
+// collide among the keys one coordinator makes), printed at creation and by `api-key list`, and
+// enough to revoke it. It reveals nothing of the key.
+std::string api_key_id(std::string_view key_hash);
 
 }  // namespace orchard::network

@@ -37,6 +37,35 @@ TEST(ApiKeys, CreateLookupRevoke) {
   EXPECT_THROW(keys.create(""), Error);
 }
 
+// An operator lists keys by id (never the keys) and revokes one by its id.
+TEST(ApiKeys, ListedByIdAndRevokedById) {
+  auto keys = ApiKeys::open(test::fresh_dir("keys-by-id") / "coordinator.sqlite");
+  const std::string a = keys.create("alice"), b = keys.create("bob"), a2 = keys.create("alice");
+  const auto all = keys.list();
+  ASSERT_EQ(all.size(), 3u);
+  const std::string id_a = api_key_id(*api_key_hash(a));
+  EXPECT_EQ(id_a.size(), 4u + 16u);
+  EXPECT_EQ(id_a.rfind("key-", 0), 0u);
+  for (const auto& k : all) {
+    EXPECT_EQ(a.find(k.id.substr(4)), std::string::npos) << "an id must not be part of a key";
+    EXPECT_FALSE(k.revoked_at);
+  }
+  EXPECT_EQ(keys.list("alice").size(), 2u);
+  EXPECT_EQ(keys.list("bob").at(0).id, api_key_id(*api_key_hash(b)));
+
+  EXPECT_EQ(keys.revoke_id(id_a), "alice");
+  EXPECT_FALSE(keys.account_for(a)) << "a revoked key works no more";
+  EXPECT_EQ(keys.account_for(a2), "alice") << "the account's other key still works";
+  EXPECT_EQ(keys.account_for(b), "bob");
+  EXPECT_FALSE(keys.revoke_id(id_a)) << "revoked already";
+  EXPECT_FALSE(keys.revoke_id("key-0000000000000000"));
+  for (const char* bad : {"key-", "key-12", "0123456789abcdef", "key-0123456789ABCDEF", "key-0123456789abcdeg"})
+    EXPECT_THROW(keys.revoke_id(bad), Error) << bad;
+  int revoked = 0;
+  for (const auto& k : keys.list()) revoked += k.revoked_at.has_value();
+  EXPECT_EQ(revoked, 1);
+}
+
 TEST(ApiKeys, UnknownAndMalformedKeysAreRefused) {
   auto keys = ApiKeys::open(test::fresh_dir("keys-unknown") / "coordinator.sqlite");
   const std::string real = keys.create("alice");

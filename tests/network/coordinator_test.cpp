@@ -8,6 +8,7 @@
 
 #include <future>
 
+#include "network/api_keys.h"
 #include "network/billed_usage.h"
 #include "network/coordinator_fixture.h"
 #include "network/job_store.h"
@@ -179,6 +180,20 @@ Taken ask_and_take(RunningCoordinator& c, const NodeIdentity& x, const std::stri
   EXPECT_EQ(polled, 200) << work_json;
   if (polled == 200) t.work = work_from_json(work_json);
   return t;
+}
+
+// A key revoked by its id (what `orchard network api-key revoke` does) is refused on the next
+// request, without restarting the coordinator.
+TEST(Coordinator, ARevokedKeyGets401AtOnce) {
+  RunningCoordinator c("coord-owner");
+  const std::string key = c.api_key("carol");
+  const json body = {{"model", "no-such-model"}, {"prompt", "Hello"}, {"max_tokens", 4}};
+  const auto [before, answer] = c.post("/v1/completions", body, key);
+  EXPECT_NE(before, 401) << answer;  // known key: refused for the model, not the key
+  auto keys = ApiKeys::open(c.files().api_keys);
+  ASSERT_EQ(keys.revoke_id(api_key_id(*api_key_hash(key))), "carol");
+  const auto [after, refused] = c.post("/v1/completions", body, key);
+  EXPECT_EQ(after, 401) << refused;
 }
 
 // A node that claims more tokens than it produced is paid for what the coordinator relayed:
