@@ -31,7 +31,7 @@ struct ServeOpts {
   int port = 8080, slots = 4, threads = 0, max_queue = 64, http_threads = 64, tp = 0;
   int64_t ctx = 0, step_tokens = 256, chunk = 64;
   double stream_interval_ms = 0;
-  bool mmap = false, no_repack = false;
+  bool mmap = false, no_repack = false, insecure = false;
   KVType kv_type = KVType::F16;  // as llama.cpp's server: half the memory per slot, faster batches
   SamplerOptions s;
   int32_t max_tokens = 512;
@@ -86,6 +86,7 @@ void serve_http(serve::Executor& exec, Engine& engine, const ServeOpts& o, const
   sopt.host = o.host;
   sopt.port = o.port;
   sopt.api_key = o.api_key;
+  sopt.insecure = o.insecure;
   sopt.http_threads = std::max(o.http_threads, o.slots + o.max_queue + 8);
   serve::Server server(service, sopt);
   const int port = server.bind();
@@ -179,6 +180,8 @@ void register_serve(CLI::App& app) {
       ->check(CLI::Range(0.0, 1000.0))
       ->capture_default_str();
   cmd->add_option("--api-key", o->api_key, "Require this key (Authorization: Bearer KEY)");
+  cmd->add_flag("--insecure", o->insecure,
+                "Allow a --host beyond loopback without --api-key (anyone reaching the port may use it)");
   cmd->add_option("-n,--max-tokens", o->max_tokens, "Default reply length when a request gives none")->capture_default_str();
   cmd->add_option("--temp", o->s.temperature, "Default temperature (requests may set their own)")->capture_default_str();
   cmd->add_option("--top-k", o->s.top_k, "Default top-k (0: off)")->capture_default_str();

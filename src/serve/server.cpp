@@ -134,7 +134,14 @@ Server::Server(Service& service, ServerOptions options)
 
 Server::~Server() { stop(); }
 
+bool is_loopback_host(const std::string& host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
+}
+
 int Server::bind() {
+  if (!is_loopback_host(opts_.host) && opts_.api_key.empty() && !opts_.insecure)
+    throw Error("listening on " + opts_.host + " without an API key would let anyone who reaches this machine use it: "
+                "give --api-key KEY (clients send Authorization: Bearer KEY), or --insecure if that is meant");
   if (opts_.port == 0) {
     port_ = http_->bind_to_any_port(opts_.host);
   } else {

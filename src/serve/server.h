@@ -18,7 +18,13 @@ struct ServerOptions {
   int http_threads = 64;        // connections served at once (streams hold one each)
   size_t max_body_bytes = 8u << 20;
   std::string api_key;          // when set, requests need "Authorization: Bearer <key>"
+  // bind() refuses an address beyond loopback without api_key (anyone on the network could use
+  // the machine and read what it generates) unless this says it is meant.
+  bool insecure = false;
 };
+
+// True for addresses only this machine reaches: 127.0.0.0/8, ::1, "localhost".
+bool is_loopback_host(const std::string& host);
 
 // Lowers the calling thread's scheduling priority by 10 nice levels (once per thread): for threads that
 // feed or read the server's streams, so they yield a busy core to the engine's step.

@@ -95,6 +95,29 @@ json chat_body(const std::string& content, int max_tokens, bool stream = false) 
 
 using test::sse_data;
 
+// Beyond loopback a server needs a key, unless told that none is meant (--insecure).
+TEST(Server, ListensBeyondLoopbackOnlyWithAKeyOrWhenToldInsecure) {
+  Running r;  // for its service
+  for (const char* host : {"127.0.0.1", "127.0.0.2", "localhost", "::1"}) EXPECT_TRUE(is_loopback_host(host)) << host;
+  for (const char* host : {"0.0.0.0", "::", "10.0.0.1", "128.0.0.1", "example.org"}) EXPECT_FALSE(is_loopback_host(host)) << host;
+  ServerOptions open;
+  open.host = "0.0.0.0";
+  open.port = 0;
+  try {
+    Server(*r.service, open).bind();
+    FAIL() << "listened on every interface without a key";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--api-key"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--insecure"), std::string::npos) << e.what();
+  }
+  ServerOptions keyed = open;
+  keyed.api_key = "sekret";
+  EXPECT_GT(Server(*r.service, keyed).bind(), 0);
+  ServerOptions insecure = open;
+  insecure.insecure = true;
+  EXPECT_GT(Server(*r.service, insecure).bind(), 0);
+}
+
 TEST(Server, CompletionsEqualTheEngineAndStreamTheSameText) {
   Running s;
   GenerateOptions g;
