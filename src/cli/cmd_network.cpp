@@ -139,6 +139,9 @@ void register_network(CLI::App& app) {
       ->type_name("FILE");
   srv->add_option("--host", so->c.host, "Address to listen on")->capture_default_str();
   srv->add_option("--port", so->c.port, "Port to listen on")->capture_default_str();
+  srv->add_option("--tls-cert", so->c.tls.cert, "Serve HTTPS with this certificate (PEM; nodes pin it with --ca-cert)")
+      ->type_name("FILE");
+  srv->add_option("--tls-key", so->c.tls.key, "The certificate's private key (PEM)")->type_name("FILE");
   srv->add_option("--heartbeat-timeout", so->heartbeat_timeout_s,
                   "Seconds without a heartbeat after which a node is gone and its jobs move on")
       ->capture_default_str();

@@ -38,6 +38,7 @@ struct NodeOpts {
   int64_t ctx = 0, chunk = 64;
   KVType kv_type = KVType::F32;  // a job resumed on another node continues the same text
   std::string cheat;             // tests of the coordinator's checks (node::AgentOptions::cheat)
+  std::string ca_cert;           // an https coordinator's certificate or CA
 };
 
 std::string default_key_path() { return (std::filesystem::path(orchard_home()) / "node" / "node.key").string(); }
@@ -68,6 +69,7 @@ void check(const NodeOpts& o) {
 node::AgentOptions agent_options(const NodeOpts& o) {
   node::AgentOptions ao;
   ao.coordinator = o.coordinator;
+  ao.ca_cert = o.ca_cert;
   ao.owner = o.owner;
   if (ao.owner.empty())
     if (const char* user = std::getenv("USER"); user && *user) ao.owner = user;
@@ -173,7 +175,7 @@ void node_status(const NodeOpts& o) {
   const std::string path = o.key.empty() ? default_key_path() : o.key;
   if (!std::filesystem::exists(path)) throw Error(path + ": no node key here (this machine has not run `orchard node`)");
   const auto identity = network::NodeIdentity::load_or_create(path);
-  const auto s = node::CoordinatorClient(o.coordinator, identity).status();
+  const auto s = node::CoordinatorClient(o.coordinator, identity, o.ca_cert).status();
   // The coordinator's figures, checked: a float where a count belongs is a type error, not a wild cast.
   const auto count = [&s](const char* key) -> long long {
     return s.contains(key) ? exact_get<long long>(s[key]) : 0LL;
@@ -190,6 +192,7 @@ void node_status(const NodeOpts& o) {
   // The ledger, checked here rather than taken on the coordinator's word.
   node::LedgerCheckOptions lo;
   lo.coordinator = o.coordinator;
+  lo.ca_cert = o.ca_cert;
   lo.account = s.value("owner", "");
   lo.trusted_key = o.trusted_key;
   lo.pin_file = o.pin_file.empty() ? default_pin_file(o.coordinator) : o.pin_file;
@@ -220,7 +223,10 @@ void node_status(const NodeOpts& o) {
 void register_node(CLI::App& app) {
   auto o = std::make_shared<NodeOpts>();
   auto* cmd = app.add_subcommand("node", "Lend this machine to an Orchard network: run its jobs, earn credits");
-  cmd->add_option("--coordinator", o->coordinator, "The coordinator, http://HOST:PORT")->type_name("URL");
+  cmd->add_option("--coordinator", o->coordinator, "The coordinator, http://HOST:PORT or https://HOST:PORT")->type_name("URL");
+  cmd->add_option("--ca-cert", o->ca_cert,
+                  "https: trust only this certificate (the coordinator's, or its CA's; PEM), not the system's CAs")
+      ->type_name("FILE");
   cmd->add_option("-m,--model", o->models, "A model to serve (GGUF path or a name from `orchard models`); repeatable");
   cmd->add_option("--name", o->names, "The name clients ask for, per -m (default: the file's stem)");
   cmd->add_option("--key", o->key, "This node's identity key (made on first start; default under ~/.cache/orchard/node/)")
@@ -270,7 +276,10 @@ void register_node(CLI::App& app) {
       "--idle-after reads the user's input from logind's idle hint (desktop sessions) and terminal\n"
       "input times (/dev/pts, /dev/tty*), as `w` does; docs/network.md has the details.");
   auto* status = cmd->add_subcommand("status", "Jobs this node served and credits it earned");
-  status->add_option("--coordinator", o->coordinator, "The coordinator, http://HOST:PORT")->required()->type_name("URL");
+  status->add_option("--coordinator", o->coordinator, "The coordinator, http://HOST:PORT or https://HOST:PORT")
+      ->required()
+      ->type_name("URL");
+  status->add_option("--ca-cert", o->ca_cert, "https: trust only this certificate (PEM)")->type_name("FILE");
   status->add_option("--key", o->key, "This node's identity key")->type_name("PATH");
   status->add_option("--trusted-key", o->trusted_key,
                      "The coordinator's ledger key (64 hex digits) to check signed heads against "

@@ -27,7 +27,7 @@ namespace orchard::cli {
 namespace {
 
 struct ServeOpts {
-  std::string model, name, host = "127.0.0.1", api_key, parallel, mem;
+  std::string model, name, host = "127.0.0.1", api_key, parallel, mem, tls_cert, tls_key;
   int port = 8080, slots = 4, threads = 0, max_queue = 64, http_threads = 64, tp = 0;
   int64_t ctx = 0, step_tokens = 256, chunk = 64;
   double stream_interval_ms = 0;
@@ -87,6 +87,7 @@ void serve_http(serve::Executor& exec, Engine& engine, const ServeOpts& o, const
   sopt.port = o.port;
   sopt.api_key = o.api_key;
   sopt.insecure = o.insecure;
+  sopt.tls = {o.tls_cert, o.tls_key};
   sopt.http_threads = std::max(o.http_threads, o.slots + o.max_queue + 8);
   serve::Server server(service, sopt);
   const int port = server.bind();
@@ -180,6 +181,8 @@ void register_serve(CLI::App& app) {
       ->check(CLI::Range(0.0, 1000.0))
       ->capture_default_str();
   cmd->add_option("--api-key", o->api_key, "Require this key (Authorization: Bearer KEY)");
+  cmd->add_option("--tls-cert", o->tls_cert, "Serve HTTPS with this certificate (PEM)")->type_name("FILE");
+  cmd->add_option("--tls-key", o->tls_key, "The certificate's private key (PEM)")->type_name("FILE");
   cmd->add_flag("--insecure", o->insecure,
                 "Allow a --host beyond loopback without --api-key (anyone reaching the port may use it)");
   cmd->add_option("-n,--max-tokens", o->max_tokens, "Default reply length when a request gives none")->capture_default_str();

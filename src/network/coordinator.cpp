@@ -123,7 +123,8 @@ Coordinator::State::State(CoordinatorOptions o)
       // The same key file handling as a node's: made once, never silently replaced.
       signer(NodeIdentity::load_or_create(files.signing_key)),
       keys(ApiKeys::open(files.api_keys)),
-      nonces(DatabaseNonceStore::open(files.nonces)) {}
+      nonces(DatabaseNonceStore::open(files.nonces)),
+      http(serve::make_http_server(opts.tls)) {}
 
 Payment pay(Coordinator::State& s, const Completion& c) {
   Payment p;
@@ -180,7 +181,7 @@ httplib::Server::Handler node_endpoint(Coordinator::State& s, bool registering, 
 
 Coordinator::Coordinator(CoordinatorOptions options) : s_(std::make_unique<State>(std::move(options))) {
   pay_unpaid(*s_);
-  httplib::Server& h = s_->http;
+  httplib::Server& h = *s_->http;
   const int threads = std::max(4, s_->opts.http_threads);
   h.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   h.set_payload_max_length(s_->opts.max_body_bytes);
@@ -219,8 +220,8 @@ Coordinator::~Coordinator() {
 
 int Coordinator::bind() {
   State& s = *s_;
-  s.port = s.opts.port == 0 ? s.http.bind_to_any_port(s.opts.host)
-                            : (s.http.bind_to_port(s.opts.host, s.opts.port) ? s.opts.port : -1);
+  s.port = s.opts.port == 0 ? s.http->bind_to_any_port(s.opts.host)
+                            : (s.http->bind_to_port(s.opts.host, s.opts.port) ? s.opts.port : -1);
   if (s.port < 0)
     throw Error("cannot listen on " + s.opts.host + ":" + std::to_string(s.opts.port) +
                 " (is the port in use, or the address not this machine's?)");
@@ -233,7 +234,7 @@ void Coordinator::run() {
   if (s.port < 0) bind();
   s.sweeper = std::thread([&s] { sweep(s); });
   s.pump = std::thread([&s] { run_pump(s); });
-  s.http.listen_after_bind();
+  s.http->listen_after_bind();
   // Long-polls and streams notice `stopping` within a fraction of a second; the pump ends the
   // streams still open with an error.
   s.stopping = true;
@@ -246,7 +247,7 @@ void Coordinator::run() {
 void Coordinator::stop() {
   // Only flags and closes the listening socket: safe from a signal handler's thread.
   s_->stopping = true;
-  if (s_->http.is_running()) s_->http.stop();
+  if (s_->http->is_running()) s_->http->stop();
 }
 
 }  // namespace orchard::network

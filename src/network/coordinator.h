@@ -21,6 +21,7 @@
 
 #include "network/job_store.h"
 #include "network/protocol_names.h"
+#include "serve/tls_server.h"
 
 namespace orchard::network {
 
@@ -41,6 +42,7 @@ struct CoordinatorOptions {
   int32_t default_max_tokens = 256;  // when a client does not say
   int64_t max_skew_ms = kDefaultMaxSkewMs;
   bool log = false;                  // one line per request on stderr
+  serve::TlsFiles tls;               // both set: HTTPS; nodes then pin the certificate (--ca-cert)
 };
 
 // Where a coordinator's stores are: the SQLite files in its data folder, or, given a

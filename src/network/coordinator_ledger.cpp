@@ -108,12 +108,12 @@ void add_ledger_routes(Coordinator::State& s) {
   auto route = [&s](Action f) {
     return serve::guarded(serve::openai_error, [&s, f](const auto& req, auto& res) { f(s, req, res); });
   };
-  s.http.Get(kLedgerKeyPath, route([](Coordinator::State& st, const httplib::Request&, httplib::Response& res) {
+  s.http->Get(kLedgerKeyPath, route([](Coordinator::State& st, const httplib::Request&, httplib::Response& res) {
                serve::send_json(res, {{"public_key", st.signer.public_key_hex()}, {"algorithm", "ed25519"}});
              }));
-  s.http.Get(kLedgerHeadPath, route(head));
-  s.http.Get(kLedgerEntriesPath, route(account_entries));
-  s.http.Get(kLedgerChainPath, route(chain));
+  s.http->Get(kLedgerHeadPath, route(head));
+  s.http->Get(kLedgerEntriesPath, route(account_entries));
+  s.http->Get(kLedgerChainPath, route(chain));
 }
 
 }  // namespace orchard::network

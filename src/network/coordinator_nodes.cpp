@@ -176,14 +176,14 @@ void add_node_routes(Coordinator::State& s) {
     return node_endpoint(s, registering, [&s, f](const AuthResult& a, const auto& req, auto& res) { f(s, a, req, res); });
   };
   const std::string job = R"(/v1/node/jobs/([A-Za-z0-9_.:-]+))";
-  s.http.Post(kRegisterPath, route(register_node, true));
-  s.http.Post(kHeartbeatPath, route(heartbeat));
-  s.http.Post(kWorkPath, route(poll_work));
-  s.http.Post(job + "/output", route(append_output));
-  s.http.Post(job + "/complete", route(complete));
-  s.http.Post(job + "/fail", route(fail));
-  s.http.Post(job + "/hand-back", route(hand_back));
-  s.http.Get(kNodeStatusPath, route(node_status));
+  s.http->Post(kRegisterPath, route(register_node, true));
+  s.http->Post(kHeartbeatPath, route(heartbeat));
+  s.http->Post(kWorkPath, route(poll_work));
+  s.http->Post(job + "/output", route(append_output));
+  s.http->Post(job + "/complete", route(complete));
+  s.http->Post(job + "/fail", route(fail));
+  s.http->Post(job + "/hand-back", route(hand_back));
+  s.http->Get(kNodeStatusPath, route(node_status));
 }
 
 }  // namespace orchard::network

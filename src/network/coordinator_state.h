@@ -77,7 +77,7 @@ struct Coordinator::State {
   std::mutex feeds_mu;
   std::map<std::string, Feed> feeds;  // by job id
 
-  httplib::Server http;
+  std::unique_ptr<httplib::Server> http;  // plain or TLS (serve/tls_server.h)
   int port = -1;
   int listen_fd = -1;
   std::thread sweeper, pump;

@@ -82,9 +82,9 @@ void add_world_routes(Coordinator::State& s) {
     res.set_header("Cache-Control", "no-cache");
     res.set_content(kWorldPage, "text/html; charset=utf-8");
   };
-  s.http.Get("/", page);
-  s.http.Get("/world", page);
-  s.http.Get("/v1/world", serve::guarded(serve::openai_error, [&s](const httplib::Request&, httplib::Response& res) {
+  s.http->Get("/", page);
+  s.http->Get("/world", page);
+  s.http->Get("/v1/world", serve::guarded(serve::openai_error, [&s](const httplib::Request&, httplib::Response& res) {
                serve::send_json(res, world(s));
              }));
 }

@@ -22,7 +22,7 @@ void nap(int64_t ms, Stop stop) {
 }
 
 // A failure worth trying again: no answer, or the coordinator's own trouble.
-bool transient(const CallError& e) { return e.status == 0 || e.status >= 500; }
+bool transient(const CallError& e) { return (e.status == 0 && e.code != "tls") || e.status >= 500; }
 
 constexpr int kRetries = 20;
 constexpr int64_t kRetryMs = 250;
@@ -104,7 +104,7 @@ Agent::Agent(AgentOptions options, protocol::NodeIdentity identity, std::vector<
     : opts_(std::move(options)),
       identity_(std::move(identity)),
       models_(std::move(models)),
-      client_(opts_.coordinator, identity_) {
+      client_(opts_.coordinator, identity_, opts_.ca_cert) {
   if (models_.empty()) throw Error("the node serves no model (give one with -m)");
   info_.id = identity_.id();
   info_.owner = opts_.owner;
@@ -185,6 +185,7 @@ void Agent::register_until_accepted() {
       log("registered with " + client_.url() + " (heartbeat every " + std::to_string(r.heartbeat_interval_ms) + " ms)");
       return;
     } catch (const CallError& e) {
+      if (e.code == "tls") throw Error(e.what());
       if (!transient(e)) throw Error(std::string("the coordinator refused this node: ") + e.what());
       log(std::string(e.what()) + "; retrying");
     }

@@ -30,7 +30,8 @@
 namespace orchard::node {
 
 struct AgentOptions {
-  std::string coordinator;  // http://host:port
+  std::string coordinator;  // http://host:port or https://host:port
+  std::string ca_cert;      // https: the coordinator's certificate or CA (PEM); empty: the system's
   std::string owner;        // the account credited for this node's work
   protocol::HardwareClass hardware = protocol::HardwareClass::Laptop;
   LendingPolicy lending;

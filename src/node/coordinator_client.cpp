@@ -19,8 +19,8 @@ int64_t unix_ms() {
 
 }  // namespace
 
-CoordinatorClient::CoordinatorClient(const std::string& url, const protocol::NodeIdentity& identity)
-    : url_(url), identity_(identity) {
+CoordinatorClient::CoordinatorClient(const std::string& url, const protocol::NodeIdentity& identity, std::string ca_cert)
+    : url_(url), identity_(identity), ca_cert_(std::move(ca_cert)) {
   const size_t scheme = url.find("://");
   const std::string rest = scheme == std::string::npos ? "" : url.substr(scheme + 3);
   if ((url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) || rest.empty() ||
@@ -33,11 +33,16 @@ json CoordinatorClient::call(const std::string& method, const std::string& path,
   const protocol::Headers signed_headers = protocol::sign_request(identity_, method, path, text, unix_ms());
   httplib::Headers headers(signed_headers.begin(), signed_headers.end());
   httplib::Client c(url_);
+  if (!ca_cert_.empty()) c.set_ca_cert_path(ca_cert_.c_str());
   c.set_connection_timeout(10, 0);
   c.set_read_timeout(timeout_s, 0);
   c.set_write_timeout(30, 0);
   const std::string where = method + " " + url_ + path;
   httplib::Result r = method == "GET" ? c.Get(path, headers) : c.Post(path, headers, text, "application/json");
+  if (!r && r.error() == httplib::Error::SSLServerVerification)
+    throw CallError(where + ": the coordinator's TLS certificate is not trusted" +
+                        (ca_cert_.empty() ? std::string(" (give it, or its CA, with --ca-cert)") : " by " + ca_cert_),
+                    0, "tls");
   if (!r) throw CallError(where + ": no answer (" + httplib::to_string(r.error()) + ")", 0, {});
   if (r->status == 204) return nullptr;
   const json reply = json::parse(r->body, nullptr, false);

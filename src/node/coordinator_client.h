@@ -16,6 +16,8 @@ namespace orchard::node {
 
 // A call that failed: `status` is the HTTP status (0: no answer at all), `code` the error
 // object's code ("not_your_job", "unknown_node", …).
+// status 0: no HTTP answer (code "tls": the coordinator's certificate was not trusted, which
+// retrying does not change).
 class CallError : public Error {
  public:
   CallError(const std::string& what, int status, std::string code) : Error(what), status(status), code(std::move(code)) {}
@@ -25,8 +27,10 @@ class CallError : public Error {
 
 class CoordinatorClient {
  public:
-  // `url`: http://host:port (https too); throws orchard::Error for anything else.
-  CoordinatorClient(const std::string& url, const protocol::NodeIdentity& identity);
+  // `url`: http://host:port (https too); throws orchard::Error for anything else. `ca_cert`: a
+  // PEM file with the coordinator's certificate or its CA, the only ones an https coordinator
+  // is then trusted by (empty: the system's CAs).
+  CoordinatorClient(const std::string& url, const protocol::NodeIdentity& identity, std::string ca_cert = {});
 
   // One signed request; the reply's JSON (null for 204). Throws CallError. Thread-safe: each
   // call has its own connection.
@@ -48,6 +52,7 @@ class CoordinatorClient {
  private:
   std::string url_;
   const protocol::NodeIdentity& identity_;
+  std::string ca_cert_;
 };
 
 }  // namespace orchard::node

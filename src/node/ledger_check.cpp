@@ -18,8 +18,9 @@ using protocol::Entry;
 namespace {
 
 // A public GET; nullopt for a 404 (nothing there yet), the JSON for a 200, else an error.
-std::optional<json> get_json(const std::string& url, const std::string& path) {
+std::optional<json> get_json(const std::string& url, const std::string& ca_cert, const std::string& path) {
   httplib::Client c(url);
+  if (!ca_cert.empty()) c.set_ca_cert_path(ca_cert.c_str());
   c.set_connection_timeout(10, 0);
   c.set_read_timeout(60, 0);
   const std::string where = "GET " + url + path;
@@ -116,7 +117,7 @@ LedgerCheckResult check_owner_ledger(const LedgerCheckOptions& o) {
     r.key = pin.key;
   } else {
     const std::string where = "GET " + o.coordinator + protocol::kLedgerKeyPath;
-    const auto reply = get_json(o.coordinator, protocol::kLedgerKeyPath);
+    const auto reply = get_json(o.coordinator, o.ca_cert, protocol::kLedgerKeyPath);
     if (!reply) throw Error(where + ": the coordinator serves no ledger key (too old a coordinator?)");
     r.key = parsed(where, [&] { return reply->at("public_key").get<std::string>(); });
     protocol::public_key_from_hex(r.key);
@@ -124,7 +125,7 @@ LedgerCheckResult check_owner_ledger(const LedgerCheckOptions& o) {
   }
 
   const std::string head_where = "GET " + o.coordinator + protocol::kLedgerHeadPath;
-  if (const auto h = get_json(o.coordinator, protocol::kLedgerHeadPath))
+  if (const auto h = get_json(o.coordinator, o.ca_cert, protocol::kLedgerHeadPath))
     r.head = parsed(head_where, [&] { return protocol::signed_head_from_json(*h); });
   if (!r.head) {
     if (r.pinned_now || !o.trusted_key.empty()) write_pin(o.pin_file, o.coordinator, r.key, o.account, std::nullopt);
@@ -137,7 +138,7 @@ LedgerCheckResult check_owner_ledger(const LedgerCheckOptions& o) {
   for (int64_t after = 0;;) {
     const std::string path = std::string(protocol::kLedgerEntriesPath) + "?account=" + query_value(o.account) +
                              "&after=" + std::to_string(after);
-    const auto reply = get_json(o.coordinator, path);
+    const auto reply = get_json(o.coordinator, o.ca_cert, path);
     if (!reply) throw Error("GET " + o.coordinator + path + ": not found (too old a coordinator?)");
     const auto page = parsed("GET " + o.coordinator + path, [&] { return entries_of(*reply); });
     p.listed.insert(p.listed.end(), page.begin(), page.end());
@@ -150,7 +151,7 @@ LedgerCheckResult check_owner_ledger(const LedgerCheckOptions& o) {
     const int64_t to = std::min(p.head.seq, from + kPage - 1);
     const std::string path =
         std::string(protocol::kLedgerChainPath) + "?from=" + std::to_string(from) + "&to=" + std::to_string(to);
-    const auto reply = get_json(o.coordinator, path);
+    const auto reply = get_json(o.coordinator, o.ca_cert, path);
     if (!reply) throw Error("GET " + o.coordinator + path + ": not found (too old a coordinator?)");
     const auto page = parsed("GET " + o.coordinator + path, [&] { return entries_of(*reply); });
     p.chain.insert(p.chain.end(), page.begin(), page.end());

@@ -15,7 +15,8 @@
 namespace orchard::node {
 
 struct LedgerCheckOptions {
-  std::string coordinator;  // http://host:port
+  std::string coordinator;  // http://host:port or https://
+  std::string ca_cert;      // https: the coordinator's certificate or CA (PEM); empty: the system's
   std::string account;      // the owner whose entries are checked
   std::string trusted_key;  // 64 hex digits; empty: the pinned key, or pin the served one
   std::filesystem::path pin_file;

@@ -60,7 +60,7 @@ void lower_this_thread() {
 }
 
 Server::Server(Service& service, ServerOptions options)
-    : service_(service), opts_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
+    : service_(service), opts_(std::move(options)), http_(make_http_server(opts_.tls)) {
   httplib::Server& h = *http_;
   const int threads = std::max(2, opts_.http_threads);
   h.new_task_queue = [threads] { return new IoTaskQueue(static_cast<size_t>(threads)); };

@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "serve/tls_server.h"
 #include "serve/service.h"
 
 namespace httplib {
@@ -21,6 +22,7 @@ struct ServerOptions {
   // bind() refuses an address beyond loopback without api_key (anyone on the network could use
   // the machine and read what it generates) unless this says it is meant.
   bool insecure = false;
+  TlsFiles tls;  // both set: HTTPS (tls_server.h)
 };
 
 // True for addresses only this machine reaches: 127.0.0.0/8, ::1, "localhost".
