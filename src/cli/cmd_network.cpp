@@ -142,6 +142,10 @@ void register_network(CLI::App& app) {
   srv->add_option("--tls-cert", so->c.tls.cert, "Serve HTTPS with this certificate (PEM; nodes pin it with --ca-cert)")
       ->type_name("FILE");
   srv->add_option("--tls-key", so->c.tls.key, "The certificate's private key (PEM)")->type_name("FILE");
+  srv->add_option("--key-rate", so->c.requests_per_minute_per_key,
+                  "Client requests a minute per API key (bursts up to it; then 429 with Retry-After); 0: unlimited")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   srv->add_option("--heartbeat-timeout", so->heartbeat_timeout_s,
                   "Seconds without a heartbeat after which a node is gone and its jobs move on")
       ->capture_default_str();

@@ -18,7 +18,17 @@ std::string client_account(Coordinator::State& s, const httplib::Request& req) {
   const std::string auth = req.get_header_value("Authorization");
   const std::string prefix = "Bearer ";
   if (auth.rfind(prefix, 0) == 0)
-    if (auto account = s.keys.account_for(auth.substr(prefix.size()))) return *account;
+    if (auto account = s.keys.account_for(auth.substr(prefix.size()))) {
+      if (const auto wait_ms = s.key_rate.admit(*api_key_hash(auth.substr(prefix.size())), unix_ms())) {
+        const int seconds = static_cast<int>((*wait_ms + 999) / 1000);
+        throw ApiError(429, "rate_limit_error",
+                       "this API key sent more than " + std::to_string(s.key_rate.per_minute()) +
+                           " requests in a minute; retry in " + std::to_string(seconds) + " s",
+                       {}, "rate_limited")
+            .retry_after(seconds);
+      }
+      return *account;
+    }
   throw ApiError(401, "invalid_request_error",
                  "missing, unknown or revoked API key (send Authorization: Bearer <key>; "
                  "`orchard network api-key create ACCOUNT` makes one)",

@@ -14,6 +14,7 @@
 #include <optional>
 #include <thread>
 
+#include "network/key_rate_limit.h"
 #include "network/api_keys.h"
 #include "network/coordinator.h"
 #include "network/ledger.h"
@@ -60,6 +61,7 @@ struct Coordinator::State {
   Ledger ledger;
   NodeIdentity signer;  // the coordinator's own Ed25519 key (coordinator.key): signs ledger heads
   ApiKeys keys;  // single statements: safe on the shared connection
+  KeyRateLimiter key_rate{opts.requests_per_minute_per_key};
   std::unique_ptr<DatabaseNonceStore> nonces;
 
   RateMeter tokens;  // generated tokens as their output arrives: the world page's tokens/s

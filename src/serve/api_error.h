@@ -15,6 +15,12 @@ class ApiError : public Error {
   const std::string& type() const { return type_; }
   const std::string& param() const { return param_; }
   const std::string& code() const { return code_; }
+  // For a 429: seconds until a retry may succeed (the Retry-After header).
+  int retry_after_s() const { return retry_after_s_; }
+  ApiError& retry_after(int seconds) {
+    retry_after_s_ = seconds;
+    return *this;
+  }
 
   static ApiError bad_request(const std::string& message, const std::string& param = {}) {
     return ApiError(400, "invalid_request_error", message, param);
@@ -23,6 +29,7 @@ class ApiError : public Error {
  private:
   int status_;
   std::string type_, param_, code_;
+  int retry_after_s_ = 1;
 };
 
 }  // namespace orchard::serve

@@ -27,7 +27,7 @@ Handler guarded(ErrorShape shape, Handler h) {
     try {
       h(req, res);
     } catch (const ApiError& e) {
-      if (e.status() == 429) res.set_header("Retry-After", "1");
+      if (e.status() == 429) res.set_header("Retry-After", std::to_string(e.retry_after_s()));
       send_json(res, shape(e), e.status());
     } catch (const std::exception& e) {
       send_json(res, shape(ApiError(500, "server_error", std::string("internal error: ") + e.what())), 500);

@@ -2,6 +2,7 @@
 // A coordinator on a free localhost port over a fresh data folder (or a PostgreSQL database),
 // with short leases and heartbeat timeouts so a dead node's job moves on within a couple of
 // seconds, and the HTTP calls the coordinator tests make (client calls with an API key, signed node calls).
+#include <functional>
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -43,6 +44,12 @@ struct RunningCoordinator {
   int port = 0;
 
   explicit RunningCoordinator(const std::string& name) : RunningCoordinator(ExistingDir{fresh_dir(name)}) {}
+  // `tweak` changes the options before the coordinator starts.
+  RunningCoordinator(const std::string& name, const std::function<void(CoordinatorOptions&)>& tweak)
+      : dir(fresh_dir(name)) {
+    options.data_dir = dir;
+    start(200, tweak);
+  }
   // `sign_every_ms`: how often the ledger head is signed (an hour: only at shutdown, or by the test).
   explicit RunningCoordinator(ExistingDir existing, int64_t sign_every_ms = 200) : dir(std::move(existing.path)) {
     options.data_dir = dir;
@@ -58,7 +65,7 @@ struct RunningCoordinator {
     thread.join();
   }
 
-  void start(int64_t sign_every_ms) {
+  void start(int64_t sign_every_ms, const std::function<void(CoordinatorOptions&)>& tweak = {}) {
     CoordinatorOptions& o = options;
     o.port = 0;
     o.http_threads = 16;
@@ -68,6 +75,7 @@ struct RunningCoordinator {
     o.sweep_interval_ms = 100;
     o.sign_every_ms = sign_every_ms;
     o.default_max_tokens = 16;
+    if (tweak) tweak(o);
     coordinator = std::make_unique<Coordinator>(o);
     port = coordinator->bind();
     thread = std::thread([this] { coordinator->run(); });

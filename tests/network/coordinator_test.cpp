@@ -196,6 +196,23 @@ TEST(Coordinator, ARevokedKeyGets401AtOnce) {
   EXPECT_EQ(after, 401) << refused;
 }
 
+// Each API key may send so many requests a minute (a burst up to it, then the sustained rate):
+// the next gets 429 with Retry-After, and another key is not slowed.
+TEST(Coordinator, EachKeyIsRateLimitedAndOthersAreNot) {
+  RunningCoordinator c("rate-limit", [](CoordinatorOptions& o) { o.requests_per_minute_per_key = 3; });
+  const std::string carol = c.api_key("carol"), dave = c.api_key("dave");
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(c.get("/v1/models", carol).first, 200) << i;
+  httplib::Headers h{{"Authorization", "Bearer " + carol}};
+  auto r = c.client().Get("/v1/models", h);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429) << r->body;
+  const int retry = std::stoi(r->get_header_value("Retry-After"));
+  EXPECT_GE(retry, 1);
+  EXPECT_LE(retry, 20);  // one request refills in 20 s at 3 a minute
+  EXPECT_NE(r->body.find("rate_limited"), std::string::npos) << r->body;
+  EXPECT_EQ(c.get("/v1/models", dave).first, 200);
+}
+
 // A node that claims more tokens than it produced is paid for what the coordinator relayed:
 // the generated tokens it streamed, and no more prompt tokens than the request's text could make.
 TEST(Coordinator, ANodeIsPaidForTheTokensItRelayedNotTheCountsItReports) {
