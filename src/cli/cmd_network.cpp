@@ -2,6 +2,7 @@
 // makes a client's key, `ledger` checks a credit ledger's invariants and shows balances.
 #include <signal.h>
 
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <cstdlib>
@@ -142,6 +143,9 @@ void register_network(CLI::App& app) {
   srv->add_option("--tls-cert", so->c.tls.cert, "Serve HTTPS with this certificate (PEM; nodes pin it with --ca-cert)")
       ->type_name("FILE");
   srv->add_option("--tls-key", so->c.tls.key, "The certificate's private key (PEM)")->type_name("FILE");
+  srv->add_flag("--require-credit", so->c.require_credit,
+                "Clients spend credits: a request from an account without a positive balance gets 402 "
+                "(`orchard network credit grant` gives some)");
   srv->add_option("--key-rate", so->c.requests_per_minute_per_key,
                   "Client requests a minute per API key (bursts up to it; then 429 with Retry-After); 0: unlimited")
       ->check(CLI::NonNegativeNumber)
@@ -213,6 +217,30 @@ void register_network(CLI::App& app) {
     const auto account = k.revoke_id(*key_id);
     if (!account) throw Error("no live key has the id " + *key_id + " (see `orchard network api-key list`)");
     std::printf("revoked %s (account %s)\n", key_id->c_str(), account->c_str());
+  });
+
+  auto* credit = net->add_subcommand("credit", "Client credits (what --require-credit makes clients spend)");
+  credit->require_subcommand(1);
+  auto grant_account = std::make_shared<std::string>(), grant_note = std::make_shared<std::string>();
+  auto grant_amount = std::make_shared<double>(0);
+  auto* grant = credit->add_subcommand("grant", "Give ACCOUNT credits to spend (a ledger entry from the issuing account)");
+  grant->add_option("account", *grant_account, "The client account")->required();
+  grant->add_option("credits", *grant_amount, "How many credits (1 credit = 1,000,000 micro-credits)")->required();
+  grant->add_option("--note", *grant_note, "Why (kept in the entry's details)");
+  grant->add_option("--data", *key_dir, "The coordinator's data folder")->type_name("DIR");
+  grant->add_option("--db,--database", *key_db, "The coordinator's PostgreSQL database instead")->type_name("URL");
+  grant->footer("Example:\n  orchard network credit grant alice 10 --note 'first purchase' --data DIR");
+  grant->callback([key_dir, key_db, grant_account, grant_amount, grant_note] {
+    if (key_dir->empty() == key_db->empty()) throw Error("give the coordinator's --data DIR or its --db URL (one of them)");
+    const double micro = std::round(*grant_amount * static_cast<double>(network::kMicroPerCredit));
+    if (!(micro >= 1 && micro < 9.0e18)) throw Error("credits: give an amount of at least one micro-credit (0.000001)");
+    if (key_db->empty()) std::filesystem::create_directories(*key_dir);
+    auto ledger = network::Ledger::open(network::coordinator_files(*key_dir, *key_db).ledger);
+    const auto paid = network::grant_credits(ledger, *grant_account, static_cast<int64_t>(micro), *grant_note);
+    std::printf("granted %s credits to %s (ledger entry %lld); balance %.6f credits\n",
+                std::to_string(static_cast<int64_t>(micro) / static_cast<double>(network::kMicroPerCredit)).c_str(),
+                grant_account->c_str(), static_cast<long long>(paid.entry.seq),
+                static_cast<double>(ledger.balance(*grant_account)) / static_cast<double>(network::kMicroPerCredit));
   });
 
   auto o = std::make_shared<LedgerOpts>();

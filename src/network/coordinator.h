@@ -44,6 +44,7 @@ struct CoordinatorOptions {
   bool log = false;                  // one line per request on stderr
   serve::TlsFiles tls;               // both set: HTTPS; nodes then pin the certificate (--ca-cert)
   int requests_per_minute_per_key = 600;  // client requests per API key (bursts up to it); 0: unlimited
+  bool require_credit = false;       // clients need a positive ledger balance to submit (402 otherwise)
 };
 
 // Where a coordinator's stores are: the SQLite files in its data folder, or, given a

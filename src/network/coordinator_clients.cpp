@@ -70,8 +70,25 @@ void feed(Coordinator::State& s, const std::string& job, std::shared_ptr<serve::
   s.feeds[job] = {std::move(stream), 0, cancel_on_hang_up};
 }
 
+// With --require-credit, a client spends credits it holds: none left, no new job (402). A job
+// may take the balance below zero by its own price; the next one is refused.
+void check_credit(Coordinator::State& s, const std::string& account) {
+  if (!s.opts.require_credit) return;
+  int64_t balance = 0;
+  {
+    std::lock_guard lock(s.ledger_mu);
+    balance = s.ledger.balance(account);
+  }
+  if (balance <= 0)
+    throw ApiError(402, "insufficient_quota",
+                   "account '" + account + "' has no credits left (balance " + std::to_string(balance) +
+                       " micro-credits); `orchard network credit grant " + account + " N` adds some",
+                   {}, "insufficient_credits");
+}
+
 void generate(Coordinator::State& s, bool chat, const httplib::Request& req, httplib::Response& res) {
   const std::string account = client_account(s, req);
+  check_credit(s, account);
   const json body = serve::parse_body(req.body);
   GenerateOptions defaults;
   defaults.max_tokens = s.opts.default_max_tokens;

@@ -147,6 +147,11 @@ PayResult Ledger::pay(const std::string& job_id, int64_t attempt, const std::str
   });
 }
 
+PayResult grant_credits(Ledger& ledger, const std::string& account, int64_t micro, const std::string& note) {
+  if (account == kIssuer) throw Error("the issuing account '" + std::string(kIssuer) + "' cannot be granted credits");
+  return ledger.pay("grant-" + random_hex(8), 0, kIssuer, account, micro, {{"grant", note}});
+}
+
 Entry Ledger::append(const std::string& job_id, int64_t attempt, const std::string& payer, const std::string& payee,
                      int64_t amount, const nlohmann::json& details) {
   Entry e;

@@ -99,6 +99,12 @@ class Ledger {
   std::unique_ptr<sql::Connection> db_;
 };
 
+// Credits a client can spend (the coordinator's --require-credit): an entry from the issuing
+// account kIssuer to `account`, job id "grant-" + 16 random hex digits, details {"grant":
+// note}. The issuer's balance goes as negative as all it issued, so balances still sum to zero.
+inline constexpr const char* kIssuer = "network";
+PayResult grant_credits(Ledger& ledger, const std::string& account, int64_t micro, const std::string& note);
+
 // An entry from a row of `SELECT seq, job_id, attempt, payer, payee, amount, details,
 // created_at, prev_hash, hash` (ledger.cpp), for the ledger and its verifier.
 Entry read_entry(const sql::Stmt& s);

@@ -213,6 +213,32 @@ TEST(Coordinator, EachKeyIsRateLimitedAndOthersAreNot) {
   EXPECT_EQ(c.get("/v1/models", dave).first, 200);
 }
 
+// With --require-credit a client spends credits it was granted: none, 402; once granted, its
+// requests go on (here to a model no node has: refused for that, not for credit); the ledger
+// still verifies, the issuer's balance the negative of what it issued.
+TEST(Coordinator, WithRequireCreditAClientNeedsAPositiveBalance) {
+  RunningCoordinator c("require-credit", [](CoordinatorOptions& o) { o.require_credit = true; });
+  const std::string key = c.api_key("carol");
+  const json body = {{"model", "no-such-model"}, {"prompt", "Hello"}, {"max_tokens", 4}};
+  const auto [broke, refused] = c.post("/v1/completions", body, key);
+  EXPECT_EQ(broke, 402) << refused;
+  EXPECT_EQ(error_code(refused), "insufficient_credits") << refused;
+  {
+    auto ledger = Ledger::open(c.files().ledger);
+    const PayResult g = grant_credits(ledger, "carol", 2 * kMicroPerCredit, "test");
+    EXPECT_TRUE(g.inserted);
+    EXPECT_EQ(g.entry.payer, kIssuer);
+    EXPECT_EQ(g.entry.job_id.rfind("grant-", 0), 0u);
+    EXPECT_EQ(ledger.balance("carol"), 2 * kMicroPerCredit);
+    EXPECT_EQ(ledger.balance(kIssuer), -2 * kMicroPerCredit);
+    EXPECT_TRUE(ledger.verify().ok());
+    EXPECT_THROW(grant_credits(ledger, kIssuer, 1, ""), Error);
+  }
+  const auto [funded, answer] = c.post("/v1/completions", body, key);
+  EXPECT_NE(funded, 402) << answer;
+  EXPECT_NE(funded, 200) << answer;  // no node has the model
+}
+
 // A node that claims more tokens than it produced is paid for what the coordinator relayed:
 // the generated tokens it streamed, and no more prompt tokens than the request's text could make.
 TEST(Coordinator, ANodeIsPaidForTheTokensItRelayedNotTheCountsItReports) {
