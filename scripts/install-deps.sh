@@ -15,6 +15,7 @@ packages=(
   libibverbs-dev                       # the rdma backend (runs against a fake here)
   iproute2                             # network namespaces for the multi-host test
   curl                                 # the demo's request to orchard serve
+  openssl                              # certificates for the TLS end-to-end test
   chromium                             # the web page's end-to-end test (headless)
 )
 # node and npm run the end-to-end tests (tests/e2e, node 18 or newer). Debian's packages only

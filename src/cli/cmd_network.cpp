@@ -108,13 +108,13 @@ void serve(ServeOpts& o) {
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
   std::fprintf(stderr,
-               "orchard network serve: coordinator on http://%s:%d, data in %s\n"
-               "  world page: http://%s:%d/ · clients: /v1/chat/completions /v1/completions /v1/models (Bearer API "
+               "orchard network serve: coordinator on %s://%s:%d, data in %s\n"
+               "  world page: %s://%s:%d/ · clients: /v1/chat/completions /v1/completions /v1/models (Bearer API "
                "key) · nodes: /v1/node/… (signed) · /health /v1/world /v1/ledger/…\n",
-               o.c.host.c_str(), port,
+               o.c.tls.enabled() ? "https" : "http", o.c.host.c_str(), port,
                o.c.database.empty() ? o.c.data_dir.string().c_str()
                                     : network::sql::without_password(o.c.database).c_str(),
-               o.c.host.c_str(), port);
+               o.c.tls.enabled() ? "https" : "http", o.c.host.c_str(), port);
   coordinator.run();
   g_coordinator = nullptr;
   std::fprintf(stderr, "orchard network serve: stopped\n");

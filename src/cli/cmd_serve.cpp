@@ -95,10 +95,11 @@ void serve_http(serve::Executor& exec, Engine& engine, const ServeOpts& o, const
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
   std::fprintf(stderr,
-               "orchard serve: %s (%s) on http://%s:%d  — %d slots × %lld positions (%s KV cache), chat template: %s\n"
+               "orchard serve: %s (%s) on %s://%s:%d  — %d slots × %lld positions (%s KV cache), chat template: %s\n"
                "  OpenAI: /v1/chat/completions /v1/completions /v1/models · Ollama: /api/chat /api/generate "
                "· Anthropic: /v1/messages · /health /metrics · chat page: /\n",
-               service.model().id.c_str(), path.c_str(), o.host.c_str(), port, exec.slots(),
+               service.model().id.c_str(), path.c_str(), o.tls_cert.empty() ? "http" : "https", o.host.c_str(), port,
+               exec.slots(),
                static_cast<long long>(exec.slot_capacity()), kv_type_name(engine.kv_type()),
                service.chat_template().family().c_str());
   std::fflush(stderr);

@@ -4,7 +4,7 @@
 # client. network.test.mjs starts and stops the processes itself; their logs go to
 # ORCHARD_ARTIFACTS/network/.
 #
-#   tests/e2e/network.sh [ORCHARD_BINARY]
+#   tests/e2e/network.sh [ORCHARD_BINARY [TEST_FILE]]     (default network.test.mjs)
 #
 # Environment and exit status as run.sh's (77: skipped, no test data).
 set -euo pipefail
@@ -19,5 +19,6 @@ mkdir -p "$artifacts"
 artifacts=$(cd "$artifacts" && pwd)
 
 export ORCHARD_BINARY=$binary ORCHARD_MODEL=$model ORCHARD_TEST_DATA=$data ORCHARD_ARTIFACTS=$artifacts
-echo "e2e: node --test network.test.mjs (process logs: $artifacts/network/)"
-node --test --test-reporter=spec network.test.mjs
+test_file=${2:-network.test.mjs}
+echo "e2e: node --test $test_file (process logs: $artifacts/network/)"
+node --test --test-reporter=spec "$test_file"
