@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "serve/api.h"
+#include "serve/secret_compare.h"
 #include "serve/http_util.h"
 
 namespace orchard::serve {
@@ -89,7 +90,10 @@ Server::Server(Service& service, ServerOptions options)
   h.set_pre_routing_handler([key](const httplib::Request& req, httplib::Response& res) {
     if (key.empty() || req.method == "OPTIONS" || req.path == "/health" || req.path == "/") return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
-    if (auth == "Bearer " + key || req.get_header_value("x-api-key") == key) return httplib::Server::HandlerResponse::Unhandled;
+    const std::string bearer = "Bearer ", x_api_key = req.get_header_value("x-api-key");
+    if ((auth.rfind(bearer, 0) == 0 && same_secret(std::string_view(auth).substr(bearer.size()), key)) ||
+        (!x_api_key.empty() && same_secret(x_api_key, key)))
+      return httplib::Server::HandlerResponse::Unhandled;
     send_json(res, openai_error(ApiError(401, "invalid_request_error", "missing or wrong API key (send Authorization: Bearer <key>)",
                                          {}, "invalid_api_key")),
               401);

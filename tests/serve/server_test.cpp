@@ -113,7 +113,27 @@ TEST(Server, ListensBeyondLoopbackOnlyWithAKeyOrWhenToldInsecure) {
   }
   ServerOptions keyed = open;
   keyed.api_key = "sekret";
-  EXPECT_GT(Server(*r.service, keyed).bind(), 0);
+  {
+    // Its key, as Bearer or x-api-key, and nothing else opens the routes (/health stays open).
+    Server server(*r.service, keyed);
+    const int port = server.bind();
+    ASSERT_GT(port, 0);
+    std::thread running([&] { server.run(); });
+    httplib::Client c("127.0.0.1", port);
+    for (int i = 0; i < 500 && !c.Get("/health"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    auto status = [&](httplib::Headers h) {
+      auto res = c.Get("/v1/models", h);
+      return res ? res->status : 0;
+    };
+    EXPECT_EQ(status({{"Authorization", "Bearer sekret"}}), 200);
+    EXPECT_EQ(status({{"x-api-key", "sekret"}}), 200);
+    EXPECT_EQ(status({{"Authorization", "Bearer sekre"}}), 401);
+    EXPECT_EQ(status({{"Authorization", "Bearer sekret2"}}), 401);
+    EXPECT_EQ(status({{"Authorization", "sekret"}}), 401);
+    EXPECT_EQ(status({}), 401);
+    server.stop();
+    running.join();
+  }
   ServerOptions insecure = open;
   insecure.insecure = true;
   EXPECT_GT(Server(*r.service, insecure).bind(), 0);
