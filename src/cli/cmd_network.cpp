@@ -16,6 +16,8 @@
 #include "network/protocol_names.h"
 #include "network/database.h"
 #include "network/ledger.h"
+#include "network/model_pins.h"
+#include "protocol/file_hash.h"
 #include "tensor/error.h"
 
 namespace orchard::cli {
@@ -241,6 +243,51 @@ void register_network(CLI::App& app) {
                 std::to_string(static_cast<int64_t>(micro) / static_cast<double>(network::kMicroPerCredit)).c_str(),
                 grant_account->c_str(), static_cast<long long>(paid.entry.seq),
                 static_cast<double>(ledger.balance(*grant_account)) / static_cast<double>(network::kMicroPerCredit));
+  });
+
+  auto* models = net->add_subcommand("model", "Pin model names to files' contents (nodes offering other bytes are refused)");
+  models->require_subcommand(1);
+  auto pin_name = std::make_shared<std::string>(), pin_file = std::make_shared<std::string>();
+  auto* pin = models->add_subcommand("pin", "Pin NAME to the SHA-256 of FILE (the GGUF nodes must hold under that name)");
+  pin->add_option("name", *pin_name, "The model name jobs ask for")->required();
+  pin->add_option("file", *pin_file, "The GGUF file it means (hashed here; or give --sha256)");
+  auto pin_sha = std::make_shared<std::string>();
+  pin->add_option("--sha256", *pin_sha, "The file's SHA-256 instead of the file (64 hex digits)");
+  auto* unpin = models->add_subcommand("unpin", "Forget NAME's pin (nodes are taken at their word again)");
+  unpin->add_option("name", *pin_name, "The model name")->required();
+  auto* pins = models->add_subcommand("list", "List the pinned names");
+  for (CLI::App* c : {pin, unpin, pins}) {
+    c->add_option("--data", *key_dir, "The coordinator's data folder")->type_name("DIR");
+    c->add_option("--db,--database", *key_db, "The coordinator's PostgreSQL database instead")->type_name("URL");
+  }
+  models->footer(
+      "Examples:\n"
+      "  orchard network model pin llama-3.1-8b-q4 Llama-3.1-8B-Q4_K_M.gguf --data DIR\n"
+      "  orchard network model list --data DIR");
+  auto open_pins = [key_dir, key_db] {
+    if (key_dir->empty() == key_db->empty()) throw Error("give the coordinator's --data DIR or its --db URL (one of them)");
+    if (key_db->empty()) std::filesystem::create_directories(*key_dir);
+    return network::ModelPins::open(network::coordinator_files(*key_dir, *key_db).model_pins);
+  };
+  pin->callback([open_pins, pin_name, pin_file, pin_sha] {
+    if (pin_file->empty() == pin_sha->empty()) throw Error("give the model's FILE or its --sha256 (one of them)");
+    network::ModelPin p{*pin_name, *pin_sha, 0, 0};
+    if (!pin_file->empty()) {
+      p.sha256 = protocol::file_sha256(*pin_file, [&](uint64_t done, uint64_t total) {
+        std::fprintf(stderr, "hashing %s: %.0f of %.0f GB\n", pin_file->c_str(), done / 1e9, total / 1e9);
+      });
+      p.file_bytes = std::filesystem::file_size(*pin_file);
+    }
+    open_pins().pin(p);
+    std::printf("pinned %s to sha256 %s\n", p.name.c_str(), p.sha256.c_str());
+  });
+  unpin->callback([open_pins, pin_name] {
+    if (!open_pins().unpin(*pin_name)) throw Error("'" + *pin_name + "' is not pinned");
+    std::printf("unpinned %s\n", pin_name->c_str());
+  });
+  pins->callback([open_pins] {
+    for (const auto& p : open_pins().list())
+      std::printf("%-32s  %s  %s\n", p.name.c_str(), p.sha256.c_str(), utc_time(p.pinned_at).c_str());
   });
 
   auto o = std::make_shared<LedgerOpts>();

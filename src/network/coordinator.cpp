@@ -26,9 +26,10 @@ CoordinatorFiles coordinator_files(const std::filesystem::path& dir, const std::
   if (!database.empty()) {
     if (!sql::is_postgres_url(database))
       throw Error("the database '" + database + "' is not a postgresql:// URL (SQLite files go in --data DIR)");
-    return {database, database, database, database, key};
+    return {database, database, database, database, database, key};
   }
-  return {dir / "jobs.sqlite", dir / "ledger.sqlite", dir / "nonces.sqlite", dir / "api_keys.sqlite", key};
+  return {dir / "jobs.sqlite", dir / "ledger.sqlite", dir / "nonces.sqlite", dir / "api_keys.sqlite",
+          dir / "model_pins.sqlite", key};
 }
 
 namespace {
@@ -124,6 +125,7 @@ Coordinator::State::State(CoordinatorOptions o)
       signer(NodeIdentity::load_or_create(files.signing_key)),
       keys(ApiKeys::open(files.api_keys)),
       nonces(DatabaseNonceStore::open(files.nonces)),
+      pins(ModelPins::open(files.model_pins)),
       http(serve::make_http_server(opts.tls)) {}
 
 Payment pay(Coordinator::State& s, const Completion& c) {

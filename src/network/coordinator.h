@@ -50,7 +50,7 @@ struct CoordinatorOptions {
 // Where a coordinator's stores are: the SQLite files in its data folder, or, given a
 // PostgreSQL URL, that database for all four (each store in its own schema).
 struct CoordinatorFiles {
-  std::string jobs, ledger, nonces, api_keys;
+  std::string jobs, ledger, nonces, api_keys, model_pins;
   // coordinator.key: its Ed25519 key that signs ledger heads, PEM, made on first start. In the
   // data folder; with a database and no folder, none (CoordinatorOptions::signing_key then).
   std::filesystem::path signing_key;

@@ -44,6 +44,21 @@ void register_node(Coordinator::State& s, const AuthResult& a, const httplib::Re
   if (info.id != a.node_id)
     throw ApiError(403, "permission_error",
                    "the description's id '" + info.id + "' is not the signing node's ('" + a.node_id + "')", "id");
+  // A pinned name is the pinned bytes: another file under it (a smaller quantization, another
+  // model) is refused, naming both hashes.
+  for (const ModelInfo& m : info.models) {
+    std::optional<ModelPin> pin;
+    {
+      std::lock_guard lock(s.pins_mu);
+      pin = s.pins.find(m.name);
+    }
+    if (pin && m.sha256 != pin->sha256)
+      throw ApiError(409, "invalid_request_error",
+                     "model '" + m.name + "': this node's file has sha256 " + (m.sha256.empty() ? "(none given)" : m.sha256) +
+                         ", but the network serves '" + m.name + "' as " + pin->sha256 +
+                         " (pinned by the coordinator's operator): offer that file under this name, or another name",
+                     "models", "model_mismatch");
+  }
   s.with_store([&](JobStore& st) { st.register_node(info, unix_ms(), a.public_key_hex); });
   s.work.notify();
   RegisterReply r;

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "network/key_rate_limit.h"
+#include "network/model_pins.h"
 #include "network/api_keys.h"
 #include "network/coordinator.h"
 #include "network/ledger.h"
@@ -63,6 +64,8 @@ struct Coordinator::State {
   ApiKeys keys;  // single statements: safe on the shared connection
   KeyRateLimiter key_rate{opts.requests_per_minute_per_key};
   std::unique_ptr<DatabaseNonceStore> nonces;
+  std::mutex pins_mu;
+  ModelPins pins;  // names the operator pinned to a file's SHA-256 (model_pins.h)
 
   RateMeter tokens;  // generated tokens as their output arrives: the world page's tokens/s
 

@@ -3,6 +3,7 @@
 // as its own, unqualified: they moved below both sides so that a node needs nothing of the
 // coordinator's (its stores, its SQL), and the coordinator's code did not have to change with them.
 #include "protocol/credits.h"
+#include "protocol/file_hash.h"
 #include "protocol/keys.h"
 #include "protocol/ledger_entry.h"
 #include "protocol/ledger_proof.h"
@@ -81,6 +82,8 @@ using protocol::NodeInfo;
 using protocol::NodeStatus;
 using protocol::parse_node_info;
 using protocol::verify_node_signature;
+using protocol::is_sha256_hex;
+using protocol::file_sha256;
 // request_signing.h, secure_random.h
 using protocol::AuthResult;
 using protocol::AuthStatus;

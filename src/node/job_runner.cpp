@@ -1,7 +1,9 @@
 #include "node/job_runner.h"
 
+#include <cstdio>
 #include <filesystem>
 
+#include "protocol/file_hash.h"
 #include "protocol/messages.h"
 #include "parallel/model_cost.h"
 #include "serve/openai.h"
@@ -15,6 +17,10 @@ protocol::ModelInfo describe_model(const std::string& path, const std::string& n
   protocol::ModelInfo m;
   m.name = name;
   m.file_bytes = std::filesystem::file_size(path);
+  // Its content, for the coordinator to match against a pinned name (large files: seconds a GB).
+  m.sha256 = protocol::file_sha256(path, [&](uint64_t done, uint64_t total) {
+    std::fprintf(stderr, "orchard node: hashing %s: %.0f of %.0f GB\n", path.c_str(), done / 1e9, total / 1e9);
+  });
   parallel::ModelSpec& s = m.shape;
   s.name = name;
   s.n_layers = cost.n_layers;

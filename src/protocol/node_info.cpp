@@ -143,11 +143,21 @@ CabledGroup group_from_json(const json& j, const At& at, const std::vector<Machi
   return g;
 }
 
+}  // namespace
+
+bool is_sha256_hex(std::string_view s) {
+  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+namespace {
+
 ModelInfo model_from_json(const json& j, const At& at) {
   object(j, at);
   ModelInfo m;
   m.name = text(j, "name", at);
   m.file_bytes = static_cast<uint64_t>(integer(j, "file_bytes", at, 0, INT64_MAX, 0));
+  m.sha256 = text(j, "sha256", at, std::string());
+  if (!m.sha256.empty() && !is_sha256_hex(m.sha256)) (at / "sha256").fail("expected 64 lowercase hex digits");
   const std::string type_text = text(j, "type", at);
   DType type{};
   try {
@@ -195,6 +205,7 @@ ModelInfo model_from_json(const json& j, const At& at) {
 
 json model_to_json(const ModelInfo& m) {
   json j = {{"name", m.name}, {"file_bytes", m.file_bytes}};
+  if (!m.sha256.empty()) j["sha256"] = m.sha256;
   const parallel::ModelSpec& p = m.shape;
   j["type"] = type_name(p.type);
   if (!m.spec.empty()) {

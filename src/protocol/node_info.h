@@ -55,7 +55,14 @@ struct ModelInfo {
   uint64_t file_bytes = 0;
   parallel::ModelSpec shape;  // the numbers the planner needs (looked up when the node named `spec`)
   std::string spec;           // the planner's name for the shape, when the node gave a name
+  // SHA-256 of the GGUF file, 64 lowercase hex digits (empty: not given). What the coordinator
+  // matches against a name its operator pinned (network/model_pins.h): the same name with other
+  // bytes (another quantization, another model) is refused.
+  std::string sha256;
 };
+
+// True for 64 lowercase hex digits.
+bool is_sha256_hex(std::string_view s);
 
 enum class Lending { Dedicated, WhenIdle };
 enum class NodeStatus { Available, Busy, Draining };

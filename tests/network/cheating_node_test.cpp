@@ -120,5 +120,38 @@ TEST(CheatingNode, ASecondAgentOnTheSameKeyIsRefusedAndTheFirstKeepsItsCredits) 
   EXPECT_TRUE(ledger.entries_for("carol").empty());
 }
 
+// A node offering other bytes under a pinned name — here another model file, as a smaller
+// quantization would be — is refused at registration naming both hashes, while a node with the
+// pinned file serves; `orchard network model pin` hashes the file as sha256sum does.
+TEST(CheatingNode, AnotherFileUnderAPinnedNameIsRefused) {
+  ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
+  const std::string bin = ::orchard::test::orchard_binary();
+  const std::string model = ::orchard::test::data_file("models/stories260K.gguf").string();
+  const auto dir = test::fresh_dir("cheating-pinned");
+  const std::string data = (dir / "data").string(), impostor = (dir / "impostor.gguf").string();
+  test::run({bin, "make-model", "--shape", "tiny", "--type", "Q8_0", "--seed", "3", "-o", impostor}, "make-model");
+  const std::string pinned = test::run({bin, "network", "model", "pin", "stories260K", model, "--data", data}, "pin");
+  const std::string listed = test::run({bin, "network", "model", "list", "--data", data}, "list");
+  const std::string reference = test::run({"/usr/bin/sha256sum", model}, "sha256sum").substr(0, 64);
+  EXPECT_NE(pinned.find(reference), std::string::npos) << pinned << " vs sha256sum " << reference;
+  EXPECT_NE(listed.find(reference), std::string::npos) << listed;
+  const int port = test::free_port();
+  Proc coordinator = dist::testing::spawn({bin, "network", "serve", "--port", std::to_string(port), "--data", data}, {}, "coordinator");
+  auto node = [&](const std::string& name, const std::string& file) {
+    return dist::testing::spawn({bin, "node", "--coordinator", "http://127.0.0.1:" + std::to_string(port), "-m", file,
+                                 "--name", "stories260K", "--key", (dir / (name + ".key")).string(), "--owner", name,
+                                 "--dedicated", "--bandwidth", "20", "-t", "1", "--poll-wait", "2"},
+                                {}, name);
+  };
+  Proc honest = node("honest", model);
+  test::wait_healthy(port, 1, coordinator);
+  Proc cheat = node("cheat", impostor);
+  EXPECT_TRUE(dist::testing::wait_all({&cheat}, std::chrono::steady_clock::now() + std::chrono::seconds(60)));
+  EXPECT_NE(dist::testing::exit_code(cheat), 0);
+  EXPECT_NE(cheat.err().find("the network serves 'stories260K' as " + reference), std::string::npos) << cheat.err();
+  test::kill_and_wait(honest, SIGTERM);
+  test::kill_and_wait(coordinator, SIGTERM);
+}
+
 }  // namespace
 }  // namespace orchard::network

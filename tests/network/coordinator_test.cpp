@@ -13,6 +13,7 @@
 #include "network/coordinator_fixture.h"
 #include "network/job_store.h"
 #include "network/ledger.h"
+#include "network/model_pins.h"
 #include "network/protocol_names.h"
 #include "network/nodes_fixture.h"
 #include "network/store_backends.h"
@@ -237,6 +238,31 @@ TEST(Coordinator, WithRequireCreditAClientNeedsAPositiveBalance) {
   const auto [funded, answer] = c.post("/v1/completions", body, key);
   EXPECT_NE(funded, 402) << answer;
   EXPECT_NE(funded, 200) << answer;  // no node has the model
+}
+
+// A model name the operator pinned to a file's SHA-256 is served only by nodes holding those
+// bytes: another file under the name (a smaller quantization, say) is refused at registration,
+// naming both hashes; the pinned file registers.
+TEST(Coordinator, APinnedModelNameIsServedOnlyWithThePinnedFile) {
+  RunningCoordinator c("model-pins");
+  const std::string pinned(64, 'a'), other(64, 'b');
+  ModelPins::open(c.files().model_pins).pin({"small-8b", pinned, 1234, 0});
+  const NodeIdentity x = fresh_identity();
+  json d = description(x, "xavier");
+  for (auto& m : d["models"])
+    if (m["name"] == "small-8b") m["sha256"] = other;
+  const auto [refused, why] = c.node_post(x, kRegisterPath, d);
+  EXPECT_EQ(refused, 409) << why;
+  EXPECT_EQ(error_code(why), "model_mismatch") << why;
+  EXPECT_NE(why.dump().find(pinned), std::string::npos) << why;
+  EXPECT_NE(why.dump().find(other), std::string::npos) << why;
+  for (auto& m : d["models"])
+    if (m["name"] == "small-8b") m.erase("sha256");
+  EXPECT_EQ(c.node_post(x, kRegisterPath, d).first, 409) << "no hash given for a pinned name";
+  for (auto& m : d["models"])
+    if (m["name"] == "small-8b") m["sha256"] = pinned;
+  const auto [ok, reply] = c.node_post(x, kRegisterPath, d);
+  EXPECT_EQ(ok, 200) << reply;
 }
 
 // A node that claims more tokens than it produced is paid for what the coordinator relayed:

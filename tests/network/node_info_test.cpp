@@ -69,6 +69,17 @@ TEST(NodeInfo, DefaultsForTheOptionalFields) {
   EXPECT_FALSE(n.group);
 }
 
+// A model's content hash travels with its description, and an absent one stays absent.
+TEST(NodeInfo, AModelsSha256RoundTrips) {
+  NodeInfo n = node_info_from_json(pair_json());
+  ASSERT_FALSE(n.models.empty());
+  EXPECT_TRUE(n.models[0].sha256.empty());
+  n.models[0].sha256 = std::string(64, 'e');
+  const NodeInfo back = node_info_from_json(to_json(n));
+  EXPECT_EQ(back.models[0].sha256, std::string(64, 'e'));
+  EXPECT_FALSE(to_json(node_info_from_json(pair_json()))["models"][0].contains("sha256"));
+}
+
 TEST(NodeInfo, RefusesMalformedDescriptionsNamingTheField) {
   struct Case {
     std::string what;
@@ -88,6 +99,9 @@ TEST(NodeInfo, RefusesMalformedDescriptionsNamingTheField) {
        "group.latency_us: missing"},
       {"duplicate machine", [](json& j) { j["machines"][1]["name"] = "studio-1"; }, "machines[1].name: 'studio-1' names two machines"},
       {"unknown spec", [](json& j) { j["models"][1]["spec"] = "gpt-17"; }, "models[1].spec:"},
+      {"short sha256", [](json& j) { j["models"][0]["sha256"] = "abc"; }, "models[0].sha256: expected 64 lowercase hex digits"},
+      {"upper-case sha256", [](json& j) { j["models"][0]["sha256"] = std::string(64, 'A'); },
+       "models[0].sha256: expected 64 lowercase hex digits"},
       {"both shape and spec", [](json& j) { j["models"][1]["shape"] = j["models"][0]["shape"]; }, "models[1]: expected exactly one of"},
       {"bad type", [](json& j) { j["models"][0]["type"] = "q3_banana"; }, "models[0].type: 'q3_banana' is not a weight format"},
       {"kv heads above heads", [](json& j) { j["models"][0]["shape"]["kv_heads"] = 65; }, "models[0].shape.kv_heads"},
