@@ -1,9 +1,8 @@
 #include "node/job_runner.h"
 
-#include <cstdio>
 #include <filesystem>
 
-#include "protocol/file_hash.h"
+#include "node/model_hash_cache.h"
 #include "protocol/messages.h"
 #include "parallel/model_cost.h"
 #include "serve/openai.h"
@@ -17,10 +16,8 @@ protocol::ModelInfo describe_model(const std::string& path, const std::string& n
   protocol::ModelInfo m;
   m.name = name;
   m.file_bytes = std::filesystem::file_size(path);
-  // Its content, for the coordinator to match against a pinned name (large files: seconds a GB).
-  m.sha256 = protocol::file_sha256(path, [&](uint64_t done, uint64_t total) {
-    std::fprintf(stderr, "orchard node: hashing %s: %.0f of %.0f GB\n", path.c_str(), done / 1e9, total / 1e9);
-  });
+  // Its content, for the coordinator to match against a pinned name (hashed once per file).
+  m.sha256 = model_sha256(path);
   parallel::ModelSpec& s = m.shape;
   s.name = name;
   s.n_layers = cost.n_layers;
