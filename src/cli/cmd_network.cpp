@@ -23,6 +23,14 @@
 namespace orchard::cli {
 namespace {
 
+// The stores of a coordinator given by its --data DIR (created when absent) or its --db URL,
+// exactly one of them: what the offline tools (api-key, credit, model) open.
+network::CoordinatorFiles offline_stores(const std::string& dir, const std::string& db) {
+  if (dir.empty() == db.empty()) throw Error("give the coordinator's --data DIR or its --db URL (one of them)");
+  if (db.empty()) std::filesystem::create_directories(dir);
+  return network::coordinator_files(dir, db);
+}
+
 // Unix milliseconds as "2026-12-06 14:05:09".
 std::string utc_time(int64_t ms) {
   const std::time_t t = static_cast<std::time_t>(ms / 1000);
@@ -196,11 +204,7 @@ void register_network(CLI::App& app) {
       "  orchard network api-key create alice --data DIR     # the key on stdout, its id on stderr\n"
       "  orchard network api-key list --data DIR\n"
       "  orchard network api-key revoke key-0123456789abcdef --data DIR");
-  auto open_keys = [key_dir, key_db] {
-    if (key_dir->empty() == key_db->empty()) throw Error("give the coordinator's --data DIR or its --db URL (one of them)");
-    if (key_db->empty()) std::filesystem::create_directories(*key_dir);
-    return network::ApiKeys::open(network::coordinator_files(*key_dir, *key_db).api_keys);
-  };
+  auto open_keys = [key_dir, key_db] { return network::ApiKeys::open(offline_stores(*key_dir, *key_db).api_keys); };
   create->callback([open_keys, account] {
     auto k = open_keys();
     const std::string key = k.create(*account);
@@ -233,11 +237,9 @@ void register_network(CLI::App& app) {
   grant->add_option("--db,--database", *key_db, "The coordinator's PostgreSQL database instead")->type_name("URL");
   grant->footer("Example:\n  orchard network credit grant alice 10 --note 'first purchase' --data DIR");
   grant->callback([key_dir, key_db, grant_account, grant_amount, grant_note] {
-    if (key_dir->empty() == key_db->empty()) throw Error("give the coordinator's --data DIR or its --db URL (one of them)");
     const double micro = std::round(*grant_amount * static_cast<double>(network::kMicroPerCredit));
     if (!(micro >= 1 && micro < 9.0e18)) throw Error("credits: give an amount of at least one micro-credit (0.000001)");
-    if (key_db->empty()) std::filesystem::create_directories(*key_dir);
-    auto ledger = network::Ledger::open(network::coordinator_files(*key_dir, *key_db).ledger);
+    auto ledger = network::Ledger::open(offline_stores(*key_dir, *key_db).ledger);
     const auto paid = network::grant_credits(ledger, *grant_account, static_cast<int64_t>(micro), *grant_note);
     std::printf("granted %s credits to %s (ledger entry %lld); balance %.6f credits\n",
                 std::to_string(static_cast<int64_t>(micro) / static_cast<double>(network::kMicroPerCredit)).c_str(),
@@ -264,11 +266,7 @@ void register_network(CLI::App& app) {
       "Examples:\n"
       "  orchard network model pin llama-3.1-8b-q4 Llama-3.1-8B-Q4_K_M.gguf --data DIR\n"
       "  orchard network model list --data DIR");
-  auto open_pins = [key_dir, key_db] {
-    if (key_dir->empty() == key_db->empty()) throw Error("give the coordinator's --data DIR or its --db URL (one of them)");
-    if (key_db->empty()) std::filesystem::create_directories(*key_dir);
-    return network::ModelPins::open(network::coordinator_files(*key_dir, *key_db).model_pins);
-  };
+  auto open_pins = [key_dir, key_db] { return network::ModelPins::open(offline_stores(*key_dir, *key_db).model_pins); };
   pin->callback([open_pins, pin_name, pin_file, pin_sha] {
     if (pin_file->empty() == pin_sha->empty()) throw Error("give the model's FILE or its --sha256 (one of them)");
     network::ModelPin p{*pin_name, *pin_sha, 0, 0};

@@ -6,29 +6,17 @@
 // that greedy answers equal the golden text, and that a node SIGKILLed mid-stream still leaves
 // the client with the complete, correct answer. network.sh runs it.
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
 import { createHash, generateKeyPairSync } from 'node:crypto';
 import { once } from 'node:events';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { promisify } from 'node:util';
 
 import OpenAI from 'openai';
 
-function required(name) {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set: run this test through tests/e2e/network.sh`);
-  return value;
-}
-const binary = required('ORCHARD_BINARY');
-const stories = required('ORCHARD_MODEL');
-const golden = path.join(required('ORCHARD_TEST_DATA'), 'golden');
-const logs = path.join(required('ORCHARD_ARTIFACTS'), 'network');
-mkdirSync(logs, { recursive: true });
-const run = promisify(execFile);
+import { Proc, binary, golden, run, stories } from './network_procs.mjs';
 
 // Memory every machine reports (--memory). stories260K (1.2 MB of weights) fits it; the `big`
 // model (the tiny synthetic shape in F32, 21 MB of weights) does not fit one machine, but split
@@ -49,38 +37,6 @@ function makeNodeKey() {
   const { privateKey, publicKey } = generateKeyPairSync('ed25519');
   const raw = publicKey.export({ format: 'der', type: 'spki' }).subarray(-32);
   return { pem: privateKey.export({ format: 'pem', type: 'pkcs8' }), id: 'node-' + createHash('sha256').update(raw).digest('hex').slice(0, 32) };
-}
-
-// A process with its stderr and stdout in a log file.
-class Proc {
-  constructor(name, args) {
-    this.name = name;
-    this.log = path.join(logs, `${name}.log`);
-    const fd = openSync(this.log, 'w');
-    this.child = spawn(binary, args, { stdio: ['ignore', fd, fd] });
-    closeSync(fd);
-    this.exited = once(this.child, 'exit');
-  }
-  text() { return readFileSync(this.log, 'utf8'); }
-  alive() { return this.child.exitCode === null && this.child.signalCode === null; }
-  // Resolves with the first match of `re` in the log.
-  async waitFor(re, ms = 120_000) {
-    const deadline = Date.now() + ms;
-    for (;;) {
-      const m = re.exec(this.text());
-      if (m) return m;
-      if (!this.alive()) throw new Error(`${this.name} exited before printing ${re}:\n${this.text()}`);
-      if (Date.now() > deadline) throw new Error(`${this.name} did not print ${re} within ${ms} ms:\n${this.text()}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
-  async stop() {
-    if (!this.alive()) return;
-    this.child.kill('SIGTERM');
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), 15_000);
-    await this.exited;
-    clearTimeout(timer);
-  }
 }
 
 // Stands between node A and the coordinator, passing every request through unchanged (the node

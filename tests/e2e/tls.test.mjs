@@ -4,58 +4,15 @@
 // the golden text. A node pinning another certificate stops at once, saying the coordinator is
 // not trusted, and a plain-HTTP client gets nothing from the TLS port.
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { promisify } from 'node:util';
 
 import OpenAI from 'openai';
 
-function required(name) {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set: run this test through tests/e2e/network.sh`);
-  return value;
-}
-const binary = required('ORCHARD_BINARY');
-const stories = required('ORCHARD_MODEL');
-const golden = path.join(required('ORCHARD_TEST_DATA'), 'golden');
-const logs = path.join(required('ORCHARD_ARTIFACTS'), 'network');
-mkdirSync(logs, { recursive: true });
-const run = promisify(execFile);
-
-class Proc {
-  constructor(name, args) {
-    this.name = name;
-    this.log = path.join(logs, `tls-${name}.log`);
-    const fd = openSync(this.log, 'w');
-    this.child = spawn(binary, args, { stdio: ['ignore', fd, fd] });
-    closeSync(fd);
-    this.exited = once(this.child, 'exit');
-  }
-  text() { return readFileSync(this.log, 'utf8'); }
-  alive() { return this.child.exitCode === null && this.child.signalCode === null; }
-  async waitFor(re, ms = 120_000) {
-    const deadline = Date.now() + ms;
-    for (;;) {
-      const m = re.exec(this.text());
-      if (m) return m;
-      if (!this.alive()) throw new Error(`${this.name} exited before printing ${re}:\n${this.text()}`);
-      if (Date.now() > deadline) throw new Error(`${this.name} did not print ${re} within ${ms} ms:\n${this.text()}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
-  async stop() {
-    if (!this.alive()) return;
-    this.child.kill('SIGTERM');
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), 15_000);
-    await this.exited;
-    clearTimeout(timer);
-  }
-}
+import { Proc, binary, golden, run, stories } from './network_procs.mjs';
 
 // A self-signed certificate for 127.0.0.1 and its key, as an operator makes one.
 async function certificate(dir, name) {
@@ -85,7 +42,7 @@ describe('the network over TLS', () => {
     const good = await certificate(dir, 'coordinator');
     const other = await certificate(dir, 'stranger');
     ca = readFileSync(good.cert);
-    const coordinator = new Proc('coordinator', ['network', 'serve', '--data', path.join(dir, 'coordinator'),
+    const coordinator = new Proc('tls-coordinator', ['network', 'serve', '--data', path.join(dir, 'coordinator'),
       '--host', '127.0.0.1', '--port', '0', '--tls-cert', good.cert, '--tls-key', good.key]);
     procs.push(coordinator);
     url = (await coordinator.waitFor(/coordinator on (https:\/\/127\.0\.0\.1:\d+)/))[1];
@@ -96,7 +53,7 @@ describe('the network over TLS', () => {
     client = new OpenAI({ baseURL: `${url}/v1`, apiKey: key, maxRetries: 0, timeout: 120_000,
       httpAgent: new https.Agent({ ca }) });
 
-    const node = (name, caFile) => new Proc(name, ['node', '--coordinator', url, '--ca-cert', caFile, '-m', stories,
+    const node = (name, caFile) => new Proc(`tls-${name}`, ['node', '--coordinator', url, '--ca-cert', caFile, '-m', stories,
       '--name', 'stories260K', '--key', path.join(dir, `node-${name}.key`), '--owner', name, '--dedicated',
       '--bandwidth', '10', '-t', '1', '-c', '256', '--poll-wait', '1']);
     procs.push(node('pinned', good.cert));

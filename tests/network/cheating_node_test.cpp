@@ -24,8 +24,7 @@ TEST(CheatingNode, InflatedTokenCountsAreNotWhatIsPaid) {
   const std::string bin = ::orchard::test::orchard_binary();
   const std::string model = ::orchard::test::data_file("models/stories260K.gguf").string();
   const auto dir = test::fresh_dir("cheating-inflate");
-  std::string key = test::run({bin, "network", "api-key", "create", "alice", "--data", dir.string()}, "api-key");
-  while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
+  const std::string key = test::api_key(bin, "alice", {"--data", dir.string()});
   ASSERT_FALSE(key.empty());
   const int port = test::free_port();
   Proc coordinator = dist::testing::spawn(
@@ -86,8 +85,7 @@ TEST(CheatingNode, ASecondAgentOnTheSameKeyIsRefusedAndTheFirstKeepsItsCredits) 
   const std::string bin = ::orchard::test::orchard_binary();
   const std::string model = ::orchard::test::data_file("models/stories260K.gguf").string();
   const auto dir = test::fresh_dir("cheating-two-owners");
-  std::string key = test::run({bin, "network", "api-key", "create", "alice", "--data", dir.string()}, "api-key");
-  while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
+  const std::string key = test::api_key(bin, "alice", {"--data", dir.string()});
   const int port = test::free_port();
   Proc coordinator = dist::testing::spawn(
       {bin, "network", "serve", "--port", std::to_string(port), "--data", dir.string()}, {}, "coordinator");

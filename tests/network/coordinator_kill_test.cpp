@@ -94,8 +94,7 @@ void run_kill_test(const std::string& name, const std::string& db_url, int repli
     argv.insert(argv.end(), more.begin(), more.end());
     return argv;
   };
-  std::string key = run(with({bin, "network", "api-key", "create", "alice"}, db_args), name + "-key");
-  while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
+  const std::string key = test::api_key(bin, "alice", db_args);
   ASSERT_FALSE(key.empty());
 
   // Short leases: an attempt whose node never heard of it (the reply died with the

@@ -45,6 +45,17 @@ inline std::string run(const std::vector<std::string>& argv, const std::string& 
   return p.out();
 }
 
+// A client key for `account` from `orchard network api-key create`, the store given by
+// `store_args` ({"--data", DIR} or {"--db", URL}); empty (and a test failure) when none came.
+inline std::string api_key(const std::string& bin, const std::string& account, const std::vector<std::string>& store_args) {
+  std::vector<std::string> argv = {bin, "network", "api-key", "create", account};
+  argv.insert(argv.end(), store_args.begin(), store_args.end());
+  std::string key = run(argv, "api-key " + account);
+  while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
+  EXPECT_FALSE(key.empty()) << "no key for " << account;
+  return key;
+}
+
 inline bool healthy(int port, int nodes) {
   httplib::Client c("127.0.0.1", port);
   c.set_connection_timeout(1, 0);
