@@ -1,7 +1,8 @@
 // What a stranger's node sends the coordinator: any bytes as a registration must become a
 // NodeInfo that placement can weigh against a job (every model it offers, its context, its
 // machines and cable through the planner) or an orchard::Error, nothing else. The same bytes
-// also go through the readers a node applies to the coordinator's replies.
+// also go through the readers a node applies to the coordinator's replies, and the audit
+// reports auditors send (protocol/audit.h).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -52,5 +53,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   refused_or_read([&] { (void)register_reply_from_json(j); });
   refused_or_read([&] { (void)entry_from_json(j); });
   refused_or_read([&] { (void)signed_head_from_json(j); });
+  // What an auditor sends back, judged as the coordinator judges it, and what an auditor is sent.
+  refused_or_read([&] {
+    const AuditReport r = audit_report_from_json(j);
+    (void)judge(r, r.positions.size());
+    (void)judge(r, r.positions.size() + 1);
+  });
+  refused_or_read([&] { (void)audit_request_from_json(j); });
   return 0;
 }

@@ -100,6 +100,8 @@ void on_signal(int) {
 struct ServeOpts {
   network::CoordinatorOptions c;
   double heartbeat_timeout_s = 30, lease_s = 30, queue_timeout_s = 600, sign_every_s = 60;
+  double audit_window_s = 600;
+  ServeOpts() { c.audit_rate = 0.05; }
 };
 
 void serve(ServeOpts& o) {
@@ -109,6 +111,9 @@ void serve(ServeOpts& o) {
   o.c.store.lease_ms = static_cast<int64_t>(o.lease_s * 1000);
   o.c.store.queue_timeout_ms = static_cast<int64_t>(o.queue_timeout_s * 1000);
   o.c.sign_every_ms = static_cast<int64_t>(o.sign_every_s * 1000);
+  o.c.store.audit_window_ms = static_cast<int64_t>(o.audit_window_s * 1000);
+  if (o.c.store.audit_window_ms < 0 || !(o.c.audit_rate >= 0 && o.c.audit_rate <= 1) || !(o.c.audit_rules.max_gap >= 0))
+    throw Error("--audit-window and --audit-max-gap must not be negative, --audit-rate must be within [0, 1]");
   if (o.c.store.heartbeat_timeout_ms <= 0 || o.c.store.lease_ms <= 0 || o.c.store.queue_timeout_ms <= 0 ||
       o.c.sign_every_ms <= 0)
     throw Error("--heartbeat-timeout, --lease, --queue-timeout and --sign-every must be positive");
@@ -169,6 +174,15 @@ void register_network(CLI::App& app) {
       ->capture_default_str();
   srv->add_option("--sign-every", so->sign_every_s,
                   "Seconds between signings of the ledger head (when it moved; also at shutdown)")
+      ->capture_default_str();
+  srv->add_option("--audit-rate", so->c.audit_rate,
+                  "Share of completed jobs another owner's node re-checks (docs/verification.md; 0: none)")
+      ->capture_default_str();
+  srv->add_option("--audit-window", so->audit_window_s,
+                  "Seconds a completed job's payment waits for an audit before it is paid (0: at once when not audited)")
+      ->capture_default_str();
+  srv->add_option("--audit-max-gap", so->c.audit_rules.max_gap,
+                  "Greedy audits: how far below the best logit a returned token may be (CPUs' rounding)")
       ->capture_default_str();
   srv->add_option("--max-tokens", so->c.default_max_tokens, "max_tokens when a client does not say")->capture_default_str();
   srv->add_option("--http-threads", so->c.http_threads, "Connections served at once (long-polls and streams hold one)")

@@ -122,6 +122,16 @@ void run_node(const NodeOpts& o) {
   for (size_t i = 0; i < o.models.size(); ++i)
     models.push_back(node::load_served_model(serve::resolve_model(o.models[i]), o.names.empty() ? "" : o.names[i],
                                              o.threads, o.ctx, o.kv_type));
+  // --cheat swap-model:FILE: registers the -m file (its hash, its shape) but runs FILE, as a
+  // node would that passes a smaller quantization off as the pinned model.
+  const std::string swap = "swap-model:";
+  if (o.cheat.rfind(swap, 0) == 0) {
+    node::ServedModel& m = models.front();
+    node::ServedModel runs = node::load_served_model(o.cheat.substr(swap.size()), m.name, o.threads, o.ctx, o.kv_type);
+    runs.info = m.info;
+    runs.path = m.path;
+    m = std::move(runs);
+  }
   serve_agent(std::move(ao), std::move(models), o, lock);
 }
 
@@ -261,8 +271,12 @@ void register_node(CLI::App& app) {
   add_kv_type_option(cmd, o->kv_type);
   cmd->add_option("--poll-wait", o->poll_wait, "Seconds each long-poll for work waits")->capture_default_str();
   // Hidden: a node that misbehaves on purpose, for the tests that the coordinator catches it.
-  cmd->add_option("--cheat", o->cheat, "Misbehave on purpose (tests): inflate-tokens")
-      ->check(CLI::IsMember({"inflate-tokens"}))
+  cmd->add_option("--cheat", o->cheat, "Misbehave on purpose (tests): inflate-tokens, random-tokens, swap-model:FILE")
+      ->check([](const std::string& v) {
+        return v == "inflate-tokens" || v == "random-tokens" || v.rfind("swap-model:", 0) == 0
+                   ? std::string()
+                   : "--cheat takes inflate-tokens, random-tokens or swap-model:FILE";
+      })
       ->group("");
   cmd->footer(
       "Examples:\n"

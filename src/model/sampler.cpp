@@ -32,6 +32,24 @@ int32_t argmax(const float* x, int64_t n) {
   return best_at;
 }
 
+namespace {
+
+// Repetition penalty (CTRL paper): shrink positive logits, grow negative ones, once per
+// distinct token of `recent`.
+template <class LogitOf>
+void penalize(std::vector<int32_t> recent, float penalty, int64_t n_vocab, LogitOf logit_of) {
+  if (penalty == 1.0f || recent.empty()) return;
+  std::sort(recent.begin(), recent.end());
+  recent.erase(std::unique(recent.begin(), recent.end()), recent.end());
+  for (int32_t id : recent) {
+    if (id < 0 || id >= n_vocab) continue;
+    float& l = logit_of(id);
+    l = l > 0 ? l / penalty : l * penalty;
+  }
+}
+
+}  // namespace
+
 Sampler::Sampler(const SamplerOptions& opts) : opts_(opts), rng_(opts.seed) {
   if (opts.top_p <= 0) throw Error("top_p must be > 0");
   if (opts.repeat_penalty <= 0) throw Error("repeat_penalty must be > 0");
@@ -55,17 +73,8 @@ int32_t Sampler::sample(const float* logits, int64_t n_vocab) {
   cand_.resize(static_cast<size_t>(n_vocab));
   for (int64_t i = 0; i < n_vocab; ++i) cand_[i] = {static_cast<int32_t>(i), logits[i], 0.0f};
 
-  // Repetition penalty (CTRL paper): shrink positive logits, grow negative ones, once per token.
-  if (opts_.repeat_penalty != 1.0f && !recent_.empty()) {
-    std::vector<int32_t> seen(recent_.begin(), recent_.end());
-    std::sort(seen.begin(), seen.end());
-    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
-    for (int32_t id : seen) {
-      if (id < 0 || id >= n_vocab) continue;
-      float& l = cand_[id].logit;
-      l = l > 0 ? l / opts_.repeat_penalty : l * opts_.repeat_penalty;
-    }
-  }
+  penalize(std::vector<int32_t>(recent_.begin(), recent_.end()), opts_.repeat_penalty, n_vocab,
+           [&](int32_t id) -> float& { return cand_[id].logit; });
 
   if (opts_.temperature <= 0) {
     size_t best = 0;
@@ -120,6 +129,35 @@ int32_t Sampler::sample(const float* logits, int64_t n_vocab) {
     if (r < cum) return c.id;
   }
   return cand_.back().id;
+}
+
+TokenScore score_token(const float* logits, int64_t n_vocab, const SamplerOptions& opts, std::span<const int32_t> recent,
+                       int32_t token) {
+  if (token < 0 || token >= n_vocab) throw Error("score_token: token " + std::to_string(token) + " is outside the vocabulary");
+  std::vector<float> l(logits, logits + n_vocab);
+  // The same penalty, on the same tokens, as Sampler::sample.
+  penalize(std::vector<int32_t>(recent.begin(), recent.end()), opts.repeat_penalty, n_vocab,
+           [&](int32_t id) -> float& { return l[id]; });
+  TokenScore s;
+  const float max = *std::max_element(l.begin(), l.end());
+  s.gap = max - l[token];
+  const double t = opts.temperature > 0 ? opts.temperature : 1.0;
+  // p_i = exp(z_i) / Z with z_i = (l_i − max) / T; in doubles, so a 150k vocabulary sums exactly enough.
+  double z_sum = 0, zexp_sum = 0, sqrt_sum = 0;
+  for (float v : l) {
+    const double z = (v - max) / t;
+    const double e = std::exp(z);
+    z_sum += e;
+    zexp_sum += e * z;
+    sqrt_sum += std::exp(z / 2);
+  }
+  const double log_z = std::log(z_sum);
+  // Each is ≥ 0 in exact arithmetic; rounding must not make a report look malformed.
+  s.surprisal = std::max(0.0, log_z - (l[token] - max) / t);
+  s.entropy = std::max(0.0, log_z - zexp_sum / z_sum);
+  // Σ √p = Σ exp(z/2) / √Z.
+  s.renyi_half = std::max(0.0, 2 * (std::log(sqrt_sum) - log_z / 2));
+  return s;
 }
 
 }  // namespace orchard

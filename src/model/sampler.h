@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <deque>
 #include <random>
+#include <span>
 #include <vector>
 
 namespace orchard {
@@ -47,6 +48,19 @@ class Sampler {
   std::deque<int32_t> recent_;
   std::vector<Candidate> cand_;
 };
+
+// How a token looks to the sampler that could have chosen it: what an audit of another
+// machine's output measures (network/verification). `recent` is the context the repetition
+// penalty looks at (the last repeat_last_n tokens of prompt and output before this one).
+struct TokenScore {
+  float gap = 0;          // the best logit minus this token's, after the penalty (0: it was the argmax)
+  double surprisal = 0;   // −ln p(token), p the softmax at the temperature (1 when greedy) over the
+                          // whole vocabulary: no top-k / top-p / min-p cut
+  double entropy = 0;     // Σ −p ln p: the surprisal an honest draw has on average
+  double renyi_half = 0;  // 2 ln Σ √p (Rényi entropy of order ½): bounds the tail of honest surprisals
+};
+TokenScore score_token(const float* logits, int64_t n_vocab, const SamplerOptions& opts, std::span<const int32_t> recent,
+                       int32_t token);
 
 // Index of the largest value; ties go to the lower index (as llama.cpp's greedy sampler).
 int32_t argmax(const float* x, int64_t n);

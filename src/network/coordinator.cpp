@@ -97,6 +97,11 @@ void sweep(Coordinator::State& s) {
       next_signing = std::chrono::steady_clock::now() + std::chrono::milliseconds(s.opts.sign_every_ms);
     }
     try {
+      settle_due(s);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "coordinator: settling payments failed: %s\n", e.what());
+    }
+    try {
       const ExpireReport r = s.with_store([](JobStore& st) { return st.expire(unix_ms()); });
       if (!r.abandoned.empty() || !r.failed.empty()) {
         if (s.opts.log)
@@ -139,25 +144,6 @@ Payment pay(Coordinator::State& s, const Completion& c) {
   return p;
 }
 
-namespace {
-
-// Jobs the store holds as complete but the ledger not as paid: a coordinator that stopped
-// between the two. Paid now, so every completed job is paid exactly once.
-void pay_unpaid(Coordinator::State& s) {
-  int paid = 0;
-  for (const Completion& c : s.store.completions()) {
-    bool known = false;
-    {
-      std::lock_guard lock(s.ledger_mu);
-      known = s.ledger.entry_for_job(c.job_id).has_value();
-    }
-    if (!known && pay(s, c).ledger_seq) ++paid;
-  }
-  if (paid > 0) std::fprintf(stderr, "coordinator: paid %d completed job(s) the ledger did not hold yet\n", paid);
-}
-
-}  // namespace
-
 httplib::Server::Handler node_endpoint(Coordinator::State& s, bool registering, NodeHandler h) {
   return serve::guarded(serve::openai_error, [&s, registering, h = std::move(h)](const httplib::Request& req,
                                                                                   httplib::Response& res) {
@@ -169,6 +155,8 @@ httplib::Server::Handler node_endpoint(Coordinator::State& s, bool registering, 
       h(a, req, res);
     } catch (const NotYourJob& e) {
       throw ApiError(403, "permission_error", e.what(), {}, "not_your_job");
+    } catch (const Banned& e) {
+      throw ApiError(403, "permission_error", e.what(), {}, "banned");
     } catch (const ApiError&) {
       throw;
     } catch (const sql::SqlError& e) {
@@ -182,7 +170,9 @@ httplib::Server::Handler node_endpoint(Coordinator::State& s, bool registering, 
 }
 
 Coordinator::Coordinator(CoordinatorOptions options) : s_(std::make_unique<State>(std::move(options))) {
-  pay_unpaid(*s_);
+  // Jobs whose window closed while the coordinator was down, or that it completed but did not
+  // get to pay before it stopped: paid now, each exactly once (the ledger is checked first).
+  settle_due(*s_);
   httplib::Server& h = *s_->http;
   const int threads = std::max(4, s_->opts.http_threads);
   h.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };

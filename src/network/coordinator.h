@@ -45,6 +45,11 @@ struct CoordinatorOptions {
   serve::TlsFiles tls;               // both set: HTTPS; nodes then pin the certificate (--ca-cert)
   int requests_per_minute_per_key = 600;  // client requests per API key (bursts up to it); 0: unlimited
   bool require_credit = false;       // clients need a positive ledger balance to submit (402 otherwise)
+  // Verification (docs/verification.md): the share of completed client jobs re-checked by
+  // another owner's node holding the same file, and how audits are judged. How long payments
+  // wait for them is store.audit_window_ms.
+  double audit_rate = 0;
+  AuditRules audit_rules;
 };
 
 // Where a coordinator's stores are: the SQLite files in its data folder, or, given a

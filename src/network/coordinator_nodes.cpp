@@ -133,10 +133,11 @@ void complete(Coordinator::State& s, const AuthResult& a, const httplib::Request
   const Completion c = s.with_store([&](JobStore& st) { return st.complete(job, attempt, a.node_id, usage, unix_ms()); });
   s.output.notify();
   s.work.notify();  // the node has a free slot again
-  // Paid after the store recorded the completion: a failure in between is repaired by the
-  // node's retry, or by the next start of the coordinator (pay_unpaid).
-  const Payment p = pay(s, c);
-  serve::send_json(res, {{"first", c.first}, {"credits", p.credits}, {"ledger_seq", p.ledger_seq ? json(*p.ledger_seq) : json()}});
+  // Paid after the store recorded the completion, once its audit window closed: a failure in
+  // between is repaired by the sweep's next round (settle_due).
+  json reply = settle_completion(s, c);
+  reply["first"] = c.first;
+  serve::send_json(res, reply);
 }
 
 void fail(Coordinator::State& s, const AuthResult& a, const httplib::Request& req, httplib::Response& res) {
@@ -177,6 +178,10 @@ void node_status(Coordinator::State& s, const AuthResult& a, const httplib::Requ
                          {"active_jobs", n.active_jobs},
                          {"reliability", n.reliability},
                          {"draining", n.draining},
+                         {"banned", n.banned},
+                         {"audits_passed", n.audits_passed},
+                         {"audits_failed", n.audits_failed},
+                         {"pending_jobs", n.pending_jobs},
                          {"credits_earned", node_earned},
                          {"owner_earned", owner_earned},
                          {"owner_balance", balance}});

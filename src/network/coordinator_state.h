@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <thread>
 
 #include "network/key_rate_limit.h"
@@ -69,6 +70,10 @@ struct Coordinator::State {
 
   RateMeter tokens;  // generated tokens as their output arrives: the world page's tokens/s
 
+  std::mutex audit_mu;
+  std::mt19937_64 audit_draw{std::random_device{}()};  // which completed jobs are audited
+  std::mutex settle_mu;  // one settling round at a time (the sweep's and completions')
+
   Signal work;    // a job was queued or requeued, a node became free
   Signal output;  // output was stored, a job finished or failed
   std::atomic<bool> stopping{false};
@@ -103,6 +108,13 @@ struct Payment {
 // Pays a completed job in the ledger, once (pay() returns the first payment on a repeat).
 // Nothing is paid for no tokens, or when the client is the node's owner.
 Payment pay(Coordinator::State& s, const Completion& c);
+
+// After a node completed a job (coordinator_verification.cpp): judges it when it was an audit,
+// queues an audit of it at the configured rate, then pays what is due. Returns what the node
+// is told: {"credits", "settlement": "pending" | "paid" | "forfeited", "ledger_seq"}.
+nlohmann::json settle_completion(Coordinator::State& s, const Completion& c);
+// Pays every job whose audit window closed with no audit running (the sweep, each round).
+void settle_due(Coordinator::State& s);
 
 using NodeHandler = std::function<void(const AuthResult& node, const httplib::Request&, httplib::Response&)>;
 // A signed node endpoint: refuses unauthenticated requests (401; 503 when the check itself

@@ -180,8 +180,20 @@ void create_or_check(Connection& c, const FileKind& kind) {
   const std::string format = f.step() ? f.text(0) : "";
   if (format != kind.format)
     throw Error(c.name() + ": not " + what + " (meta.format is '" + format + "', expected '" + kind.format + "')");
-  Stmt v(c, "SELECT value FROM meta WHERE key = 'version'");
-  const std::string version = v.step() ? v.text(0) : "";
+  auto version_now = [&] {
+    Stmt v(c, "SELECT value FROM meta WHERE key = 'version'");
+    return v.step() ? v.text(0) : std::string();
+  };
+  std::string version = version_now();
+  if (kind.upgrade_from && version == kind.upgrade_from)
+    version = c.write([&] {
+      // Another process may have upgraded it since: read again under the write lock.
+      if (version_now() != kind.upgrade_from) return version_now();
+      c.exec(c.dialect() == Dialect::SQLite ? std::string(kind.upgrade) : to_postgres_ddl(kind.upgrade));
+      Stmt m(c, "UPDATE meta SET value = ?1 WHERE key = 'version'");
+      m.bind(1, std::string(kind.version)).step();
+      return std::string(kind.version);
+    });
   if (version != kind.version)
     throw Error(c.name() + ": Orchard " + kind.noun + " version '" + version + "' is not supported (this build reads " +
                 kind.version + ")");

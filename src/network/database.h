@@ -164,6 +164,10 @@ struct FileKind {
   const char* version;  // meta.version
   const char* schema;
   const char* postgres_schema = nullptr;
+  // A store of `upgrade_from` (meta.version) is brought to `version` by `upgrade` (SQLite's
+  // words, as `schema`), once, in one transaction, when opened.
+  const char* upgrade_from = nullptr;
+  const char* upgrade = nullptr;
 };
 
 // True for "postgresql://…" and "postgres://…".

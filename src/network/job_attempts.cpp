@@ -87,7 +87,7 @@ void JobStore::fail_job(const std::string& job_id, const std::string& error, int
 }
 
 AssignResult JobStore::assign_in(const std::string& job_id, int64_t now_ms) {
-  sql::Stmt j(db(), "SELECT model, n_ctx, prompt_tokens, max_tokens, state FROM jobs WHERE id = ?1");
+  sql::Stmt j(db(), "SELECT model, n_ctx, prompt_tokens, max_tokens, state, model_sha256, exclude_owners FROM jobs WHERE id = ?1");
   j.bind(1, job_id);
   if (!j.step()) throw Error(where() + ": no job '" + job_id + "'");
   AssignResult r;
@@ -104,7 +104,9 @@ AssignResult JobStore::assign_in(const std::string& job_id, int64_t now_ms) {
     r.reason = "not queued: already " + j.text(4);
     return r;
   }
-  const JobDemand demand{j.text(0), j.i64(1), j.i64(2), j.i64(3)};
+  JobDemand demand{j.text(0), j.i64(1), j.i64(2), j.i64(3), j.text(5), {}};
+  // A JSON list of owners the store wrote itself (audit jobs); empty for a client's job.
+  if (!j.text(6).empty()) demand.exclude_owners = nlohmann::json::parse(j.text(6)).get<std::vector<std::string>>();
   const std::vector<NodeView> views = nodes();
   const PlacementResult placed = place(demand, views, {now_ms, options_.heartbeat_timeout_ms});
   if (!placed.choice) {
@@ -168,6 +170,7 @@ std::optional<Work> JobStore::next_job_in(const std::string& node_id, int64_t no
   sql::Stmt alive(db(), "UPDATE nodes SET last_heartbeat = ?2 WHERE id = ?1");
   alive.bind(1, node_id).bind(2, now_ms);
   if (alive.changes() == 0) throw Error(where() + ": poll from unknown node '" + node_id + "' (register it first)");
+  check_not_banned(node_id);
   auto pick = [&]() -> std::optional<Work> {
     sql::Stmt s(db(),
                 "SELECT a.job_id, a.attempt, a.plan, j.model, j.request, j.n_ctx, j.max_tokens FROM attempts a "
@@ -246,6 +249,7 @@ Completion JobStore::complete(const std::string& job_id, int64_t attempt, const 
     const bool first = a.state != "done";
     if (first) {
       check_live(where, a.state, a.lease_deadline, now_ms);
+      check_not_banned(node_id);
       const Usage billed = billed_usage(job_id, usage);
       sql::Stmt at(db(),
                    "UPDATE attempts SET state = 'done', ended_at = ?3, prompt_tokens = ?4, generated_tokens = ?5 "
@@ -261,6 +265,9 @@ Completion JobStore::complete(const std::string& job_id, int64_t attempt, const 
       rel.bind(1, node_id).bind(2, options_.recover_share).step();
       a.prompt_tokens = billed.prompt_tokens;
       a.generated_tokens = billed.generated_tokens;
+      // Paid once the audit window closes and no audit of it runs (due_settlements).
+      sql::Stmt settle(db(), "INSERT INTO settlements(job_id, node_id, due_at, state) VALUES(?1, ?2, ?3, 'pending')");
+      settle.bind(1, job_id).bind(2, node_id).bind(3, now_ms + options_.audit_window_ms).step();
     }
     Completion c = completion_of(job_id, attempt, a);
     c.first = first;
@@ -288,17 +295,26 @@ Usage JobStore::billed_usage(const std::string& job_id, const Usage& reported) {
 }
 
 Completion JobStore::completion_of(const std::string& job_id, int64_t attempt, const Attempt& a) {
-  sql::Stmt who(db(), "SELECT j.client, n.owner FROM jobs j, nodes n WHERE j.id = ?1 AND n.id = ?2");
+  sql::Stmt who(db(), "SELECT j.client, n.owner, j.kind FROM jobs j, nodes n WHERE j.id = ?1 AND n.id = ?2");
   who.bind(1, job_id).bind(2, a.node_id).step();
   Completion c;
   c.job_id = job_id;
   c.attempt = attempt;
   c.client = who.text(0);
   c.owner = who.text(1);
+  c.kind = who.text(2);
   c.node_id = a.node_id;
   c.usage = JobUsage{static_cast<uint64_t>(a.prompt_tokens), static_cast<uint64_t>(a.generated_tokens),
                      parse_size_class(a.size_class), parse_hardware_class(a.hardware), a.dedicated};
   return c;
+}
+
+Completion JobStore::done_completion(const std::string& job_id) {
+  sql::Stmt s(db(), "SELECT attempt, node_id FROM attempts WHERE job_id = ?1 AND state = 'done'");
+  s.bind(1, job_id);
+  if (!s.step()) throw Error(where() + ": job '" + job_id + "' has no completed attempt");
+  const int64_t attempt = s.i64(0);
+  return completion_of(job_id, attempt, attempt_of(job_id, attempt, s.text(1), "reading"));
 }
 
 std::vector<Completion> JobStore::completions() {

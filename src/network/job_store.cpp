@@ -13,7 +13,8 @@ namespace {
 
 constexpr const char* kFormat = "orchard-jobs";
 // 2: node keys, token ids per output chunk, the finish reason, failed attempts.
-constexpr const char* kVersion = "2";
+// 3: audits and settlements (docs/verification.md); a version 2 store is upgraded when opened.
+constexpr const char* kVersion = "3";
 
 // Live attempts ('assigned', 'running') are the ones holding a lease; the partial UNIQUE index
 // lets a job have one at a time whatever the code above does. `info` is the node's description
@@ -73,6 +74,39 @@ CREATE TABLE IF NOT EXISTS outputs(
   PRIMARY KEY(job_id, idx));
 )sql";
 
+// What version 3 added: a job's kind (a client's, or an audit of another job), what an audit
+// job may not run on (a JSON list of owners), a node's ban, and each completed job's
+// settlement with its audits (a failed first audit is confirmed by a second: `first_audit`). The jobs completed
+// before the upgrade are pending with the window closed: paid at the next sweep unless the
+// ledger holds them already.
+constexpr const char* kVerification = R"sql(
+ALTER TABLE jobs ADD COLUMN kind TEXT NOT NULL DEFAULT 'client';
+ALTER TABLE jobs ADD COLUMN audit_of TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN exclude_owners TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN model_sha256 TEXT NOT NULL DEFAULT '';
+ALTER TABLE nodes ADD COLUMN banned TEXT NOT NULL DEFAULT '';
+CREATE TABLE settlements(
+  job_id TEXT PRIMARY KEY REFERENCES jobs(id),
+  node_id TEXT NOT NULL REFERENCES nodes(id),
+  due_at INTEGER NOT NULL,
+  state TEXT NOT NULL CHECK(state IN ('pending', 'paid', 'forfeited')),
+  audit TEXT NOT NULL DEFAULT '' CHECK(audit IN ('', 'running', 'confirming', 'passed', 'failed', 'inconclusive')),
+  audit_job TEXT NOT NULL DEFAULT '',
+  first_audit TEXT NOT NULL DEFAULT '',
+  note TEXT NOT NULL DEFAULT '',
+  settled_at INTEGER);
+CREATE INDEX settlements_due ON settlements(state, due_at);
+CREATE INDEX settlements_node ON settlements(node_id, state);
+INSERT INTO settlements(job_id, node_id, due_at, state)
+  SELECT a.job_id, a.node_id, 0, 'pending' FROM attempts a JOIN jobs j ON j.id = a.job_id
+  WHERE a.state = 'done' AND j.state = 'done';
+)sql";
+
+const std::string& schema_v3() {
+  static const std::string s = std::string(kSchema) + kVerification;
+  return s;
+}
+
 JobState parse_job_state(const std::string& s) {
   for (JobState st :
        {JobState::Queued, JobState::Assigned, JobState::Running, JobState::Done, JobState::Failed, JobState::Cancelled})
@@ -109,6 +143,15 @@ const char* to_string(JobState s) {
   return "?";
 }
 
+const char* to_string(SettlementState s) {
+  switch (s) {
+    case SettlementState::Pending: return "pending";
+    case SettlementState::Paid: return "paid";
+    case SettlementState::Forfeited: return "forfeited";
+  }
+  return "?";
+}
+
 const char* to_string(AttemptState s) {
   switch (s) {
     case AttemptState::Assigned: return "assigned";
@@ -124,9 +167,12 @@ const char* to_string(AttemptState s) {
 
 JobStore JobStore::open(const std::string& location, const StoreOptions& options) {
   if (options.lease_ms <= 0 || options.heartbeat_timeout_ms <= 0 || options.max_attempts < 1 ||
-      options.queue_timeout_ms <= 0 || options.assign_batch < 1 || !(options.abandon_factor >= 0 && options.abandon_factor < 1))
+      options.queue_timeout_ms <= 0 || options.assign_batch < 1 || options.audit_window_ms < 0 || !(options.abandon_factor >= 0 && options.abandon_factor < 1))
     throw Error(location + ": job store options out of range (positive times and counts, abandon_factor in [0, 1))");
-  return JobStore(sql::open_database(location, {"job store", kFormat, kVersion, kSchema}), options);
+  sql::FileKind kind{"job store", kFormat, kVersion, schema_v3().c_str()};
+  kind.upgrade_from = "2";
+  kind.upgrade = kVerification;
+  return JobStore(sql::open_database(location, kind), options);
 }
 
 void JobStore::register_node(const NodeInfo& info, int64_t now_ms, const std::string& public_key_hex) {
@@ -136,9 +182,12 @@ void JobStore::register_node(const NodeInfo& info, int64_t now_ms, const std::st
       // Two agents on one key (one identity) under different owners: the second would take the
       // first's place and its jobs' credits. While the first is alive it is refused; once it
       // fell silent the key's new owner may take over.
-      sql::Stmt old(db(), "SELECT owner, last_heartbeat FROM nodes WHERE id = ?1");
+      sql::Stmt old(db(), "SELECT owner, last_heartbeat, banned FROM nodes WHERE id = ?1");
       old.bind(1, checked.id);
-      if (old.step() && old.text(0) != checked.owner && now_ms - old.i64(1) <= options_.heartbeat_timeout_ms)
+      const bool known = old.step();
+      if (known && !old.text(2).empty())
+        throw Banned(where() + ": node '" + checked.id + "' was caught by an audit and gets no more work: " + old.text(2));
+      if (known && old.text(0) != checked.owner && now_ms - old.i64(1) <= options_.heartbeat_timeout_ms)
         throw Error(where() + ": node '" + checked.id + "' is registered to owner '" + old.text(0) +
                     "' and alive (its last heartbeat " + std::to_string(now_ms - old.i64(1)) +
                     " ms ago); another agent on the same key cannot register it for '" + checked.owner +
@@ -255,7 +304,10 @@ NodeStats JobStore::node_stats(const std::string& node_id) {
               "(SELECT coalesce(sum(streamed), 0) FROM attempts WHERE node_id = ?1), "
               "(SELECT count(*) FROM attempts WHERE node_id = ?1 AND state = 'abandoned'), "
               "(SELECT count(*) FROM attempts WHERE node_id = ?1 AND state = 'handed_back'), "
-              "(SELECT count(*) FROM attempts WHERE node_id = ?1 AND state IN ('assigned', 'running')) "
+              "(SELECT count(*) FROM attempts WHERE node_id = ?1 AND state IN ('assigned', 'running')), banned, "
+              "(SELECT count(*) FROM settlements WHERE node_id = ?1 AND audit = 'passed'), "
+              "(SELECT count(*) FROM settlements WHERE node_id = ?1 AND audit = 'failed'), "
+              "(SELECT count(*) FROM settlements WHERE node_id = ?1 AND state = 'pending') "
               "FROM nodes WHERE id = ?1");
   s.bind(1, node_id);
   if (!s.step()) throw Error(where() + ": no node '" + node_id + "'");
@@ -271,13 +323,18 @@ NodeStats JobStore::node_stats(const std::string& node_id) {
   n.abandoned = s.i64(7);
   n.handed_back = s.i64(8);
   n.active_jobs = s.i64(9);
+  n.banned = s.text(10);
+  n.audits_passed = s.i64(11);
+  n.audits_failed = s.i64(12);
+  n.pending_jobs = s.i64(13);
   return n;
 }
 
 std::vector<NodeView> JobStore::nodes() {
   sql::Stmt s(db(),
               "SELECT info, last_heartbeat, reliability, draining, "
-              "(SELECT count(*) FROM attempts a WHERE a.node_id = nodes.id AND a.state IN ('assigned', 'running')) "
+              "(SELECT count(*) FROM attempts a WHERE a.node_id = nodes.id AND a.state IN ('assigned', 'running')), banned, "
+              "(SELECT count(*) FROM settlements s WHERE s.node_id = nodes.id AND s.audit = 'confirming') "
               "FROM nodes ORDER BY id");
   std::vector<NodeView> out;
   while (s.step()) {
@@ -287,6 +344,8 @@ std::vector<NodeView> JobStore::nodes() {
     v.reliability = s.f64(2);
     v.draining = s.i64(3) != 0;
     v.active_jobs = static_cast<int>(s.i64(4));
+    v.banned = s.text(5);
+    v.under_review = s.i64(6) > 0;
     out.push_back(std::move(v));
   }
   return out;

@@ -46,7 +46,16 @@ struct StoreOptions {
   double abandon_factor = 0.7;            // reliability × this per abandoned attempt
   double recover_share = 0.05;            // a completed job moves reliability this share toward 1
   int assign_batch = 64;                  // queued jobs one poll places at most (oldest first)
+  // A completed job is paid once this much time has passed and no audit of it is running
+  // (docs/verification.md); 0: as soon as no audit is running.
+  int64_t audit_window_ms = 0;
 };
+
+// What a job is: a client's, or an audit of another job's output (protocol/audit.h).
+inline constexpr const char* kClientJob = "client";
+inline constexpr const char* kAuditJob = "audit";
+// The account audit jobs are billed to: the network pays its auditors.
+inline constexpr const char* kNetworkAccount = "network";
 
 enum class JobState { Queued, Assigned, Running, Done, Failed, Cancelled };
 enum class AttemptState { Assigned, Running, Done, HandedBack, Abandoned, Failed, Cancelled };
@@ -55,6 +64,12 @@ const char* to_string(AttemptState s);
 
 // A node asked for, or reported on, an attempt that is not its own, or whose lease is over.
 class NotYourJob : public Error {
+ public:
+  using Error::Error;
+};
+
+// A node an audit caught asked for work, registered or reported: it gets nothing more.
+class Banned : public Error {
  public:
   using Error::Error;
 };
@@ -88,6 +103,7 @@ struct Completion {
   std::string job_id;
   int64_t attempt = 0;
   std::string client, node_id, owner;
+  std::string kind = kClientJob;
   JobUsage usage;      // tokens, and the size / hardware / dedicated classes fixed at assignment
 };
 
@@ -108,7 +124,32 @@ struct NodeStats {
   int64_t active_jobs = 0, last_heartbeat_ms = 0;
   double reliability = 1;
   bool draining = false;
+  std::string banned;            // why an audit caught it; empty: in good standing
+  int64_t audits_passed = 0, audits_failed = 0;
+  int64_t pending_jobs = 0;      // completed, not paid yet (audit window open or audit running)
 };
+
+// An audit job and what it checks. A failed first audit is confirmed by a second auditor of
+// a third owner before anyone is penalised (record_audit).
+struct AuditTask {
+  std::string audit_job, audited_job;
+  std::string node_id, owner;                  // the audited job's node
+  std::string auditor_node, auditor_owner;     // who ran this audit (empty until it is done)
+  size_t tokens = 0;                           // how many returned tokens it scores
+  int round = 1;                               // 2: the confirmation of a failed first audit
+  std::string first_audit, first_auditor_node, first_why;  // round 2: the audit it confirms
+};
+
+// What record_audit decided.
+struct AuditDecision {
+  std::string banned_node;   // the node banned now, if any: the audited one, or a first auditor proven wrong
+  std::string confirmation;  // the second audit queued to confirm a failed first one
+};
+
+// A completed job's payment: pending until the audit window closes and no audit runs, then
+// paid, or forfeited when an audit caught its node.
+enum class SettlementState { Pending, Paid, Forfeited };
+const char* to_string(SettlementState s);
 
 struct ExpireReport {
   std::vector<std::pair<std::string, int64_t>> abandoned;  // (job, attempt)
@@ -149,6 +190,7 @@ class JobStore {
   std::vector<AssignResult> assign_queued(int64_t now_ms);
   // The long-poll: places queued jobs, then hands this node its oldest attempt not yet fetched
   // (now running, lease renewed). Polling is a sign of life, like a heartbeat.
+  // Banned for a node an audit caught.
   std::optional<Work> next_job_for(const std::string& node_id, int64_t now_ms);
 
   // Stores chunk `index` of the job's output: its text and the ids of the tokens it holds (what
@@ -183,6 +225,29 @@ class JobStore {
   // jobs queued longer than queue_timeout_ms.
   ExpireReport expire(int64_t now_ms);
 
+  // Verification (docs/verification.md; job_verification.cpp).
+  // Queues an audit of a completed client job: an audit job carrying its request and returned
+  // tokens, for a node of another owner holding the same file. nullopt, and nothing queued,
+  // when the job cannot be audited: not a completed client job, no tokens, or output from
+  // several attempts (a resumed job has more than one author).
+  std::optional<std::string> submit_audit(const std::string& job_id, int64_t now_ms);
+  // The audit an audit job is; nullopt for another kind of job.
+  std::optional<AuditTask> audit_task(const std::string& audit_job_id);
+  // Records an audit's verdict on the audited job. A first audit that failed queues a second
+  // one for a node of a third owner (neither the audited node's nor the first auditor's); when
+  // no such audit can be queued the verdict stands unconfirmed and nobody is penalised. The
+  // second decides: failed, the audited node is banned; passed, the first auditor is (it
+  // reported what another copy of the same file contradicts). A banned node's pending payments
+  // are all forfeited.
+  AuditDecision record_audit(const AuditTask& task, AuditOutcome outcome, const std::string& why, int64_t now_ms);
+  // Completed jobs whose payment is due: window closed, no audit running (or its audit job
+  // ended without a verdict), node not banned. Oldest first.
+  std::vector<Completion> due_settlements(int64_t now_ms);
+  // The payment of a due job was made (or needs none): its settlement is paid.
+  void mark_paid(const std::string& job_id, int64_t now_ms);
+  // The job's settlement; nullopt when it has none (not completed).
+  std::optional<SettlementState> settlement(const std::string& job_id);
+
   // Reads. job() throws orchard::Error for an unknown id; node_stats() for an unknown node.
   JobStatus job(const std::string& job_id);
   NodeStats node_stats(const std::string& node_id);
@@ -212,6 +277,15 @@ class JobStore {
   Usage billed_usage(const std::string& job_id, const Usage& reported);
   std::vector<std::string> output_of(const std::string& job_id, std::vector<std::vector<int32_t>>* tokens = nullptr);
   void fail_job(const std::string& job_id, const std::string& error, int64_t now_ms);
+  // Throws Banned for a node an audit caught.
+  void check_not_banned(const std::string& node_id);
+  // Inside a write: queues an audit job of the done job `job_id` that none of `excluded`'s
+  // nodes may take; nullopt when the job cannot be audited (submit_audit says when).
+  std::optional<std::string> queue_audit_in(const std::string& job_id, const std::vector<std::string>& excluded,
+                                            int64_t now_ms);
+  void ban_in(const std::string& node_id, const std::string& reason, int64_t now_ms);
+  // The completion of the job's done attempt (the job must be done).
+  Completion done_completion(const std::string& job_id);
 
   sql::Connection& db() const { return *db_; }
   std::unique_ptr<sql::Connection> db_;

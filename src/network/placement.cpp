@@ -39,9 +39,15 @@ void scale(parallel::BytesByType& b, double f) {
 }
 
 // Lasting reasons this node cannot run the job; the plan when it can.
-std::optional<std::string> cannot_run(const JobDemand& job, const NodeInfo& n, parallel::Prediction& plan) {
+std::optional<std::string> cannot_run(const JobDemand& job, const NodeView& v, parallel::Prediction& plan) {
+  const NodeInfo& n = v.info;
+  if (!v.banned.empty()) return "caught by an audit (" + v.banned + ")";
+  if (std::find(job.exclude_owners.begin(), job.exclude_owners.end(), n.owner) != job.exclude_owners.end())
+    return "its owner ('" + n.owner + "') is a party to the work this job audits";
   const ModelInfo* model = n.find_model(job.model);
   if (!model) return "does not hold '" + job.model + "'";
+  if (!job.model_sha256.empty() && model->sha256 != job.model_sha256)
+    return "holds another file under '" + job.model + "' than the one audited";
   if (job.n_ctx > n.max_context)
     return "context " + std::to_string(job.n_ctx) + " exceeds its limit of " + std::to_string(n.max_context);
   parallel::PredictOptions po;
@@ -63,6 +69,9 @@ std::optional<std::string> cannot_start(const NodeView& v, const PlacementOption
     return "no heartbeat for " + fmt("%.1f s", static_cast<double>(silent) / 1000) + " (limit " +
            fmt("%.1f s", static_cast<double>(o.heartbeat_timeout_ms) / 1000) + ")";
   if (v.draining || v.info.state.status == NodeStatus::Draining) return std::string("draining (its owner is reclaiming it)");
+  // Until the second auditor speaks: a cheater gains nothing more meanwhile, an honest node
+  // wronged by the first waits seconds.
+  if (v.under_review) return std::string("held: an audit of its work failed and is being confirmed");
   if (v.info.state.status == NodeStatus::Busy) return std::string("busy");
   if (v.active_jobs >= v.info.max_jobs)
     return "runs " + std::to_string(v.active_jobs) + " job(s), its limit is " + std::to_string(v.info.max_jobs);
@@ -128,7 +137,7 @@ PlacementResult place(const JobDemand& job, const std::vector<NodeView>& nodes, 
   for (const NodeView& v : nodes) {
     Choice c;
     c.node_id = v.info.id;
-    if (auto why = cannot_run(job, v.info, c.plan)) {
+    if (auto why = cannot_run(job, v, c.plan)) {
       r.rejected.push_back({v.info.id, *why, true});
       continue;
     }

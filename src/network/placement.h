@@ -6,7 +6,7 @@
 // never combined: they share no cable the node vouched for, and one owner reclaiming theirs
 // would stall the other's.
 //
-//   1. Keep the nodes that hold the model, accept the context, and where the planner finds a
+//   1. Keep the nodes in good standing (no audit caught them) that hold the model, accept the context, and where the planner finds a
 //      split whose weights + KV cache for the context fit (parallel::choose_plan) — lasting
 //      reasons: retrying later will not help.
 //   2. Of those, keep the ones that can start now: heartbeat fresh, not draining or busy, a free
@@ -31,6 +31,10 @@ struct JobDemand {
   int64_t n_ctx = 4096;         // tokens the KV cache must hold (prompt + generated)
   int64_t prompt_tokens = 512;  // for the predicted time to first token
   int64_t max_tokens = 128;
+  // An audit (docs/verification.md): only a node whose file has this SHA-256 (the audited
+  // node's), and none of these owners' nodes (the audited node's, an earlier auditor's).
+  std::string model_sha256;
+  std::vector<std::string> exclude_owners;
 };
 
 // A node as placement sees it: what it reported and what the store knows about it.
@@ -40,6 +44,8 @@ struct NodeView {
   double reliability = 1.0;  // 1 until it abandons jobs (job_store.h)
   bool draining = false;     // its owner is reclaiming it
   int active_jobs = 0;       // attempts it holds now
+  std::string banned;        // why an audit caught it (it gets no work); empty: in good standing
+  bool under_review = false;  // an audit of its work failed and a second auditor is confirming it
 };
 
 struct PlacementOptions {

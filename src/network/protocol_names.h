@@ -2,6 +2,7 @@
 // The coordinator's code names the wire types and rules it shares with nodes (src/protocol)
 // as its own, unqualified: they moved below both sides so that a node needs nothing of the
 // coordinator's (its stores, its SQL), and the coordinator's code did not have to change with them.
+#include "protocol/audit.h"
 #include "protocol/credits.h"
 #include "protocol/file_hash.h"
 #include "protocol/keys.h"
@@ -14,6 +15,17 @@
 #include "protocol/secure_random.h"
 
 namespace orchard::network {
+
+// audit.h
+using protocol::audit_report_from_json;
+using protocol::audit_request_from_json;
+using protocol::AuditOutcome;
+using protocol::AuditReport;
+using protocol::AuditRequest;
+using protocol::AuditRules;
+using protocol::judge;
+using protocol::kAuditApi;
+using protocol::Verdict;
 
 // credits.h
 using protocol::base_rate;

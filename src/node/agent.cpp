@@ -5,8 +5,11 @@
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
+#include <random>
 
 #include "dist/group.h"
+#include "model/text_output.h"
+#include "node/audit_runner.h"
 
 namespace orchard::node {
 
@@ -22,6 +25,28 @@ void nap(int64_t ms, Stop stop) {
 }
 
 // A failure worth trying again: no answer, or the coordinator's own trouble.
+// `orchard node --cheat random-tokens`: tokens drawn uniformly from the vocabulary, streamed
+// as an honest node streams its own, for the tests of the coordinator's audits.
+GenerateResult random_tokens(const Engine& engine, int32_t count, const OnPiece& on_piece) {
+  GenerateResult r;
+  r.finish_reason = "length";
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(engine.hparams().n_vocab) - 1);
+  TextOutput out;
+  size_t unshown = 0;  // tokens whose text is held back (part of a UTF-8 character) go with the next piece
+  for (int32_t i = 0; i < count; ++i) {
+    TokenId t = pick(rng);
+    while (engine.tokenizer().is_eog(t)) t = pick(rng);
+    r.tokens.push_back(t);
+    const std::string text = out.push(engine.tokenizer().token_to_piece(t));
+    if (text.empty()) continue;
+    const std::span<const TokenId> shown(r.tokens.data() + unshown, r.tokens.size() - unshown);
+    unshown = r.tokens.size();
+    if (!on_piece(text, shown)) break;
+  }
+  return r;
+}
+
 bool transient(const CallError& e) { return (e.status == 0 && e.code != "tls") || e.status >= 500; }
 
 constexpr int kRetries = 20;
@@ -223,6 +248,11 @@ void Agent::run() {
       work = client_.poll(refusal.empty() ? opts_.poll_wait_s : 0);
     } catch (const CallError& e) {
       log(std::string("poll: ") + e.what());
+      if (e.code == "banned") {
+        // Caught by an audit: the coordinator gives this node no more work, whatever it does.
+        fatal_ = std::string("the coordinator stopped giving this node work: ") + e.what();
+        break;
+      }
       if (e.status == 401 && e.code == "unknown_node") register_until_accepted();  // the coordinator lost us
       nap(1000, [&] { return stopping(); });
       continue;
@@ -267,6 +297,7 @@ void Agent::run_job(const protocol::Work& w) {
   };
   auto model = std::find_if(models_.begin(), models_.end(), [&](const ServedModel& m) { return m.name == w.model; });
   if (model == models_.end()) return report_failure("this node does not serve the model '" + w.model + "'");
+  if (w.request.is_object() && w.request.value("api", "") == protocol::kAuditApi) return run_audit_job(w, *model);
   PreparedJob p;
   try {
     p = prepare_job(w, *model);
@@ -284,7 +315,12 @@ void Agent::run_job(const protocol::Work& w) {
   Sender sender(client_, w.job_id, w.attempt, killed_);
   try {
     int64_t index = p.next_index;
-    if (p.options.max_tokens > 0 && static_cast<int64_t>(p.tokens.size()) < model->engine->n_ctx())
+    if (opts_.cheat == "random-tokens") {
+      r = random_tokens(*model->engine, p.options.max_tokens, [&](const std::string& text, std::span<const TokenId> tokens) {
+        sender.push({index++, text, std::vector<int32_t>(tokens.begin(), tokens.end())});
+        return !stopping() && !sender.lost();
+      });
+    } else if (p.options.max_tokens > 0 && static_cast<int64_t>(p.tokens.size()) < model->engine->n_ctx())
       r = model->generate(p.tokens, p.options, [&](const std::string& text, std::span<const TokenId> tokens) {
         // The user coming back ends the job here as draining does: handed back below.
         if (stopping() || sender.lost() || user_active_) return false;
@@ -340,18 +376,58 @@ void Agent::run_job(const protocol::Work& w) {
   const bool inflate = opts_.cheat == "inflate-tokens";
   const int64_t claimed_prompt = static_cast<int64_t>(p.prompt_tokens) * (inflate ? 10 : 1) + (inflate ? 1000 : 0);
   const int64_t claimed_generated = generated * (inflate ? 10 : 1) + (inflate ? 1000 : 0);
+  complete_job(w, name, claimed_prompt, claimed_generated, r.finish_reason, generated);
+}
+
+void Agent::complete_job(const protocol::Work& w, const std::string& name, int64_t prompt_tokens,
+                         int64_t generated_tokens, const std::string& finish_reason, int64_t shown_tokens) {
   for (int attempt = 0;; ++attempt) {
     try {
-      const auto reply = client_.complete(w.job_id, w.attempt, claimed_prompt, claimed_generated, r.finish_reason);
+      const auto reply = client_.complete(w.job_id, w.attempt, prompt_tokens, generated_tokens, finish_reason);
       ++completed_;
-      log(name + ": done, " + std::to_string(generated) + " tokens, " + reply.value("credits", nlohmann::json(0)).dump() +
-          " micro-credits");
+      const nlohmann::json credits = reply.value("credits", nlohmann::json(0));
+      log(name + ": done, " + std::to_string(shown_tokens) + " tokens, " + credits.dump() + " micro-credits" +
+          (reply.value("settlement", "") == "pending" ? " (pending until the audit window closes)" : ""));
       return;
     } catch (const CallError& e) {
       if (!transient(e) || attempt + 1 >= kRetries || killed_) return log(std::string("complete: ") + e.what());
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(kRetryMs));
   }
+}
+
+void Agent::run_audit_job(const protocol::Work& w, ServedModel& model) {
+  const std::string name = w.job_id + " attempt " + std::to_string(w.attempt) + " (audit)";
+  {
+    std::lock_guard lock(running_mu_);
+    running_job_ = w.job_id;
+  }
+  protocol::AuditReport report;
+  std::string error;
+  try {
+    report = run_audit(w, model);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  {
+    std::lock_guard lock(running_mu_);
+    running_job_.clear();
+  }
+  if (killed_) return;
+  if (!error.empty()) {
+    log(name + ": cannot run it: " + error);
+    try {
+      client_.fail(w.job_id, w.attempt, error);
+    } catch (const CallError& e) {
+      log(std::string("fail: ") + e.what());
+    }
+    return;
+  }
+  log(name + ": scored " + std::to_string(report.positions.size()) + " tokens");
+  Sender sender(client_, w.job_id, w.attempt, killed_);
+  sender.push({0, protocol::to_json(report).dump(), {}});
+  if (!sender.flush()) return log(name + ": lost: " + sender.why());
+  complete_job(w, name, 0, 1, "stop", static_cast<int64_t>(report.positions.size()));
 }
 
 }  // namespace orchard::node

@@ -86,6 +86,11 @@ class Agent {
   // Empty when the policy allows lending now.
   std::string lending_refusal() const;
   void run_job(const protocol::Work& w);
+  // An audit job (protocol/audit.h): scores another node's tokens and reports them as one chunk.
+  void run_audit_job(const protocol::Work& w, ServedModel& model);
+  // Completes the attempt, retrying what is transient; logs the outcome under `name`.
+  void complete_job(const protocol::Work& w, const std::string& name, int64_t prompt_tokens, int64_t generated_tokens,
+                    const std::string& finish_reason, int64_t shown_tokens);
   void log(const std::string& line) const;
 
   AgentOptions opts_;

@@ -60,6 +60,19 @@ class SlotForward : public Forward {
   int64_t positions_ = 0;
 };
 
+// A sequence on this machine: the forward pass and the KV cache it fills.
+class OwnedForward : public Forward {
+ public:
+  OwnedForward(Model& model, std::unique_ptr<KVCache> kv) : kv_(std::move(kv)), forward_(model, *kv_) {}
+  void feed(std::span<const TokenId> tokens, std::vector<float>& logits) override { forward_.feed(tokens, logits); }
+  int64_t positions() const override { return forward_.positions(); }
+  int64_t capacity() const override { return forward_.capacity(); }
+
+ private:
+  std::unique_ptr<KVCache> kv_;
+  LocalForward forward_;
+};
+
 std::string stem(const std::string& path, const std::string& name) {
   return name.empty() ? std::filesystem::path(path).stem().string() : name;
 }
@@ -71,6 +84,11 @@ GenerateResult ServedModel::generate(const std::vector<TokenId>& tokens, const G
   if (!executor) return engine->generate_pieces(tokens, options, on_piece);
   SlotForward forward(*executor, 0);
   return engine->generate_pieces_with(forward, tokens, options, on_piece);
+}
+
+std::unique_ptr<Forward> ServedModel::sequence() {
+  if (executor) return std::make_unique<SlotForward>(*executor, 0);
+  return std::make_unique<OwnedForward>(engine->model(), engine->new_cache());
 }
 
 ServedModel load_served_model(const std::string& path, const std::string& name, int threads, int64_t ctx,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/engine.h"
+#include "model/forward.h"
 #include "protocol/messages.h"
 #include "protocol/node_info.h"
 #include "serve/chat_template.h"
@@ -30,6 +31,9 @@ struct ServedModel {
   // Generates after `tokens`, as Engine::generate_pieces does (the same sampling, stops and
   // pieces), on this machine or through the group.
   GenerateResult generate(const std::vector<TokenId>& tokens, const GenerateOptions& options, const OnPiece& on_piece);
+  // A fresh sequence to feed tokens into by hand (an audit teacher-forces another node's
+  // output through it), on this machine or through the group's slot 0.
+  std::unique_ptr<Forward> sequence();
 };
 
 // Loads the GGUF at `path` (threads, context as `orchard serve`'s -t and -c; 0: defaults).

@@ -145,7 +145,9 @@ describe('a network of three nodes, one a tensor-parallel group', () => {
     await run(binary, ['make-model', '--shape', 'tiny', '--type', 'F32', '--seed', '7', '-o', big], { timeout: 120_000 });
     // Short timeouts, so the job of the killed node moves on within seconds.
     const coordinator = new Proc('coordinator', ['network', 'serve', '--data', path.join(dir, 'coordinator'),
-      '--host', '127.0.0.1', '--port', '0', '--heartbeat-timeout', '2', '--lease', '2', '--queue-timeout', '120']);
+      '--host', '127.0.0.1', '--port', '0', '--heartbeat-timeout', '2', '--lease', '2', '--queue-timeout', '120',
+      // Paid at once and no audit jobs: the ledger check below counts the clients' jobs.
+      '--audit-window', '0', '--audit-rate', '0']);
     procs.push(coordinator);
     url = (await coordinator.waitFor(/coordinator on (http:\/\/127\.0\.0\.1:\d+)/))[1];
     const { stdout } = await run(binary, ['network', 'api-key', 'create', 'carol', '--data', path.join(dir, 'coordinator')]);

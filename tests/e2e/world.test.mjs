@@ -87,7 +87,7 @@ describe('the world page in Chromium', () => {
     }
     dir = mkdtempSync(path.join(os.tmpdir(), 'orchard-world-'));
     const c = await start(['network', 'serve', '--data', path.join(dir, 'coordinator'), '--host', '127.0.0.1',
-      '--port', '0', '--heartbeat-timeout', '3', '--lease', '3', '--sign-every', '1'],
+      '--port', '0', '--heartbeat-timeout', '3', '--lease', '3', '--sign-every', '1', '--audit-window', '0', '--audit-rate', '0'],
     /coordinator on (http:\/\/127\.0\.0\.1:\d+)/, 'the coordinator');
     coordinator = c.proc;
     url = c.match[1];

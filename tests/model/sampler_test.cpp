@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 
 #include "model/sampler.h"
@@ -129,6 +130,44 @@ TEST(Sampler, RejectsNonsenseOptions) {
   SamplerOptions o;
   o.top_p = 0;
   EXPECT_THROW(Sampler{o}, std::exception);
+}
+
+
+// score_token against the softmax written out: the surprisal is −ln p at the temperature, the
+// entropy and Rényi-½ entropy of that distribution, the gap the distance to the best logit,
+// and the repetition penalty moves the same logits Sampler::sample moves.
+TEST(Sampler, ScoreTokenIsTheSoftmaxsSurprisalEntropyAndGap) {
+  const std::vector<float> l = {2.0f, 1.0f, -0.5f, 0.25f};
+  for (float t : {1.0f, 0.7f}) {
+    SamplerOptions o;
+    o.temperature = t;
+    std::vector<double> p(l.size());
+    double z = 0;
+    for (size_t i = 0; i < l.size(); ++i) z += (p[i] = std::exp(l[i] / t));
+    double h = 0, sq = 0;
+    for (double& v : p) v /= z, h -= v * std::log(v), sq += std::sqrt(v);
+    for (int32_t tok = 0; tok < 4; ++tok) {
+      const TokenScore s = score_token(l.data(), 4, o, {}, tok);
+      EXPECT_NEAR(s.surprisal, -std::log(p[tok]), 1e-6) << "T " << t << " token " << tok;
+      EXPECT_NEAR(s.entropy, h, 1e-6);
+      EXPECT_NEAR(s.renyi_half, 2 * std::log(sq), 1e-6);
+      EXPECT_FLOAT_EQ(s.gap, 2.0f - l[tok]);
+    }
+  }
+  // Greedy: the gap alone decides; the surprisal is taken at temperature 1.
+  const TokenScore g = score_token(l.data(), 4, SamplerOptions::greedy(), {}, 0);
+  EXPECT_EQ(g.gap, 0.0f);
+  EXPECT_GT(g.surprisal, 0.0);
+  // The penalty halves token 0's positive logit (2 → 1): token 0 is now 0.0 below... token 1 ties it.
+  SamplerOptions pen = SamplerOptions::greedy();
+  pen.repeat_penalty = 2.0f;
+  const std::vector<int32_t> recent = {0, 2};
+  EXPECT_FLOAT_EQ(score_token(l.data(), 4, pen, recent, 1).gap, 0.0f);
+  EXPECT_FLOAT_EQ(score_token(l.data(), 4, pen, recent, 2).gap, 1.0f - (-1.0f));
+  Sampler sampler(pen);
+  for (int32_t r : recent) sampler.accept(r);
+  EXPECT_EQ(sampler.sample(l.data(), 4), 0) << "ties go to the lower id, as score_token's gap 0 says";
+  EXPECT_THROW(score_token(l.data(), 4, pen, recent, 4), std::exception);
 }
 
 }  // namespace

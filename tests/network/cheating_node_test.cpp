@@ -28,7 +28,7 @@ TEST(CheatingNode, InflatedTokenCountsAreNotWhatIsPaid) {
   ASSERT_FALSE(key.empty());
   const int port = test::free_port();
   Proc coordinator = dist::testing::spawn(
-      {bin, "network", "serve", "--port", std::to_string(port), "--data", dir.string()}, {}, "coordinator");
+      {bin, "network", "serve", "--port", std::to_string(port), "--data", dir.string(), "--audit-window", "0"}, {}, "coordinator");
   Proc node = dist::testing::spawn({bin, "node", "--coordinator", "http://127.0.0.1:" + std::to_string(port), "-m", model,
                                     "--name", "stories260K", "--key", (dir / "cheat.key").string(), "--owner", "mallory",
                                     "--dedicated", "--bandwidth", "20", "-t", "1", "--poll-wait", "2", "--cheat",
@@ -88,7 +88,7 @@ TEST(CheatingNode, ASecondAgentOnTheSameKeyIsRefusedAndTheFirstKeepsItsCredits) 
   const std::string key = test::api_key(bin, "alice", {"--data", dir.string()});
   const int port = test::free_port();
   Proc coordinator = dist::testing::spawn(
-      {bin, "network", "serve", "--port", std::to_string(port), "--data", dir.string()}, {}, "coordinator");
+      {bin, "network", "serve", "--port", std::to_string(port), "--data", dir.string(), "--audit-window", "0"}, {}, "coordinator");
   auto node_argv = [&](const std::string& owner, bool dedicated) {
     return std::vector<std::string>{bin, "node", "--coordinator", "http://127.0.0.1:" + std::to_string(port), "-m", model,
                                     "--name", "stories260K", "--key", (dir / "shared.key").string(), "--owner", owner,

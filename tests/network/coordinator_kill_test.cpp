@@ -105,7 +105,7 @@ void run_kill_test(const std::string& name, const std::string& db_url, int repli
   for (int r = 0; r < replicas; ++r) {
     ports.push_back(free_port());
     serve.push_back(with({bin, "network", "serve", "--port", std::to_string(ports.back()), "--lease", "3",
-                          "--heartbeat-timeout", "5", "--http-threads", "32"},
+                          "--heartbeat-timeout", "5", "--http-threads", "32", "--audit-window", "0", "--audit-rate", "0"},
                          db_args));
     // On PostgreSQL the ledger-signing key is a file each replica is given (the same one); on
     // SQLite it is the data folder's.

@@ -1,0 +1,155 @@
+// Audits end to end (issue 26, docs/verification.md), as real processes: a coordinator that
+// audits every completed job, honest nodes — one forced to the AVX2 kernels, so audits cross
+// CPUs' rounding — and one cheating node per test: random tokens, or the Q4_0 file passed off
+// as the F32 one. Each cheater is caught by its first audited job: banned, its agent stopped,
+// nothing paid to its owner; no honest node is ever penalised, and honest work is paid once
+// the audit window closes.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <future>
+
+#include "network/coordinator.h"
+#include "network/job_store.h"
+#include "network/ledger.h"
+#include "network/protocol_names.h"
+#include "network/test_files.h"
+#include "network/test_processes.h"
+#include "test_data.h"
+
+namespace orchard::network {
+namespace {
+
+using dist::testing::Proc;
+using nlohmann::json;
+
+struct NodeSpec {
+  std::string owner, cheat;
+  std::vector<std::string> env;
+  std::string bandwidth = "20";
+};
+
+struct Outcome {
+  std::map<std::string, NodeStats> by_owner;
+  std::map<std::string, std::string> node_log;
+  std::map<std::string, int> exit_code;  // -1: still running at the end (stopped by the test)
+  std::map<std::string, int64_t> paid;   // micro-credits the ledger paid each owner
+  int answered = 0;
+};
+
+// Starts the coordinator (every job audited, payments held `window_s`) and the nodes, sends
+// `rounds` rounds of three concurrent requests, waits for the window, stops everything and
+// reads the job store and the ledger.
+Outcome run_network(const std::string& name, const std::vector<NodeSpec>& nodes, int rounds, const json& sampling,
+                    int max_tokens) {
+  Outcome out;
+  const std::string bin = ::orchard::test::orchard_binary();
+  const std::string model = ::orchard::test::data_file("models/stories260K.gguf").string();
+  const auto dir = test::fresh_dir(name);
+  const std::string key = test::api_key(bin, "alice-client", {"--data", dir.string()});
+  const int port = test::free_port();
+  Proc coordinator = dist::testing::spawn({bin, "network", "serve", "--port", std::to_string(port), "--data", dir.string(),
+                                           "--audit-rate", "1", "--audit-window", "3", "--lease", "20"},
+                                          {}, "coordinator");
+  std::vector<Proc> procs;
+  for (const NodeSpec& n : nodes) {
+    std::vector<std::string> argv = {bin, "node", "--coordinator", "http://127.0.0.1:" + std::to_string(port), "-m", model,
+                                     "--name", "stories260K", "--key", (dir / (n.owner + ".key")).string(), "--owner",
+                                     n.owner, "--dedicated", "--bandwidth", n.bandwidth, "-t", "1", "--poll-wait", "2"};
+    if (!n.cheat.empty()) argv.insert(argv.end(), {"--cheat", n.cheat});
+    procs.push_back(dist::testing::spawn(argv, n.env, n.owner));
+  }
+  test::wait_healthy(port, static_cast<int>(nodes.size()), coordinator);
+  const char* prompts[] = {"Once upon a time", "The little dog", "Lily and Ben went to the park"};
+  for (int round = 0; round < rounds && !::testing::Test::HasFatalFailure(); ++round) {
+    std::vector<std::future<int>> answers;
+    for (const char* prompt : prompts) {
+      json body = {{"model", "stories260K"}, {"prompt", prompt}, {"max_tokens", max_tokens}};
+      body.update(sampling);
+      body["seed"] = round;
+      answers.push_back(std::async(std::launch::async, [&, body] {
+        httplib::Client c("127.0.0.1", port);
+        c.set_read_timeout(120, 0);
+        auto r = c.Post("/v1/completions", {{"Authorization", "Bearer " + key}}, body.dump(), "application/json");
+        return r ? r->status : 0;
+      }));
+    }
+    for (auto& a : answers) out.answered += a.get() == 200;
+  }
+  // Audits of the last round, then the window.
+  std::this_thread::sleep_for(std::chrono::seconds(6));
+  for (size_t i = 0; i < procs.size(); ++i) {
+    int status = 0;
+    if (::waitpid(procs[i].pid, &status, WNOHANG) == procs[i].pid) procs[i].status = status;
+    const bool ran = !procs[i].status;
+    if (ran) test::kill_and_wait(procs[i], SIGTERM);
+    out.exit_code[nodes[i].owner] = ran ? -1 : dist::testing::exit_code(procs[i]);
+    out.node_log[nodes[i].owner] = procs[i].err();
+  }
+  test::kill_and_wait(coordinator, SIGTERM);
+  auto store = JobStore::open(coordinator_files(dir, "").jobs);
+  for (const NodeView& v : store.nodes()) out.by_owner[v.info.owner] = store.node_stats(v.info.id);
+  auto ledger = Ledger::open(coordinator_files(dir, "").ledger);
+  for (const NodeSpec& n : nodes)
+    for (const Entry& e : ledger.entries_for(n.owner))
+      if (e.payee == n.owner) out.paid[n.owner] += e.amount;
+  EXPECT_TRUE(ledger.verify().ok());
+  std::printf("%s: coordinator log:\n%s\n", name.c_str(), coordinator.err().c_str());
+  return out;
+}
+
+void expect_honest(const Outcome& o, const std::string& owner) {
+  ASSERT_TRUE(o.by_owner.count(owner)) << owner << " never registered: " << o.node_log.at(owner);
+  const NodeStats& n = o.by_owner.at(owner);
+  EXPECT_TRUE(n.banned.empty()) << owner << " was penalised: " << n.banned;
+  EXPECT_EQ(n.audits_failed, 0) << owner;
+  EXPECT_EQ(o.exit_code.at(owner), -1) << owner << " stopped: " << o.node_log.at(owner);
+  EXPECT_GT(o.paid.count(owner) ? o.paid.at(owner) : 0, 0) << owner << "'s work was not paid after the window";
+}
+
+void expect_caught(const Outcome& o, const std::string& owner) {
+  ASSERT_TRUE(o.by_owner.count(owner)) << owner << " never registered";
+  const NodeStats& n = o.by_owner.at(owner);
+  EXPECT_FALSE(n.banned.empty()) << owner << " was not caught; log: " << o.node_log.at(owner);
+  EXPECT_GE(n.audits_failed, 1);
+  EXPECT_EQ(n.pending_jobs, 0) << "its pending payments are forfeited";
+  EXPECT_NE(o.exit_code.at(owner), -1) << "the cheating agent keeps running: " << o.node_log.at(owner);
+  EXPECT_NE(o.node_log.at(owner).find("caught by an audit"), std::string::npos) << o.node_log.at(owner);
+  EXPECT_EQ(o.paid.count(owner) ? o.paid.at(owner) : 0, 0) << owner << " was paid";
+}
+
+// Twelve jobs (four rounds of three) through alice, bob (on the AVX2 kernels) and the cheater
+// mallory, who claims twice their bandwidth, as a cheater would, so it draws work first.
+// Caught by its first audited job (rate 1); what it completed while that audit and its
+// confirmation ran is forfeited with it.
+void expect_only_the_cheater_caught(const std::string& name, const std::string& cheat, const json& sampling, int max_tokens) {
+  const std::vector<NodeSpec> nodes = {{"alice", "", {}}, {"bob", "", {"ORCHARD_ISA=avx2"}}, {"mallory", cheat, {}, "40"}};
+  const Outcome o = run_network(name, nodes, 4, sampling, max_tokens);
+  EXPECT_EQ(o.answered, 12);
+  expect_caught(o, "mallory");
+  if (o.by_owner.count("mallory")) {
+    std::printf("%s: the cheater completed %lld of 12 jobs before its ban\n", name.c_str(),
+                static_cast<long long>(o.by_owner.at("mallory").jobs_served));
+    EXPECT_LE(o.by_owner.at("mallory").jobs_served, 6);
+  }
+  expect_honest(o, "alice");
+  expect_honest(o, "bob");
+}
+
+TEST(AuditedNetwork, ANodeReturningRandomTokensIsCaughtAndHonestNodesOnOtherKernelsAreNot) {
+  ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
+  expect_only_the_cheater_caught("audit-random", "random-tokens", {{"temperature", 0.8}}, 24);
+}
+
+// The Q4_0 file of stories260K passed off as the F32 file the others hold (same name, same
+// reported hash: only the output can tell): its greedy text parts from the F32 model's within
+// 24 tokens on these prompts, and the audit finds the tokens that were not the F32 argmax. As an
+// auditor it fails the honest nodes' work too, which the confirming auditor contradicts.
+TEST(AuditedNetwork, ANodeRunningASmallerQuantizationThanItRegisteredIsCaught) {
+  ORCHARD_REQUIRE_FILES("models/stories260K.gguf", "golden/stories260K.Q4_0.gguf");
+  const std::string q4 = ::orchard::test::data_file("golden/stories260K.Q4_0.gguf").string();
+  expect_only_the_cheater_caught("audit-quant", "swap-model:" + q4, {{"temperature", 0}}, 40);
+}
+
+}  // namespace
+}  // namespace orchard::network

@@ -1,0 +1,312 @@
+// The job store's audits and settlements (docs/verification.md): payments wait for the audit
+// window and for a running audit; an audit goes only to another owner's node holding the same
+// file; a failed audit bans the node and forfeits what it had pending; a version 2 store is
+// upgraded with its completed jobs due. Every test runs on SQLite and PostgreSQL.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "network/database.h"
+#include "network/job_store.h"
+#include "network/nodes_fixture.h"
+#include "network/protocol_names.h"
+#include "network/store_backends.h"
+
+namespace orchard::network {
+namespace {
+
+using namespace orchard::network::testing;
+
+constexpr int64_t kT0 = 1'700'000'000'000;
+
+StoreOptions options(int64_t window_ms) {
+  StoreOptions o;
+  o.lease_ms = 10'000;
+  o.heartbeat_timeout_ms = 15'000;
+  o.queue_timeout_ms = 60'000;
+  o.audit_window_ms = window_ms;
+  return o;
+}
+
+ModelInfo small_with(const std::string& sha) {
+  ModelInfo m = kSmall;
+  m.sha256 = sha;
+  return m;
+}
+const std::string kShaA(64, 'a'), kShaB(64, 'b');
+
+NodeInfo node(const std::string& id, const std::string& owner, const std::string& sha = kShaA) {
+  NodeInfo n = single(id, 64, 200, {small_with(sha)});
+  n.owner = owner;
+  return n;
+}
+
+JobRequest request(const std::string& id) {
+  JobRequest r;
+  r.id = id;
+  r.client = "client-1";
+  r.model = kSmall.name;
+  r.request = {{"api", "completions"}, {"body", {{"model", kSmall.name}, {"prompt", "Once upon a time"}, {"max_tokens", 8}}}};
+  r.n_ctx = 4096;
+  r.prompt_tokens = 5;
+  r.max_tokens = 8;
+  return r;
+}
+
+// Runs `job` on `node` to the end: three chunks of two tokens each (none when `with_tokens` is false).
+void run_job(JobStore& st, const std::string& job, const std::string& node, int64_t now, bool with_tokens = true) {
+  st.submit(request(job), now);
+  const auto w = st.next_job_for(node, now);
+  ASSERT_TRUE(w) << job << " was not given to " << node;
+  ASSERT_EQ(w->job_id, job);
+  for (int i = 0; i < 3; ++i)
+    st.append_output(job, w->attempt, node, i, "t" + std::to_string(i), now + 1,
+                     with_tokens ? std::vector<int32_t>{10 * i, 10 * i + 1} : std::vector<int32_t>{});
+  st.complete(job, w->attempt, node, {5, 6, "length"}, now + 2);
+}
+
+std::vector<std::string> due_ids(JobStore& st, int64_t now) {
+  std::vector<std::string> out;
+  for (const Completion& c : st.due_settlements(now)) out.push_back(c.job_id);
+  return out;
+}
+
+class JobVerificationTest : public test::BackendTest {};
+INSTANTIATE_TEST_SUITE_P(Backends, JobVerificationTest,
+                         ::testing::Values(test::Backend::SQLite, test::Backend::PostgreSQL), test::backend_name);
+
+TEST_P(JobVerificationTest, APaymentIsDueWhenTheAuditWindowClosesAndOnce) {
+  auto st = JobStore::open(fresh("verify-window"), options(5'000));
+  st.register_node(node("n1", "alice"), kT0);
+  run_job(st, "job-1", "n1", kT0);
+  EXPECT_EQ(st.settlement("job-1"), SettlementState::Pending);
+  EXPECT_TRUE(due_ids(st, kT0 + 4'000).empty()) << "the window is still open";
+  ASSERT_EQ(due_ids(st, kT0 + 5'002), std::vector<std::string>{"job-1"});
+  const Completion c = st.due_settlements(kT0 + 5'002).front();
+  EXPECT_EQ(c.owner, "alice");
+  EXPECT_EQ(c.client, "client-1");
+  EXPECT_EQ(c.usage.generated_tokens, 6u);
+  EXPECT_EQ(st.node_stats("n1").pending_jobs, 1);
+  st.mark_paid("job-1", kT0 + 5'003);
+  EXPECT_EQ(st.settlement("job-1"), SettlementState::Paid);
+  EXPECT_TRUE(due_ids(st, kT0 + 9'000).empty());
+  EXPECT_EQ(st.node_stats("n1").pending_jobs, 0);
+  EXPECT_FALSE(st.settlement("no-such-job"));
+}
+
+TEST_P(JobVerificationTest, AnAuditGoesOnlyToAnotherOwnersNodeWithTheSameFileAndHoldsThePayment) {
+  auto st = JobStore::open(fresh("verify-route"), options(0));
+  st.register_node(node("n1", "alice"), kT0);
+  run_job(st, "job-1", "n1", kT0);
+  st.register_node(node("n2", "alice"), kT0 + 10);         // the audited node's owner
+  st.register_node(node("n3", "bob", kShaB), kT0 + 10);    // another file under the name
+  st.register_node(node("n4", "carol"), kT0 + 10);         // the one that may audit
+  const auto audit = st.submit_audit("job-1", kT0 + 20);
+  ASSERT_TRUE(audit);
+  EXPECT_EQ(audit->rfind("audit-", 0), 0u) << *audit;
+  EXPECT_TRUE(due_ids(st, kT0 + 30).empty()) << "an audit is running";
+  EXPECT_FALSE(st.next_job_for("n1", kT0 + 30));
+  EXPECT_FALSE(st.next_job_for("n2", kT0 + 30));
+  EXPECT_FALSE(st.next_job_for("n3", kT0 + 30));
+  const auto w = st.next_job_for("n4", kT0 + 30);
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w->job_id, *audit);
+  EXPECT_EQ(w->request["api"], kAuditApi);
+  const AuditRequest a = audit_request_from_json(w->request["body"]);
+  EXPECT_EQ(a.tokens, (std::vector<int32_t>{0, 1, 10, 11, 20, 21}));
+  EXPECT_EQ(a.request, request("job-1").request);
+
+  const auto task = st.audit_task(*audit);
+  ASSERT_TRUE(task);
+  EXPECT_EQ(task->audited_job, "job-1");
+  EXPECT_EQ(task->node_id, "n1");
+  EXPECT_EQ(task->owner, "alice");
+  EXPECT_EQ(task->tokens, 6u);
+  EXPECT_FALSE(st.audit_task("job-1")) << "a client job is no audit";
+  st.append_output(*audit, w->attempt, "n4", 0, "{}", kT0 + 40);
+  const Completion done = st.complete(*audit, w->attempt, "n4", {0, 1, "stop"}, kT0 + 41);
+  EXPECT_EQ(done.kind, kAuditJob);
+  EXPECT_EQ(done.client, kNetworkAccount);
+  EXPECT_EQ(done.owner, "carol");
+  st.record_audit(*task, AuditOutcome::Passed, "greedy: fine", kT0 + 42);
+  EXPECT_EQ(due_ids(st, kT0 + 50), (std::vector<std::string>{"job-1", *audit}));
+  EXPECT_EQ(st.node_stats("n1").audits_passed, 1);
+  EXPECT_TRUE(st.node_stats("n1").banned.empty());
+}
+
+// Runs the audit job `audit` on `auditor` to its end and reads its task back.
+AuditTask finish_audit(JobStore& st, const std::string& audit, const std::string& auditor, int64_t now) {
+  const auto w = st.next_job_for(auditor, now);
+  EXPECT_TRUE(w && w->job_id == audit) << auditor << " was not given " << audit;
+  if (!w) return {};
+  st.append_output(audit, w->attempt, auditor, 0, "{}", now + 1);
+  st.complete(audit, w->attempt, auditor, {0, 1, "stop"}, now + 2);
+  const auto task = st.audit_task(audit);
+  EXPECT_TRUE(task);
+  return task ? *task : AuditTask{};
+}
+
+// A failed audit is confirmed by a node of a third owner: when it fails too, the audited node
+// is banned and forfeits everything it had pending; it gets no more work, cannot register
+// again, and placement passes it over.
+TEST_P(JobVerificationTest, TwoAuditorsAgreeingBanTheNodeAndForfeitItsPendingPayments) {
+  auto st = JobStore::open(fresh("verify-ban"), options(60'000));
+  st.register_node(node("n1", "mallory"), kT0);
+  run_job(st, "job-1", "n1", kT0);
+  run_job(st, "job-2", "n1", kT0 + 10);
+  st.register_node(node("n4", "carol"), kT0 + 20);
+  st.register_node(node("n5", "dave"), kT0 + 20);
+  const auto audit = st.submit_audit("job-1", kT0 + 20);
+  ASSERT_TRUE(audit);
+  EXPECT_FALSE(st.submit_audit("job-1", kT0 + 21)) << "audited once";
+  // n4 and n5 are both free: the lower id takes the first audit.
+  const AuditTask first = finish_audit(st, *audit, "n4", kT0 + 30);
+  EXPECT_EQ(first.round, 1);
+  EXPECT_EQ(first.auditor_owner, "carol");
+  const AuditDecision d1 = st.record_audit(first, AuditOutcome::Failed, "greedy: token 3 of 6 is 4.2 below the best logit", kT0 + 33);
+  EXPECT_TRUE(d1.banned_node.empty()) << "one auditor is not enough";
+  ASSERT_FALSE(d1.confirmation.empty());
+  EXPECT_TRUE(st.node_stats("n1").banned.empty());
+  EXPECT_FALSE(st.next_job_for("n4", kT0 + 40)) << "the first auditor cannot confirm itself";
+  const AuditTask second = finish_audit(st, d1.confirmation, "n5", kT0 + 40);
+  EXPECT_EQ(second.round, 2);
+  EXPECT_EQ(second.first_audit, *audit);
+  EXPECT_EQ(second.first_auditor_node, "n4");
+  const auto waiting = due_ids(st, kT0 + 120'000);
+  EXPECT_EQ(std::find(waiting.begin(), waiting.end(), "job-1"), waiting.end()) << "job-1 waits for the verdict";
+  EXPECT_NE(std::find(waiting.begin(), waiting.end(), "job-2"), waiting.end()) << "job-2 is not audited";
+  const AuditDecision d2 = st.record_audit(second, AuditOutcome::Failed, "greedy: token 3 of 6 is 4.1 below the best logit", kT0 + 43);
+  EXPECT_EQ(d2.banned_node, "n1");
+  EXPECT_EQ(st.settlement("job-1"), SettlementState::Forfeited);
+  EXPECT_EQ(st.settlement("job-2"), SettlementState::Forfeited);
+  const NodeStats n = st.node_stats("n1");
+  EXPECT_NE(n.banned.find("token 3 of 6 is 4.1"), std::string::npos) << n.banned;
+  EXPECT_EQ(n.audits_failed, 1);
+  EXPECT_EQ(n.reliability, 0);
+  EXPECT_THROW(st.next_job_for("n1", kT0 + 50), Banned);
+  EXPECT_THROW(st.register_node(node("n1", "mallory"), kT0 + 51), Banned);
+  st.submit(request("job-3"), kT0 + 60);
+  const AssignResult r = st.assign("job-3", kT0 + 60);
+  EXPECT_NE(r.node_id, "n1");
+  EXPECT_FALSE(r.node_id.empty()) << r.reason;
+  const NodeView banned = st.nodes().front();
+  EXPECT_EQ(banned.info.id, "n1");
+  EXPECT_FALSE(banned.banned.empty());
+  EXPECT_TRUE(st.node_stats("n4").banned.empty());
+  EXPECT_TRUE(st.node_stats("n5").banned.empty());
+}
+
+// The confirming auditor passes what the first failed: the first auditor is the one banned
+// (it ran another file, or lied), and the audited node is paid.
+TEST_P(JobVerificationTest, AFirstAuditorContradictedByTheSecondIsBannedInstead) {
+  auto st = JobStore::open(fresh("verify-framed"), options(0));
+  st.register_node(node("n1", "alice"), kT0);
+  run_job(st, "job-1", "n1", kT0);
+  st.register_node(node("n4", "mallory"), kT0 + 20);
+  st.register_node(node("n5", "dave"), kT0 + 20);
+  const auto audit = st.submit_audit("job-1", kT0 + 20);
+  ASSERT_TRUE(audit);
+  const AuditTask first = finish_audit(st, *audit, "n4", kT0 + 30);
+  const AuditDecision d1 = st.record_audit(first, AuditOutcome::Failed, "greedy: token 0 of 6 is 9 below", kT0 + 33);
+  ASSERT_FALSE(d1.confirmation.empty());
+  const AuditTask second = finish_audit(st, d1.confirmation, "n5", kT0 + 40);
+  const AuditDecision d2 = st.record_audit(second, AuditOutcome::Passed, "greedy: fine", kT0 + 43);
+  EXPECT_EQ(d2.banned_node, "n4");
+  EXPECT_NE(st.node_stats("n4").banned.find("contradicted"), std::string::npos) << st.node_stats("n4").banned;
+  EXPECT_TRUE(st.node_stats("n1").banned.empty());
+  EXPECT_EQ(st.node_stats("n1").audits_passed, 1);
+  const auto due = due_ids(st, kT0 + 50);
+  EXPECT_NE(std::find(due.begin(), due.end(), "job-1"), due.end());
+  EXPECT_EQ(st.settlement(*audit), SettlementState::Forfeited) << "the false audit is not paid";
+}
+
+// With no third owner to confirm, a failed audit stands unconfirmed: nobody is penalised.
+TEST_P(JobVerificationTest, AFailedAuditNobodyCanConfirmPenalisesNobody) {
+  auto st = JobStore::open(fresh("verify-unconfirmed"), options(0));
+  st.register_node(node("n1", "alice"), kT0);
+  run_job(st, "job-1", "n1", kT0);
+  st.register_node(node("n4", "carol"), kT0 + 20);
+  const auto audit = st.submit_audit("job-1", kT0 + 20);
+  ASSERT_TRUE(audit);
+  const AuditTask first = finish_audit(st, *audit, "n4", kT0 + 30);
+  const AuditDecision d = st.record_audit(first, AuditOutcome::Failed, "greedy: off", kT0 + 33);
+  ASSERT_FALSE(d.confirmation.empty());
+  // Nobody may take the confirmation: it fails at placement and the payment is released.
+  EXPECT_EQ(st.assign(d.confirmation, kT0 + 34).state, JobState::Failed);
+  EXPECT_TRUE(st.node_stats("n1").banned.empty());
+  EXPECT_TRUE(st.node_stats("n4").banned.empty());
+  const auto due = due_ids(st, kT0 + 35);
+  EXPECT_NE(std::find(due.begin(), due.end(), "job-1"), due.end());
+}
+
+TEST_P(JobVerificationTest, OnlyJobsOfOneAuthorWithTokenIdsAreAudited) {
+  auto st = JobStore::open(fresh("verify-which"), options(0));
+  st.register_node(node("n1", "alice"), kT0);
+  st.register_node(node("n4", "carol"), kT0);
+  // No token ids: nothing to score.
+  run_job(st, "job-plain", "n1", kT0, false);
+  EXPECT_FALSE(st.submit_audit("job-plain", kT0 + 10));
+  // Resumed: two nodes wrote its output.
+  st.submit(request("job-resumed"), kT0 + 20);
+  auto w = st.next_job_for("n1", kT0 + 20);
+  ASSERT_TRUE(w);
+  st.append_output("job-resumed", w->attempt, "n1", 0, "a", kT0 + 21, {1});
+  st.hand_back("job-resumed", w->attempt, "n1", kT0 + 22);
+  st.heartbeat("n1", HeartbeatState{0, NodeStatus::Draining, std::nullopt}, kT0 + 23);
+  w = st.next_job_for("n4", kT0 + 24);
+  ASSERT_TRUE(w);
+  ASSERT_EQ(w->job_id, "job-resumed");
+  st.append_output("job-resumed", w->attempt, "n4", 1, "b", kT0 + 25, {2});
+  st.complete("job-resumed", w->attempt, "n4", {5, 2, "length"}, kT0 + 26);
+  EXPECT_FALSE(st.submit_audit("job-resumed", kT0 + 30));
+  // Not done, unknown, or itself an audit.
+  EXPECT_FALSE(st.submit_audit("no-such-job", kT0 + 30));
+  st.heartbeat("n1", HeartbeatState{}, kT0 + 31);
+  run_job(st, "job-ok", "n1", kT0 + 40);
+  const auto audit = st.submit_audit("job-ok", kT0 + 50);
+  ASSERT_TRUE(audit);
+  EXPECT_FALSE(st.submit_audit(*audit, kT0 + 51));
+}
+
+TEST_P(JobVerificationTest, AnAuditNoNodeCanTakeReleasesThePayment) {
+  auto st = JobStore::open(fresh("verify-hopeless"), options(0));
+  st.register_node(node("n1", "alice"), kT0);
+  run_job(st, "job-1", "n1", kT0);
+  const auto audit = st.submit_audit("job-1", kT0 + 10);
+  ASSERT_TRUE(audit);
+  EXPECT_TRUE(due_ids(st, kT0 + 11).empty());
+  const AssignResult r = st.assign(*audit, kT0 + 12);
+  EXPECT_EQ(r.state, JobState::Failed) << r.reason;
+  EXPECT_NE(r.reason.find("is a party to the work this job audits"), std::string::npos) << r.reason;
+  EXPECT_EQ(due_ids(st, kT0 + 13), std::vector<std::string>{"job-1"});
+}
+
+// A store written by the previous version gains the new columns and tables when opened, and
+// the jobs it had completed are due (the coordinator pays those the ledger lacks).
+TEST_P(JobVerificationTest, AVersionTwoStoreIsUpgradedWithItsCompletedJobsDue) {
+  const std::string where = fresh("verify-upgrade");
+  {
+    auto st = JobStore::open(where, options(0));
+    st.register_node(node("n1", "alice"), kT0);
+    run_job(st, "job-old", "n1", kT0);
+  }
+  {
+    // Back to version 2's shape.
+    auto db = sql::open_database(where, {"job store", "orchard-jobs", "3", ""});
+    db->write([&] {
+      db->exec("DROP TABLE settlements");
+      for (const char* c : {"kind", "audit_of", "exclude_owners", "model_sha256"}) db->exec(std::string("ALTER TABLE jobs DROP COLUMN ") + c);
+      db->exec("ALTER TABLE nodes DROP COLUMN banned");
+      db->exec("UPDATE meta SET value = '2' WHERE key = 'version'");
+    });
+  }
+  EXPECT_THROW(sql::open_database(where, {"job store", "orchard-jobs", "3", ""}), Error) << "it is version 2 now";
+  auto st = JobStore::open(where, options(0));
+  EXPECT_EQ(due_ids(st, kT0 + 10), std::vector<std::string>{"job-old"});
+  EXPECT_EQ(st.job("job-old").state, JobState::Done);
+  run_job(st, "job-new", "n1", kT0 + 20);
+  EXPECT_EQ(st.settlement("job-new"), SettlementState::Pending);
+}
+
+}  // namespace
+}  // namespace orchard::network
