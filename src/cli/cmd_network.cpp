@@ -11,25 +11,26 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/network_stores.h"
 #include "network/api_keys.h"
 #include "network/coordinator.h"
 #include "network/protocol_names.h"
 #include "network/database.h"
 #include "network/ledger.h"
 #include "network/model_pins.h"
+#include "node/job_runner.h"
 #include "protocol/file_hash.h"
 #include "tensor/error.h"
 
 namespace orchard::cli {
-namespace {
 
-// The stores of a coordinator given by its --data DIR (created when absent) or its --db URL,
-// exactly one of them: what the offline tools (api-key, credit, model) open.
 network::CoordinatorFiles offline_stores(const std::string& dir, const std::string& db) {
   if (dir.empty() == db.empty()) throw Error("give the coordinator's --data DIR or its --db URL (one of them)");
   if (db.empty()) std::filesystem::create_directories(dir);
   return network::coordinator_files(dir, db);
 }
+
+namespace {
 
 // Unix milliseconds as "2026-12-06 14:05:09".
 std::string utc_time(int64_t ms) {
@@ -101,7 +102,10 @@ struct ServeOpts {
   network::CoordinatorOptions c;
   double heartbeat_timeout_s = 30, lease_s = 30, queue_timeout_s = 600, sign_every_s = 60;
   double audit_window_s = 600;
-  ServeOpts() { c.audit_rate = 0.05; }
+  ServeOpts() {
+    c.audit_rate = 0.05;
+    c.canary_rate = 0.02;
+  }
 };
 
 void serve(ServeOpts& o) {
@@ -112,8 +116,9 @@ void serve(ServeOpts& o) {
   o.c.store.queue_timeout_ms = static_cast<int64_t>(o.queue_timeout_s * 1000);
   o.c.sign_every_ms = static_cast<int64_t>(o.sign_every_s * 1000);
   o.c.store.audit_window_ms = static_cast<int64_t>(o.audit_window_s * 1000);
-  if (o.c.store.audit_window_ms < 0 || !(o.c.audit_rate >= 0 && o.c.audit_rate <= 1) || !(o.c.audit_rules.max_gap >= 0))
-    throw Error("--audit-window and --audit-max-gap must not be negative, --audit-rate must be within [0, 1]");
+  if (o.c.store.audit_window_ms < 0 || !(o.c.audit_rate >= 0 && o.c.audit_rate <= 1) ||
+      !(o.c.canary_rate >= 0 && o.c.canary_rate <= 1) || !(o.c.audit_rules.max_gap >= 0))
+    throw Error("--audit-window and --audit-max-gap must not be negative, --audit-rate and --canary-rate must be within [0, 1]");
   if (o.c.store.heartbeat_timeout_ms <= 0 || o.c.store.lease_ms <= 0 || o.c.store.queue_timeout_ms <= 0 ||
       o.c.sign_every_ms <= 0)
     throw Error("--heartbeat-timeout, --lease, --queue-timeout and --sign-every must be positive");
@@ -140,6 +145,8 @@ void serve(ServeOpts& o) {
 void register_network(CLI::App& app) {
   auto* net = app.add_subcommand("network", "The volunteer network: the coordinator, API keys, the credit ledger");
   net->require_subcommand(1);
+
+  register_network_canary(*net);
 
   auto so = std::make_shared<ServeOpts>();
   auto* srv = net->add_subcommand("serve", "Run the coordinator: places jobs on nodes, streams their output, pays them");
@@ -180,6 +187,10 @@ void register_network(CLI::App& app) {
       ->capture_default_str();
   srv->add_option("--audit-window", so->audit_window_s,
                   "Seconds a completed job's payment waits for an audit before it is paid (0: at once when not audited)")
+      ->capture_default_str();
+  srv->add_option("--canary-rate", so->c.canary_rate,
+                  "Share of completed jobs after which the node gets a canary (`orchard network canary add`; "
+                  "every node gets one when it registers)")
       ->capture_default_str();
   srv->add_option("--audit-max-gap", so->c.audit_rules.max_gap,
                   "Greedy audits: how far below the best logit a returned token may be (CPUs' rounding)")
@@ -283,12 +294,14 @@ void register_network(CLI::App& app) {
   auto open_pins = [key_dir, key_db] { return network::ModelPins::open(offline_stores(*key_dir, *key_db).model_pins); };
   pin->callback([open_pins, pin_name, pin_file, pin_sha] {
     if (pin_file->empty() == pin_sha->empty()) throw Error("give the model's FILE or its --sha256 (one of them)");
-    network::ModelPin p{*pin_name, *pin_sha, 0, 0};
+    network::ModelPin p{*pin_name, *pin_sha, 0, 0, std::nullopt};
     if (!pin_file->empty()) {
       p.sha256 = protocol::file_sha256(*pin_file, [&](uint64_t done, uint64_t total) {
         std::fprintf(stderr, "hashing %s: %.0f of %.0f GB\n", pin_file->c_str(), done / 1e9, total / 1e9);
       });
       p.file_bytes = std::filesystem::file_size(*pin_file);
+      // Its shape and format from its header: what registration will describe the name by.
+      p.description = node::describe_model(*pin_file, *pin_name);
     }
     open_pins().pin(p);
     std::printf("pinned %s to sha256 %s\n", p.name.c_str(), p.sha256.c_str());

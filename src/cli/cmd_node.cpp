@@ -13,6 +13,7 @@
 #include "cli/args.h"
 #include "cli/cluster_rank.h"
 #include "cli/commands.h"
+#include "protocol/regions.h"
 #include "dist/make_group.h"
 #include "model/json_number.h"
 #include "model/synthetic/synthetic.h"
@@ -29,7 +30,7 @@ namespace orchard::cli {
 namespace {
 
 struct NodeOpts {
-  std::string coordinator, key, owner, hardware = "laptop", window, chip = "cpu", idle_after, memory, parallel;
+  std::string coordinator, key, owner, hardware = "laptop", window, chip = "cpu", idle_after, memory, parallel, region;
   std::string trusted_key, pin_file;  // status: the coordinator's ledger key, where it is pinned
   std::vector<std::string> models, names;
   bool dedicated = false, when_idle = false;
@@ -75,6 +76,7 @@ node::AgentOptions agent_options(const NodeOpts& o) {
     if (const char* user = std::getenv("USER"); user && *user) ao.owner = user;
   if (ao.owner.empty()) throw Error("--owner is required (the account credited for this node's work)");
   ao.hardware = network::parse_hardware_class(o.hardware);
+  if (!o.region.empty()) ao.region = protocol::parse_region(o.region);
   ao.lending.mode = o.dedicated ? network::Lending::Dedicated : network::Lending::WhenIdle;
   ao.lending.max_load = o.idle_load;
   if (!o.window.empty()) ao.lending.set_window(o.window);
@@ -243,6 +245,9 @@ void register_node(CLI::App& app) {
       ->type_name("PATH");
   cmd->add_option("--owner", o->owner, "The account credited for this node's work (default: $USER)");
   cmd->add_option("--hardware", o->hardware, "Price class: laptop (or cpu), desktop, workstation")->capture_default_str();
+  cmd->add_option("--region", o->region,
+                  "Where the world map shows this node: a country (Germany) or LAT,LON rounded to whole degrees; "
+                  "never looked up from an address");
   cmd->add_flag("--dedicated", o->dedicated, "Lend all the time (a dedicated slot earns 150 %)");
   cmd->add_flag("--when-idle", o->when_idle, "Lend only while the machine is idle (the default)");
   cmd->add_option("--idle-load", o->idle_load, "With --when-idle: the highest 1-minute load per core that counts as idle")
@@ -271,11 +276,12 @@ void register_node(CLI::App& app) {
   add_kv_type_option(cmd, o->kv_type);
   cmd->add_option("--poll-wait", o->poll_wait, "Seconds each long-poll for work waits")->capture_default_str();
   // Hidden: a node that misbehaves on purpose, for the tests that the coordinator catches it.
-  cmd->add_option("--cheat", o->cheat, "Misbehave on purpose (tests): inflate-tokens, random-tokens, swap-model:FILE")
+  cmd->add_option("--cheat", o->cheat,
+                  "Misbehave on purpose (tests): inflate-tokens, random-tokens, late-report, swap-model:FILE")
       ->check([](const std::string& v) {
-        return v == "inflate-tokens" || v == "random-tokens" || v.rfind("swap-model:", 0) == 0
+        return v == "inflate-tokens" || v == "random-tokens" || v == "late-report" || v.rfind("swap-model:", 0) == 0
                    ? std::string()
-                   : "--cheat takes inflate-tokens, random-tokens or swap-model:FILE";
+                   : "--cheat takes inflate-tokens, random-tokens, late-report or swap-model:FILE";
       })
       ->group("");
   cmd->footer(

@@ -50,6 +50,10 @@ struct CoordinatorOptions {
   // wait for them is store.audit_window_ms.
   double audit_rate = 0;
   AuditRules audit_rules;
+  // The share of completed client jobs after which the node gets a canary (a greedy request
+  // with a known answer, `orchard network canary add`); every node also gets one when it
+  // registers. No canaries stored: none sent.
+  double canary_rate = 0;
 };
 
 // Where a coordinator's stores are: the SQLite files in its data folder, or, given a

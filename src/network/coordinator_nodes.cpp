@@ -40,7 +40,7 @@ auto parsed(F f) {
 }
 
 void register_node(Coordinator::State& s, const AuthResult& a, const httplib::Request& req, httplib::Response& res) {
-  const NodeInfo info = parsed([&] { return node_info_from_json(serve::parse_body(req.body)); });
+  NodeInfo info = parsed([&] { return node_info_from_json(serve::parse_body(req.body)); });
   if (info.id != a.node_id)
     throw ApiError(403, "permission_error",
                    "the description's id '" + info.id + "' is not the signing node's ('" + a.node_id + "')", "id");
@@ -59,7 +59,17 @@ void register_node(Coordinator::State& s, const AuthResult& a, const httplib::Re
                          " (pinned by the coordinator's operator): offer that file under this name, or another name",
                      "models", "model_mismatch");
   }
+  // A pinned model is what the pinned file is, whatever size or format the node says it has:
+  // the job size class and the memory placement plans for come from the operator's reading.
+  describe_as_pinned(info.models, [&s](const std::string& name) {
+    std::lock_guard lock(s.pins_mu);
+    return s.pins.find(name);
+  });
   s.with_store([&](JobStore& st) { st.register_node(info, unix_ms(), a.public_key_hex); });
+  // The registration challenge: a canary, to the node a client's job like any other, checks
+  // that it runs the file it reported and measures how fast (placement trusts that, not the
+  // bandwidth it reported).
+  send_canary(s, info.id);
   s.work.notify();
   RegisterReply r;
   r.node_id = info.id;

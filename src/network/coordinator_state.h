@@ -115,6 +115,9 @@ Payment pay(Coordinator::State& s, const Completion& c);
 nlohmann::json settle_completion(Coordinator::State& s, const Completion& c);
 // Pays every job whose audit window closed with no audit running (the sweep, each round).
 void settle_due(Coordinator::State& s);
+// Queues a canary for the node when there is one for its models (at registration, and after
+// client jobs at the canary rate); logs and carries on when it cannot.
+void send_canary(Coordinator::State& s, const std::string& node_id);
 
 using NodeHandler = std::function<void(const AuthResult& node, const httplib::Request&, httplib::Response&)>;
 // A signed node endpoint: refuses unauthenticated requests (401; 503 when the check itself

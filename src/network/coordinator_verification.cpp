@@ -24,13 +24,43 @@ Verdict judge_audit(Coordinator::State& s, const AuditTask& t) {
   }
 }
 
-bool draw_audit(Coordinator::State& s) {
-  if (s.opts.audit_rate <= 0) return false;
+bool draw(Coordinator::State& s, double rate) {
+  if (rate <= 0) return false;
   std::lock_guard lock(s.audit_mu);
-  return std::uniform_real_distribution<double>(0, 1)(s.audit_draw) < s.opts.audit_rate;
+  return std::uniform_real_distribution<double>(0, 1)(s.audit_draw) < rate;
+}
+
+void judge_canary(Coordinator::State& s, const CanaryRun& run) {
+  const Verdict v = check_canary(run.canary.tokens, run.canary.margins, run.returned, s.opts.audit_rules);
+  s.with_store([&](JobStore& st) { st.record_canary(run, v, unix_ms()); });
+  if (v.outcome == AuditOutcome::Failed || s.opts.log)
+    std::fprintf(stderr, "coordinator: canary %s (job %s) on node '%s' (owner '%s'): %s: %s; %.1f tokens/s, %.1f predicted\n",
+                 run.canary.id.c_str(), run.job_id.c_str(), run.node_id.c_str(), run.owner.c_str(), to_string(v.outcome),
+                 v.why.c_str(), run.measured_tps, run.predicted_tps);
+  if (v.outcome == AuditOutcome::Failed) {
+    std::fprintf(stderr, "coordinator: node '%s' is banned\n", run.node_id.c_str());
+    s.work.notify();
+  }
 }
 
 }  // namespace
+
+void send_canary(Coordinator::State& s, const std::string& node_id) {
+  uint64_t pick = 0;
+  {
+    std::lock_guard lock(s.audit_mu);
+    pick = s.audit_draw();
+  }
+  try {
+    const auto id = s.with_store([&](JobStore& st) { return st.submit_canary(node_id, pick, unix_ms()); });
+    if (id) {
+      if (s.opts.log) std::fprintf(stderr, "coordinator: canary job %s for node '%s'\n", id->c_str(), node_id.c_str());
+      s.work.notify();
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "coordinator: no canary for node '%s': %s\n", node_id.c_str(), e.what());
+  }
+}
 
 void settle_due(Coordinator::State& s) {
   std::lock_guard lock(s.settle_mu);
@@ -63,7 +93,11 @@ json settle_completion(Coordinator::State& s, const Completion& c) {
         if (!d.banned_node.empty()) std::fprintf(stderr, "coordinator: node '%s' is banned\n", d.banned_node.c_str());
         s.work.notify();  // a confirmation to place, or a banned node's work to move
       }
-    } else if (c.kind == kClientJob && draw_audit(s)) {
+    } else if (c.kind == kCanaryJob) {
+      if (const auto run = s.with_store([&](JobStore& st) { return st.canary_run(c.job_id); })) judge_canary(s, *run);
+    }
+    if (c.kind == kClientJob && draw(s, s.opts.canary_rate)) send_canary(s, c.node_id);
+    if (c.kind == kClientJob && draw(s, s.opts.audit_rate)) {
       const auto audit = s.with_store([&](JobStore& st) { return st.submit_audit(c.job_id, unix_ms()); });
       if (audit) {
         if (s.opts.log) std::fprintf(stderr, "coordinator: job %s is audited by %s\n", c.job_id.c_str(), audit->c_str());

@@ -1,5 +1,6 @@
 // The world page and its data (docs/network-protocol.md, "Public"): every node with its
-// machines, models, lending policy, state and record, and the network's totals. Public: it
+// machines, models, lending policy, state, record and region, the network's totals, the owners
+// who earned most, and the map the page draws them on. Public: it
 // shows what nodes chose to tell (no keys, no client accounts, no job contents).
 #include "network/coordinator_state.h"
 #include "serve/http_util.h"
@@ -7,6 +8,7 @@
 namespace orchard::network {
 
 extern const char* const kWorldPage;  // src/network/web/world.html, compiled in
+extern const char* const kWorldMap;   // src/network/web/world_map.svg, compiled in
 
 using nlohmann::json;
 
@@ -16,6 +18,7 @@ namespace {
 // draining (it said so, or its owner is taking the machine back), busy (it holds attempts or
 // says it is busy), or idle.
 const char* node_state(const NodeView& v, bool online) {
+  if (!v.banned.empty()) return "banned";
   if (!online) return "offline";
   if (v.draining || v.info.state.status == NodeStatus::Draining) return "draining";
   if (v.active_jobs > 0 || v.info.state.status == NodeStatus::Busy) return "busy";
@@ -57,7 +60,8 @@ json world(Coordinator::State& s) {
                        {"abandoned", n.abandoned},
                        {"reliability", v.reliability},
                        {"active_jobs", v.active_jobs},
-                       {"tokens_per_second", rate == rates.end() ? 0.0 : rate->second}});
+                       {"tokens_per_second", rate == rates.end() ? 0.0 : rate->second},
+                       {"region", info.contains("region") ? info["region"] : json()}});
       online_nodes += online;
       machines += static_cast<int64_t>(v.info.machines.size());
       for (const MachineInfo& m : v.info.machines) memory += m.memory_bytes;
@@ -72,7 +76,17 @@ json world(Coordinator::State& s) {
                        {"jobs_done", counts[JobState::Done]},
                        {"jobs_failed", counts[JobState::Failed]},
                        {"tokens_per_second", rates.at("")}};
-  return {{"nodes", nodes}, {"totals", totals}, {"heartbeat_timeout_ms", s.opts.store.heartbeat_timeout_ms}, {"now_ms", now}};
+  json earners = json::array();
+  {
+    std::lock_guard lock(s.ledger_mu);
+    for (const Ledger::Earner& e : s.ledger.top_earners(10))
+      earners.push_back({{"owner", e.account}, {"earned", e.earned}, {"jobs", e.jobs}});
+  }
+  return {{"nodes", nodes},
+          {"totals", totals},
+          {"earnings", earners},
+          {"heartbeat_timeout_ms", s.opts.store.heartbeat_timeout_ms},
+          {"now_ms", now}};
 }
 
 }  // namespace
@@ -84,6 +98,11 @@ void add_world_routes(Coordinator::State& s) {
   };
   s.http->Get("/", page);
   s.http->Get("/world", page);
+  // The map the page draws behind its nodes: plate carrée, one unit a degree (scripts/world-map).
+  s.http->Get("/world/map.svg", [](const httplib::Request&, httplib::Response& res) {
+    res.set_header("Cache-Control", "max-age=86400");
+    res.set_content(kWorldMap, "image/svg+xml");
+  });
   s.http->Get("/v1/world", serve::guarded(serve::openai_error, [&s](const httplib::Request&, httplib::Response& res) {
                serve::send_json(res, world(s));
              }));

@@ -87,7 +87,9 @@ void JobStore::fail_job(const std::string& job_id, const std::string& error, int
 }
 
 AssignResult JobStore::assign_in(const std::string& job_id, int64_t now_ms) {
-  sql::Stmt j(db(), "SELECT model, n_ctx, prompt_tokens, max_tokens, state, model_sha256, exclude_owners FROM jobs WHERE id = ?1");
+  sql::Stmt j(db(),
+              "SELECT model, n_ctx, prompt_tokens, max_tokens, state, model_sha256, exclude_owners, only_node, kind "
+              "FROM jobs WHERE id = ?1");
   j.bind(1, job_id);
   if (!j.step()) throw Error(where() + ": no job '" + job_id + "'");
   AssignResult r;
@@ -104,7 +106,8 @@ AssignResult JobStore::assign_in(const std::string& job_id, int64_t now_ms) {
     r.reason = "not queued: already " + j.text(4);
     return r;
   }
-  JobDemand demand{j.text(0), j.i64(1), j.i64(2), j.i64(3), j.text(5), {}};
+  JobDemand demand{j.text(0), j.i64(1), j.i64(2), j.i64(3), j.text(5), {}, j.text(7), false};
+  demand.verification = j.text(8) != kClientJob;
   // A JSON list of owners the store wrote itself (audit jobs); empty for a client's job.
   if (!j.text(6).empty()) demand.exclude_owners = nlohmann::json::parse(j.text(6)).get<std::vector<std::string>>();
   const std::vector<NodeView> views = nodes();
@@ -130,10 +133,10 @@ AssignResult JobStore::assign_in(const std::string& job_id, int64_t now_ms) {
   r.attempt = next.i64(0);
   sql::Stmt ins(db(),
                 "INSERT INTO attempts(job_id, attempt, node_id, state, plan, size_class, hardware, dedicated, started_at, "
-                "lease_deadline) VALUES(?1, ?2, ?3, 'assigned', ?4, ?5, ?6, ?7, ?8, ?9)");
+                "lease_deadline, predicted_tps) VALUES(?1, ?2, ?3, 'assigned', ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
   ins.bind(1, job_id).bind(2, r.attempt).bind(3, c.node_id).bind(4, c.plan.candidate.label()).bind(5, to_string(size));
   ins.bind(6, to_string(node.info.hardware)).bind(7, int64_t{node.info.lending == Lending::Dedicated});
-  ins.bind(8, now_ms).bind(9, now_ms + options_.lease_ms).step();
+  ins.bind(8, now_ms).bind(9, now_ms + options_.lease_ms).bind(10, c.plan.tg_tps).step();
   sql::Stmt up(db(), "UPDATE jobs SET state = 'assigned', waiting = '' WHERE id = ?1");
   up.bind(1, job_id).step();
   r.state = JobState::Assigned;
@@ -195,8 +198,10 @@ std::optional<Work> JobStore::next_job_in(const std::string& node_id, int64_t no
   }
   if (w) {
     w->lease_deadline_ms = now_ms + options_.lease_ms;
-    sql::Stmt a(db(), "UPDATE attempts SET state = 'running', lease_deadline = ?3 WHERE job_id = ?1 AND attempt = ?2");
-    a.bind(1, w->job_id).bind(2, w->attempt).bind(3, w->lease_deadline_ms).step();
+    sql::Stmt a(db(),
+                "UPDATE attempts SET state = 'running', lease_deadline = ?3, fetched_at = coalesce(fetched_at, ?4) "
+                "WHERE job_id = ?1 AND attempt = ?2");
+    a.bind(1, w->job_id).bind(2, w->attempt).bind(3, w->lease_deadline_ms).bind(4, now_ms).step();
     sql::Stmt j(db(), "UPDATE jobs SET state = 'running' WHERE id = ?1");
     j.bind(1, w->job_id).step();
     w->output = output_of(w->job_id, &w->output_tokens);

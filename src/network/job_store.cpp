@@ -76,7 +76,9 @@ CREATE TABLE IF NOT EXISTS outputs(
 
 // What version 3 added: a job's kind (a client's, or an audit of another job), what an audit
 // job may not run on (a JSON list of owners), a node's ban, and each completed job's
-// settlement with its audits (a failed first audit is confirmed by a second: `first_audit`). The jobs completed
+// settlement with its audits (a failed first audit is confirmed by a second: `first_audit`);
+// canaries (greedy requests with known answers) and what they measured: when an attempt was
+// fetched, the speed placement predicted for it, and the node's measured share of it. The jobs completed
 // before the upgrade are pending with the window closed: paid at the next sweep unless the
 // ledger holds them already.
 constexpr const char* kVerification = R"sql(
@@ -97,6 +99,18 @@ CREATE TABLE settlements(
   settled_at INTEGER);
 CREATE INDEX settlements_due ON settlements(state, due_at);
 CREATE INDEX settlements_node ON settlements(node_id, state);
+ALTER TABLE jobs ADD COLUMN only_node TEXT NOT NULL DEFAULT '';
+ALTER TABLE attempts ADD COLUMN fetched_at INTEGER;
+ALTER TABLE attempts ADD COLUMN predicted_tps REAL NOT NULL DEFAULT 0;
+ALTER TABLE nodes ADD COLUMN speed_ratio REAL;
+CREATE TABLE canaries(
+  id TEXT PRIMARY KEY,
+  model TEXT NOT NULL,
+  model_sha256 TEXT NOT NULL,
+  request TEXT NOT NULL,
+  tokens TEXT NOT NULL,
+  margins TEXT NOT NULL,
+  created_at INTEGER NOT NULL);
 INSERT INTO settlements(job_id, node_id, due_at, state)
   SELECT a.job_id, a.node_id, 0, 'pending' FROM attempts a JOIN jobs j ON j.id = a.job_id
   WHERE a.state = 'done' AND j.state = 'done';
@@ -334,7 +348,7 @@ std::vector<NodeView> JobStore::nodes() {
   sql::Stmt s(db(),
               "SELECT info, last_heartbeat, reliability, draining, "
               "(SELECT count(*) FROM attempts a WHERE a.node_id = nodes.id AND a.state IN ('assigned', 'running')), banned, "
-              "(SELECT count(*) FROM settlements s WHERE s.node_id = nodes.id AND s.audit = 'confirming') "
+              "(SELECT count(*) FROM settlements s WHERE s.node_id = nodes.id AND s.audit = 'confirming'), speed_ratio "
               "FROM nodes ORDER BY id");
   std::vector<NodeView> out;
   while (s.step()) {
@@ -346,6 +360,7 @@ std::vector<NodeView> JobStore::nodes() {
     v.active_jobs = static_cast<int>(s.i64(4));
     v.banned = s.text(5);
     v.under_review = s.i64(6) > 0;
+    if (!s.null(7)) v.speed_ratio = s.f64(7);
     out.push_back(std::move(v));
   }
   return out;

@@ -54,6 +54,7 @@ struct StoreOptions {
 // What a job is: a client's, or an audit of another job's output (protocol/audit.h).
 inline constexpr const char* kClientJob = "client";
 inline constexpr const char* kAuditJob = "audit";
+inline constexpr const char* kCanaryJob = "canary";
 // The account audit jobs are billed to: the network pays its auditors.
 inline constexpr const char* kNetworkAccount = "network";
 
@@ -138,6 +139,25 @@ struct AuditTask {
   size_t tokens = 0;                           // how many returned tokens it scores
   int round = 1;                               // 2: the confirmation of a failed first audit
   std::string first_audit, first_auditor_node, first_why;  // round 2: the audit it confirms
+};
+
+// A greedy request with a known answer (protocol::check_canary), made by the operator with the
+// pinned file (`orchard network canary add`).
+struct Canary {
+  std::string id;  // empty: add_canary makes one ("canary-" and 8 hex digits)
+  std::string model, model_sha256;
+  nlohmann::json request;  // {"api": "completions" | "chat", "body": {…}}
+  std::vector<int32_t> tokens;
+  std::vector<double> margins;
+};
+
+// A completed canary job, ready to judge: what the node returned and how fast.
+struct CanaryRun {
+  std::string job_id, node_id, owner;
+  Canary canary;
+  std::vector<int32_t> returned;
+  double measured_tps = 0;   // generated tokens / (completed − fetched); 0 when unknown
+  double predicted_tps = 0;  // what placement predicted for this node and model
 };
 
 // What record_audit decided.
@@ -240,6 +260,21 @@ class JobStore {
   // reported what another copy of the same file contradicts). A banned node's pending payments
   // are all forfeited.
   AuditDecision record_audit(const AuditTask& task, AuditOutcome outcome, const std::string& why, int64_t now_ms);
+  // Canaries (job_canaries.cpp). add_canary returns the id; remove_canary false for an unknown one.
+  std::string add_canary(const Canary& c, int64_t now_ms);
+  std::vector<Canary> canaries();
+  bool remove_canary(const std::string& id);
+  // Queues a canary job — to the node it is just a client's job — for `node_id` alone, drawn
+  // (by `pick`, any number) among the canaries of models the node offers with the canary's
+  // SHA-256. nullopt when there is none.
+  std::optional<std::string> submit_canary(const std::string& node_id, uint64_t pick, int64_t now_ms);
+  // A completed canary job; nullopt for another kind of job.
+  std::optional<CanaryRun> canary_run(const std::string& job_id);
+  // Records what a canary found: Failed bans the node (its pending payments forfeited);
+  // otherwise the node's measured share of the predicted speed (measured ÷ predicted) becomes
+  // its speed ratio, which placement trusts over what the node reports.
+  void record_canary(const CanaryRun& run, const Verdict& v, int64_t now_ms);
+
   // Completed jobs whose payment is due: window closed, no audit running (or its audit job
   // ended without a verdict), node not banned. Oldest first.
   std::vector<Completion> due_settlements(int64_t now_ms);

@@ -64,6 +64,8 @@ std::optional<std::string> JobStore::queue_audit_in(const std::string& job_id, c
   ins.bind(1, id).bind(2, std::string(kNetworkAccount)).bind(3, j.text(1)).bind(4, request.dump()).bind(5, n_ctx);
   ins.bind(6, std::min<int64_t>(n_ctx, j.i64(4) + static_cast<int64_t>(a.tokens.size()))).bind(7, now_ms);
   ins.bind(8, std::string(kAuditJob)).bind(9, job_id).bind(10, nlohmann::json(owners).dump()).bind(11, sha).step();
+  // Placed now (or failed now, when no node may ever audit it).
+  assign_in(id, now_ms);
   return id;
 }
 

@@ -186,6 +186,16 @@ int64_t Ledger::balance(const std::string& account) {
   return s.i64(0);
 }
 
+std::vector<Ledger::Earner> Ledger::top_earners(int64_t limit) {
+  sql::Stmt s(db(),
+              "SELECT payee, sum(amount), count(*) FROM entries WHERE job_id NOT LIKE 'grant-%' "
+              "GROUP BY payee ORDER BY sum(amount) DESC, payee LIMIT ?1");
+  s.bind(1, limit);
+  std::vector<Earner> out;
+  while (s.step()) out.push_back({s.text(0), s.i64(1), s.i64(2)});
+  return out;
+}
+
 std::vector<Entry> Ledger::entries_for(const std::string& account) {
   sql::Stmt s(db(), select_entries("WHERE payer = ?1 OR payee = ?1 ORDER BY seq"));
   s.bind(1, account);

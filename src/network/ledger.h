@@ -67,6 +67,12 @@ class Ledger {
   // The entry that paid `job_id`, if any.
   std::optional<Entry> entry_for_job(const std::string& job_id);
   std::vector<std::string> accounts();
+  // What node owners earned from jobs (credit grants left out), most first: the world page's board.
+  struct Earner {
+    std::string account;
+    int64_t earned = 0, jobs = 0;
+  };
+  std::vector<Earner> top_earners(int64_t limit);
   Head head();
 
   // Signs the current head with an Ed25519 private key and records it.

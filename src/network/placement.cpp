@@ -42,6 +42,7 @@ void scale(parallel::BytesByType& b, double f) {
 std::optional<std::string> cannot_run(const JobDemand& job, const NodeView& v, parallel::Prediction& plan) {
   const NodeInfo& n = v.info;
   if (!v.banned.empty()) return "caught by an audit (" + v.banned + ")";
+  if (!job.only_node.empty() && n.id != job.only_node) return "the job is for node '" + job.only_node + "' alone";
   if (std::find(job.exclude_owners.begin(), job.exclude_owners.end(), n.owner) != job.exclude_owners.end())
     return "its owner ('" + n.owner + "') is a party to the work this job audits";
   const ModelInfo* model = n.find_model(job.model);
@@ -63,7 +64,7 @@ std::optional<std::string> cannot_run(const JobDemand& job, const NodeView& v, p
 }
 
 // Passing reasons it cannot start the job now.
-std::optional<std::string> cannot_start(const NodeView& v, const PlacementOptions& o) {
+std::optional<std::string> cannot_start(const JobDemand& job, const NodeView& v, const PlacementOptions& o) {
   const int64_t silent = o.now_ms - v.last_heartbeat_ms;
   if (silent > o.heartbeat_timeout_ms)
     return "no heartbeat for " + fmt("%.1f s", static_cast<double>(silent) / 1000) + " (limit " +
@@ -71,7 +72,7 @@ std::optional<std::string> cannot_start(const NodeView& v, const PlacementOption
   if (v.draining || v.info.state.status == NodeStatus::Draining) return std::string("draining (its owner is reclaiming it)");
   // Until the second auditor speaks: a cheater gains nothing more meanwhile, an honest node
   // wronged by the first waits seconds.
-  if (v.under_review) return std::string("held: an audit of its work failed and is being confirmed");
+  if (v.under_review && !job.verification) return std::string("held: an audit of its work failed and is being confirmed");
   if (v.info.state.status == NodeStatus::Busy) return std::string("busy");
   if (v.active_jobs >= v.info.max_jobs)
     return "runs " + std::to_string(v.active_jobs) + " job(s), its limit is " + std::to_string(v.info.max_jobs);
@@ -141,17 +142,20 @@ PlacementResult place(const JobDemand& job, const std::vector<NodeView>& nodes, 
       r.rejected.push_back({v.info.id, *why, true});
       continue;
     }
-    if (auto why = cannot_start(v, o)) {
+    if (auto why = cannot_start(job, v, o)) {
       r.rejected.push_back({v.info.id, *why, false});
       continue;
     }
     // Jobs assigned since the last heartbeat are not in the reported load yet: count them.
     c.load = std::clamp(std::max(v.info.state.load, static_cast<double>(v.active_jobs) / v.info.max_jobs), 0.0, 1.0);
-    c.score = c.plan.tg_tps * (1 - c.load) * std::clamp(v.reliability, 0.0, 1.0);
+    // What the node's reported machines predict, no more than a canary measured it deliver.
+    const double measured = v.speed_ratio ? std::clamp(*v.speed_ratio, 0.0, 1.0) : 1.0;
+    c.score = c.plan.tg_tps * measured * (1 - c.load) * std::clamp(v.reliability, 0.0, 1.0);
     c.reason = "node '" + c.node_id + "' (" + c.plan.candidate.label() + ", " +
                std::to_string(v.info.machines.size()) + " machine(s)): " +
-               fmt("%.1f tokens/s predicted × (1 − load %.2f) × reliability %.2f = %.1f", c.plan.tg_tps, c.load,
-                   v.reliability, c.score);
+               fmt("%.1f tokens/s predicted × measured share %.2f × (1 − load %.2f) × reliability %.2f", c.plan.tg_tps,
+                   measured, c.load, v.reliability) +
+               fmt(" = %.1f", c.score);
     eligible.push_back(std::move(c));
   }
   if (eligible.empty()) return r;

@@ -35,6 +35,10 @@ struct JobDemand {
   // node's), and none of these owners' nodes (the audited node's, an earlier auditor's).
   std::string model_sha256;
   std::vector<std::string> exclude_owners;
+  std::string only_node;  // a canary: this node alone
+  // An audit or a canary: nodes held while an audit of their own work is confirmed may take
+  // it (two held nodes would otherwise wait for each other's confirmation forever).
+  bool verification = false;
 };
 
 // A node as placement sees it: what it reported and what the store knows about it.
@@ -46,6 +50,9 @@ struct NodeView {
   int active_jobs = 0;       // attempts it holds now
   std::string banned;        // why an audit caught it (it gets no work); empty: in good standing
   bool under_review = false;  // an audit of its work failed and a second auditor is confirming it
+  // Its measured generation speed ÷ the speed its reported machines predict (a canary
+  // measured it); placement scores by predicted × min(1, ratio). Unset until measured.
+  std::optional<double> speed_ratio;
 };
 
 struct PlacementOptions {

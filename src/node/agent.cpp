@@ -134,6 +134,7 @@ Agent::Agent(AgentOptions options, protocol::NodeIdentity identity, std::vector<
   info_.id = identity_.id();
   info_.owner = opts_.owner;
   info_.hardware = opts_.hardware;
+  info_.region = opts_.region;
   if (opts_.machines.empty()) {
     info_.machines = {this_machine(opts_.chip, opts_.memory_bytes, opts_.bandwidth_gbs)};
   } else {
@@ -306,6 +307,14 @@ void Agent::run_job(const protocol::Work& w) {
   }
   log(name + ": " + std::to_string(p.prompt_tokens) + " prompt tokens" +
       (p.generated_before ? ", resuming after " + std::to_string(p.generated_before) + " generated" : std::string()));
+  if (opts_.cheat == "late-report") {
+    // Sits on the job without a word (its heartbeats do not list it) until its lease is over
+    // and it went to another node, then streams and completes it as if it were still its own.
+    const int64_t lease_left = w.lease_deadline_ms - std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                         std::chrono::system_clock::now().time_since_epoch())
+                                                         .count();
+    nap(std::max<int64_t>(0, lease_left) + 4'000, [&] { return killed_.load(); });
+  }
   {
     std::lock_guard lock(running_mu_);
     running_job_ = w.job_id;

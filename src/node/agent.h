@@ -34,6 +34,7 @@ struct AgentOptions {
   std::string ca_cert;      // https: the coordinator's certificate or CA (PEM); empty: the system's
   std::string owner;        // the account credited for this node's work
   protocol::HardwareClass hardware = protocol::HardwareClass::Laptop;
+  std::optional<protocol::Region> region;  // where the owner says the node is (the world map)
   LendingPolicy lending;
   std::string chip = "cpu";    // a catalog id brings the planner's figures for that chip
   double bandwidth_gbs = 0;    // 0: measured at start

@@ -1,6 +1,7 @@
 #include "node/audit_runner.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "model/sampler.h"
 
@@ -42,6 +43,31 @@ protocol::AuditReport run_audit(const protocol::Work& w, ServedModel& m) {
     if (i + 1 < a.tokens.size()) forward->feed(std::span<const TokenId>(&a.tokens[i], 1), logits);
   }
   return report;
+}
+
+CanaryReference canary_reference(const protocol::Work& w, ServedModel& m) {
+  const PreparedJob p = prepare_job(w, m);
+  if (p.options.sampling.temperature > 0 || p.options.sampling.repeat_penalty != 1.0f)
+    throw Error("a canary must be greedy (temperature 0) without a repetition penalty");
+  CanaryReference ref;
+  m.generate(p.tokens, p.options, [&](const std::string&, std::span<const TokenId> t) {
+    ref.tokens.insert(ref.tokens.end(), t.begin(), t.end());
+    return true;
+  });
+  const int64_t n_vocab = m.engine->hparams().n_vocab;
+  const auto forward = m.sequence();
+  std::vector<float> logits;
+  forward->feed(p.tokens, logits);
+  for (size_t i = 0; i < ref.tokens.size(); ++i) {
+    float best = -INFINITY, second = -INFINITY;
+    for (int64_t v = 0; v < n_vocab; ++v) {
+      if (logits[v] > best) second = best, best = logits[v];
+      else if (logits[v] > second) second = logits[v];
+    }
+    ref.margins.push_back(static_cast<double>(best) - second);
+    if (i + 1 < ref.tokens.size()) forward->feed(std::span<const TokenId>(&ref.tokens[i], 1), logits);
+  }
+  return ref;
 }
 
 }  // namespace orchard::node

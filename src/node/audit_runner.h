@@ -13,4 +13,14 @@ namespace orchard::node {
 // run (malformed, does not fit the context): the node fails the job with that message.
 protocol::AuditReport run_audit(const protocol::Work& w, ServedModel& m);
 
+// A canary's reference (`orchard network canary add`): the tokens a node streams for the
+// greedy request `w` on this model, and at each the lead of the best logit over the second.
+struct CanaryReference {
+  std::vector<int32_t> tokens;
+  std::vector<double> margins;
+};
+// Throws orchard::Error when the request is not greedy without a repetition penalty (a
+// canary's answer must not depend on the sampler's draws).
+CanaryReference canary_reference(const protocol::Work& w, ServedModel& m);
+
 }  // namespace orchard::node

@@ -80,6 +80,45 @@ Verdict judge(const AuditReport& r, size_t expected, const AuditRules& rules) {
   return v;
 }
 
+Verdict check_canary(const std::vector<int32_t>& expected, const std::vector<double>& margins,
+                     const std::vector<int32_t>& returned, const AuditRules& rules) {
+  Verdict v;
+  if (margins.size() != expected.size()) {
+    v.why = "the canary's reference has " + std::to_string(margins.size()) + " margins for " +
+            std::to_string(expected.size()) + " tokens";
+    return v;
+  }
+  size_t sure = expected.size();  // the steps before the first close call
+  for (size_t i = 0; i < margins.size(); ++i)
+    if (margins[i] < 2 * rules.max_gap) {
+      sure = i;
+      break;
+    }
+  for (size_t i = 0; i < sure; ++i) {
+    if (i >= returned.size()) {
+      v.outcome = AuditOutcome::Failed;
+      v.why = "canary: the node stopped after " + std::to_string(returned.size()) + " tokens; the reference goes on to " +
+              std::to_string(expected.size());
+      return v;
+    }
+    if (returned[i] != expected[i]) {
+      v.outcome = AuditOutcome::Failed;
+      v.why = "canary: token " + std::to_string(i) + " is " + std::to_string(returned[i]) + ", the reference's " +
+              std::to_string(expected[i]) + " led by " + fmt(margins[i]) + " logits";
+      return v;
+    }
+  }
+  if (sure == expected.size() && returned.size() > expected.size()) {
+    v.outcome = AuditOutcome::Failed;
+    v.why = "canary: the node went on past the reference's " + std::to_string(expected.size()) + " tokens";
+    return v;
+  }
+  v.outcome = AuditOutcome::Passed;
+  v.why = "canary: " + std::to_string(sure) + " tokens as the reference" +
+          (sure < expected.size() ? " (token " + std::to_string(sure) + " is too close to call)" : std::string());
+  return v;
+}
+
 json to_json(const AuditRequest& r) { return {{"request", r.request}, {"tokens", r.tokens}}; }
 
 AuditRequest audit_request_from_json(const json& j) {

@@ -57,6 +57,15 @@ struct Verdict {
 // report does not cover exactly those tokens.
 Verdict judge(const AuditReport& report, size_t expected, const AuditRules& rules = {});
 
+// A canary: a greedy request whose answer the coordinator's operator computed with the pinned
+// file (`orchard network canary add`), mixed into a node's work like any client's job.
+// `margins[i]` is how far the best logit led the second at token i: where it is below
+// 2 × max_gap the step is too close to call (another CPU may round the other way), and the
+// comparison ends there. The node's tokens must equal `expected` up to that point (and, when
+// there is none, entirely: the same tokens, no fewer, no more).
+Verdict check_canary(const std::vector<int32_t>& expected, const std::vector<double>& margins,
+                     const std::vector<int32_t>& returned, const AuditRules& rules = {});
+
 // Each *_from_json throws orchard::Error naming the field that is wrong (reports come from
 // other nodes: sizes are bounded, numbers must be finite and in range).
 nlohmann::json to_json(const AuditRequest& r);

@@ -295,8 +295,23 @@ NodeInfo node_info_from_json(const json& j) {
   n.max_jobs = static_cast<int>(integer(j, "max_jobs", at, 1, 1024, 1));
   n.lending = choice(j, "lending", at, Lending::WhenIdle, kLending);
   n.state = heartbeat_at(j, at);
+  if (const json* r = member(j, "region")) {
+    const At where = at / "region";
+    const json& o = object(*r, where);
+    const Region given{text(o, "name", where), number(o, "lat", where, -90, 90, std::nullopt),
+                       number(o, "lon", where, -180, 180, std::nullopt)};
+    try {
+      n.region = checked_region(given);
+    } catch (const Error& e) {
+      where.fail(e.what());
+    }
+  }
   return n;
 }
+
+json to_json(const ModelInfo& m) { return model_to_json(m); }
+
+ModelInfo model_info_from_json(const json& j) { return model_from_json(j, At{"model description", ""}); }
 
 NodeInfo parse_node_info(std::string_view json_text) {
   json j;
@@ -324,6 +339,7 @@ json to_json(const NodeInfo& n) {
             {"max_context", n.max_context},
             {"max_jobs", n.max_jobs},
             {"lending", to_string(n.lending)}});
+  if (n.region) j["region"] = {{"name", n.region->name}, {"lat", n.region->lat}, {"lon", n.region->lon}};
   if (n.group)
     j["group"] = {{"members", n.group->members}, {"link", n.group->link}, {"latency_us", n.group->latency_us},
                   {"gbs", n.group->gbs}};

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "protocol/credits.h"
+#include "protocol/regions.h"
 #include "parallel/model_cost.h"
 
 namespace orchard::protocol {
@@ -86,6 +87,7 @@ struct NodeInfo {
   int max_jobs = 1;         // jobs it runs at once
   Lending lending = Lending::WhenIdle;
   HeartbeatState state;
+  std::optional<Region> region;  // where its owner says it is (regions.h); the world page's map
 
   const ModelInfo* find_model(std::string_view name) const;
 };
@@ -98,6 +100,9 @@ const char* to_string(NodeStatus s);
 NodeInfo node_info_from_json(const nlohmann::json& j);
 NodeInfo parse_node_info(std::string_view json_text);
 nlohmann::json to_json(const NodeInfo& n);
+// One model's description, as in a node's `models` (throws as node_info_from_json does).
+nlohmann::json to_json(const ModelInfo& m);
+ModelInfo model_info_from_json(const nlohmann::json& j);
 
 HeartbeatState heartbeat_from_json(const nlohmann::json& j);
 nlohmann::json to_json(const HeartbeatState& h);

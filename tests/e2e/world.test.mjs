@@ -1,7 +1,9 @@
 // The coordinator's world page in headless Chromium: a coordinator with three node agents
 // running stories260K (dedicated; when-idle; when-idle outside its window, so draining), the
 // page showing each node, its machine, models, lending and state, the totals, a job served and
-// a node that stopped going offline. Leaves a screenshot (world.png) in the artifacts folder.
+// a node that stopped going offline; the map with each node at the region its owner declared,
+// a node's details on a click, the earnings board, and a node joining live. Leaves screenshots
+// (world.png, world-map.png) in the artifacts folder.
 // Started by run.sh like the other e2e tests (it uses ORCHARD_BINARY and ORCHARD_MODEL; the
 // `orchard serve` run.sh starts is not used here).
 import assert from 'node:assert/strict';
@@ -71,15 +73,17 @@ describe('the world page in Chromium', () => {
   const nodes = {};          // owner -> { proc, id }
   const problems = [];       // console errors, page errors, requests that left the coordinator
 
-  async function startNode(owner, lending) {
+  async function startNode(owner, lending, region) {
     const { proc, match } = await start(
       ['node', '--coordinator', url, '-m', modelPath, '--name', 'stories260K', '--owner', owner,
-        '--key', path.join(dir, `${owner}.key`), '--bandwidth', '10', '-t', '1', '--poll-wait', '1', ...lending],
+        '--key', path.join(dir, `${owner}.key`), '--bandwidth', '10', '-t', '1', '--poll-wait', '1',
+        '--region', region, ...lending],
       /orchard node (node-[0-9a-f]+): serving/, `the node of ${owner}`);
     nodes[owner] = { proc, id: match[1] };
   }
 
   const card = (owner) => page.locator(`.node[data-id="${nodes[owner].id}"]`);
+  const dot = (owner) => page.locator(`#map .dot[data-id="${nodes[owner].id}"]`);
 
   before(async () => {
     if (!existsSync(chromiumPath)) {
@@ -93,10 +97,10 @@ describe('the world page in Chromium', () => {
     url = c.match[1];
     key = (await promisify(execFile)(binary,
       ['network', 'api-key', 'create', 'carol', '--data', path.join(dir, 'coordinator')])).stdout.trim();
-    await startNode('alice', ['--dedicated']);
-    await startNode('bob', ['--when-idle', '--idle-load', '1000000']);
+    await startNode('alice', ['--dedicated'], 'Germany');
+    await startNode('bob', ['--when-idle', '--idle-load', '1000000'], 'japan');
     // A window that starts in two hours: lending is refused now, so the node says it is draining.
-    await startNode('dora', ['--when-idle', '--window', `${clockIn(120)}-${clockIn(180)}`]);
+    await startNode('dora', ['--when-idle', '--window', `${clockIn(120)}-${clockIn(180)}`], '-33.87,151.21');
 
     browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox'] });
     page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
@@ -152,6 +156,49 @@ describe('the world page in Chromium', () => {
     assert.equal(await page.textContent('#connection'), 'live');
   });
 
+  test('draws the map from the coordinator and puts each node at its declared region', async () => {
+    const res = await fetch(url + '/world/map.svg');
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type') ?? '', /image\/svg\+xml/);
+    const svg = await res.text();
+    assert.match(svg, /viewBox="0 0 360 180"/);
+    assert.equal((svg.match(/<path /g) || []).length, 177, 'every country of world-atlas 110m');
+    await eventually(async () => (await page.locator('#map .dot').count()) === 3, 30_000, 'three dots');
+    const world = await (await fetch(url + '/v1/world')).json();
+    const regions = Object.fromEntries(Object.entries(nodes).map(([owner, n]) =>
+      [owner, world.nodes.find((x) => x.id === n.id).region]));
+    // Country centroids from the map's own outlines; a point rounded to whole degrees.
+    assert.equal(regions.alice.name, 'Germany');
+    assert.ok(Math.abs(regions.alice.lat - 51.2) < 1 && Math.abs(regions.alice.lon - 10.4) < 1, JSON.stringify(regions.alice));
+    assert.equal(regions.bob.name, 'Japan');
+    assert.deepEqual(regions.dora, { name: '34°S 151°E', lat: -34, lon: 151 });
+    const map = await page.locator('#map').boundingBox();
+    for (const owner of ['alice', 'bob', 'dora']) {
+      const box = await dot(owner).boundingBox();
+      const x = box.x + box.width / 2, y = box.y + box.height / 2;
+      const want = { x: map.x + ((regions[owner].lon + 180) / 360) * map.width, y: map.y + ((90 - regions[owner].lat) / 180) * map.height };
+      assert.ok(Math.abs(x - want.x) < 2 && Math.abs(y - want.y) < 2,
+        `${owner}'s dot at ${x.toFixed(1)},${y.toFixed(1)}, its region at ${want.x.toFixed(1)},${want.y.toFixed(1)}`);
+      assert.equal(await card(owner).locator('.region').textContent(), regions[owner].name);
+    }
+    assert.equal(await dot('dora').getAttribute('data-state'), 'draining');
+    assert.equal(await dot('alice').getAttribute('data-state'), 'idle');
+  });
+
+  test('a click on a node shows its details', async () => {
+    await dot('bob').click();
+    await eventually(async () => (await page.textContent('#detail .d-owner')) === 'bob', 5_000, 'bob\'s details');
+    assert.equal(await page.textContent('#detail .d-id'), nodes.bob.id);
+    assert.equal(await page.textContent('#detail .d-region'), 'Japan');
+    assert.equal(await page.textContent('#detail .d-models'), 'stories260K');
+    assert.match(await dot('bob').getAttribute('class'), /selected/);
+    assert.match(await card('bob').getAttribute('class'), /selected/);
+    // The selection outlives the next refresh.
+    const before = await page.textContent('#updated');
+    await eventually(async () => (await page.textContent('#updated')) !== before, 5_000, 'a refresh');
+    assert.equal(await page.textContent('#detail .d-owner'), 'bob');
+  });
+
   test('a job served shows in the node\'s record and the totals', async () => {
     const res = await fetch(url + '/v1/completions', {
       method: 'POST',
@@ -169,6 +216,10 @@ describe('the world page in Chromium', () => {
     const tokens = await card(served[0]).locator('.tokens').textContent();
     assert.match(tokens, new RegExp(`^${body.usage.completion_tokens} generated`));
     assert.match(await card('dora').locator('.jobs').textContent(), / 0 served$/);
+    // Paid at once (--audit-window 0): the earnings board names the owner who served it.
+    await eventually(async () => (await page.locator('#earnings li').count()) === 1, 10_000, 'an earner');
+    assert.equal(await page.textContent('#earnings li .e-owner'), served[0]);
+    assert.match(await page.textContent('#earnings li'), / · 1 job$/);
     // The page keeps polling: the tokens/s chart gains points.
     const points = () => page.evaluate(() => document.querySelector('#tps-chart polyline').getAttribute('points').split(' ').length);
     const before = await points();
@@ -176,10 +227,18 @@ describe('the world page in Chromium', () => {
     await page.screenshot({ path: path.join(artifactsDir(), 'world.png'), fullPage: true });
   });
 
+  test('a node that joins appears on the map without a reload', async () => {
+    await startNode('erin', ['--dedicated'], 'Brazil');
+    await eventually(async () => (await dot('erin').count()) === 1, 20_000, 'erin\'s dot');
+    assert.equal(await page.locator('#map .dot').count(), 4);
+    await page.screenshot({ path: path.join(artifactsDir(), 'world-map.png'), fullPage: true });
+  });
+
   test('a node that stops goes offline', async () => {
     await nodes.bob.proc.stop();
     await eventually(async () => (await card('bob').getAttribute('data-state')) === 'offline', 20_000, 'bob offline');
-    assert.equal(await page.textContent('#total-nodes'), '2 of 3');
+    await eventually(async () => (await dot('bob').getAttribute('data-state')) === 'offline', 5_000, 'bob\'s dot offline');
+    assert.equal(await page.textContent('#total-nodes'), '3 of 4');
     await eventually(async () => (await page.locator('.node').last().getAttribute('data-id')) === nodes.bob.id,
       5_000, 'the offline node sorted last');
   });
@@ -213,6 +272,9 @@ describe('the world page in Chromium', () => {
       assert.equal(await other.textContent('#jobs-queued'), '4');
       assert.equal(await other.textContent('#tokens-per-second'), '41.5');
       assert.match(await c.locator('.load').textContent(), /50 %$/);
+      // No region declared: listed, not placed.
+      assert.equal(await other.locator('#map .dot').count(), 0);
+      assert.equal(await other.isVisible('#unplaced'), true);
     } finally {
       await other.close();
     }

@@ -100,5 +100,28 @@ TEST(AuditRules, ReportsAndRequestsRoundTripAndBadOnesAreRefusedByField) {
   EXPECT_THROW(audit_request_from_json({{"request", json::object()}, {"tokens", {1.5}}}), Error);
 }
 
+
+// A canary's answer is compared token by token up to its first close call (a margin below
+// twice max_gap), and no further.
+TEST(AuditRules, CanariesMatchTheReferenceUpToItsFirstCloseCall) {
+  const std::vector<int32_t> ref = {5, 6, 7, 8};
+  const std::vector<double> sure = {2, 1.5, 0.5, 3}, close_at_2 = {2, 1.5, 0.05, 3};
+  EXPECT_EQ(check_canary(ref, sure, ref).outcome, AuditOutcome::Passed);
+  Verdict v = check_canary(ref, sure, {5, 6, 9, 8});
+  EXPECT_EQ(v.outcome, AuditOutcome::Failed);
+  EXPECT_NE(v.why.find("token 2 is 9, the reference's 7"), std::string::npos) << v.why;
+  // Past a close call anything goes: another CPU may take the other branch there.
+  v = check_canary(ref, close_at_2, {5, 6, 9, 1, 1, 1});
+  EXPECT_EQ(v.outcome, AuditOutcome::Passed) << v.why;
+  EXPECT_NE(v.why.find("token 2 is too close to call"), std::string::npos) << v.why;
+  EXPECT_EQ(check_canary(ref, close_at_2, {5, 7}).outcome, AuditOutcome::Failed);
+  // Fewer tokens, or more, than a reference with no close call.
+  v = check_canary(ref, sure, {5, 6});
+  EXPECT_EQ(v.outcome, AuditOutcome::Failed);
+  EXPECT_NE(v.why.find("stopped after 2 tokens"), std::string::npos) << v.why;
+  EXPECT_EQ(check_canary(ref, sure, {5, 6, 7, 8, 9}).outcome, AuditOutcome::Failed);
+  EXPECT_EQ(check_canary(ref, {1, 2}, ref).outcome, AuditOutcome::Inconclusive);
+}
+
 }  // namespace
 }  // namespace orchard::protocol

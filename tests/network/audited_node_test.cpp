@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <functional>
 #include <future>
 
 #include "network/coordinator.h"
@@ -34,23 +35,28 @@ struct Outcome {
   std::map<std::string, std::string> node_log;
   std::map<std::string, int> exit_code;  // -1: still running at the end (stopped by the test)
   std::map<std::string, int64_t> paid;   // micro-credits the ledger paid each owner
+  std::map<std::string, double> speed_ratio;  // measured ÷ predicted, where a canary measured it
   int answered = 0;
 };
 
 // Starts the coordinator (every job audited, payments held `window_s`) and the nodes, sends
 // `rounds` rounds of three concurrent requests, waits for the window, stops everything and
 // reads the job store and the ledger.
+// `policy`: the coordinator's audit and canary flags; `setup` runs on its data folder first.
 Outcome run_network(const std::string& name, const std::vector<NodeSpec>& nodes, int rounds, const json& sampling,
-                    int max_tokens) {
+                    int max_tokens, const std::vector<std::string>& policy = {"--audit-rate", "1", "--canary-rate", "0"},
+                    const std::function<void(const std::string& bin, const std::string& dir)>& setup = {}) {
   Outcome out;
   const std::string bin = ::orchard::test::orchard_binary();
   const std::string model = ::orchard::test::data_file("models/stories260K.gguf").string();
   const auto dir = test::fresh_dir(name);
   const std::string key = test::api_key(bin, "alice-client", {"--data", dir.string()});
+  if (setup) setup(bin, dir.string());
   const int port = test::free_port();
-  Proc coordinator = dist::testing::spawn({bin, "network", "serve", "--port", std::to_string(port), "--data", dir.string(),
-                                           "--audit-rate", "1", "--audit-window", "3", "--lease", "20"},
-                                          {}, "coordinator");
+  std::vector<std::string> serve = {bin, "network", "serve", "--port", std::to_string(port), "--data", dir.string(),
+                                    "--audit-window", "3", "--lease", "20"};
+  serve.insert(serve.end(), policy.begin(), policy.end());
+  Proc coordinator = dist::testing::spawn(serve, {}, "coordinator");
   std::vector<Proc> procs;
   for (const NodeSpec& n : nodes) {
     std::vector<std::string> argv = {bin, "node", "--coordinator", "http://127.0.0.1:" + std::to_string(port), "-m", model,
@@ -88,7 +94,10 @@ Outcome run_network(const std::string& name, const std::vector<NodeSpec>& nodes,
   }
   test::kill_and_wait(coordinator, SIGTERM);
   auto store = JobStore::open(coordinator_files(dir, "").jobs);
-  for (const NodeView& v : store.nodes()) out.by_owner[v.info.owner] = store.node_stats(v.info.id);
+  for (const NodeView& v : store.nodes()) {
+    out.by_owner[v.info.owner] = store.node_stats(v.info.id);
+    if (v.speed_ratio) out.speed_ratio[v.info.owner] = *v.speed_ratio;
+  }
   auto ledger = Ledger::open(coordinator_files(dir, "").ledger);
   for (const NodeSpec& n : nodes)
     for (const Entry& e : ledger.entries_for(n.owner))
@@ -149,6 +158,53 @@ TEST(AuditedNetwork, ANodeRunningASmallerQuantizationThanItRegisteredIsCaught) {
   ORCHARD_REQUIRE_FILES("models/stories260K.gguf", "golden/stories260K.Q4_0.gguf");
   const std::string q4 = ::orchard::test::data_file("golden/stories260K.Q4_0.gguf").string();
   expect_only_the_cheater_caught("audit-quant", "swap-model:" + q4, {{"temperature", 0}}, 40);
+}
+
+// The operator pins stories260K and stores canaries (greedy answers computed with the pinned
+// file) for four prompts; audits are off, so only canaries check.
+void with_canaries(const std::string& bin, const std::string& dir) {
+  const std::string model = ::orchard::test::data_file("models/stories260K.gguf").string();
+  test::run({bin, "network", "model", "pin", "stories260K", model, "--data", dir}, "pin");
+  for (const char* prompt : {"Once upon a time", "The little dog", "Lily and Ben went to the park", "One day, a big"}) {
+    const std::string out = test::run({bin, "network", "canary", "add", "stories260K", model, "--prompt", prompt,
+                                       "--max-tokens", "40", "-t", "1", "--data", dir},
+                                      "canary add");
+    EXPECT_NE(out.find("checked up to token"), std::string::npos) << out;
+  }
+}
+
+// The Q4_0 swap again, but clients ask only for sampled text, which audits cannot tell from the
+// F32 model's: the canary it gets when it registers — to it a greedy client job like any
+// other — catches it at once, before it serves anyone.
+TEST(AuditedNetwork, ACanaryCatchesASmallerQuantizationThatAuditsOfSampledTextCannot) {
+  ORCHARD_REQUIRE_FILES("models/stories260K.gguf", "golden/stories260K.Q4_0.gguf");
+  const std::string q4 = ::orchard::test::data_file("golden/stories260K.Q4_0.gguf").string();
+  const std::vector<NodeSpec> nodes = {{"alice", "", {"ORCHARD_ISA=avx2"}}, {"mallory", "swap-model:" + q4, {}, "40"}};
+  const Outcome o = run_network("canary-quant", nodes, 2, {{"temperature", 0.8}}, 24,
+                                {"--audit-rate", "0", "--canary-rate", "0.5"}, with_canaries);
+  EXPECT_EQ(o.answered, 6);
+  expect_caught(o, "mallory");
+  EXPECT_EQ(o.by_owner.at("mallory").jobs_served, 1) << "only its canary";
+  expect_honest(o, "alice");
+  EXPECT_GE(o.by_owner.at("alice").audits_passed, 1) << "alice's canaries passed";
+}
+
+// A node that reports forty times the bandwidth of an identical one draws no more work for it:
+// the canary each gets at registration measures what they deliver, and placement scores by
+// that. (Nothing bans it: a measurement below a prediction is also what a busy honest machine
+// gives.)
+TEST(AuditedNetwork, ANodeClaimingBandwidthItDoesNotHaveIsScoredByWhatACanaryMeasured) {
+  ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
+  const std::vector<NodeSpec> nodes = {{"alice", "", {}, "20"}, {"mallory", "", {}, "800"}};
+  const Outcome o = run_network("canary-speed", nodes, 2, {{"temperature", 0}}, 16, {"--audit-rate", "0", "--canary-rate", "0"},
+                                with_canaries);
+  EXPECT_EQ(o.answered, 6);
+  expect_honest(o, "alice");
+  ASSERT_TRUE(o.speed_ratio.count("alice") && o.speed_ratio.count("mallory")) << "a canary measured each at registration";
+  const double alice = o.speed_ratio.at("alice"), mallory = o.speed_ratio.at("mallory");
+  std::printf("measured ÷ predicted speed: alice (claims 20 GB/s) %.4f, mallory (claims 800 GB/s) %.5f\n", alice, mallory);
+  EXPECT_LT(mallory, alice / 10) << "its claim is discounted by what it delivered";
+  EXPECT_LT(o.by_owner.at("mallory").jobs_served, 6) << "it no longer draws every job";
 }
 
 }  // namespace

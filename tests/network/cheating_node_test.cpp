@@ -5,6 +5,7 @@
 
 #include "network/billed_usage.h"
 #include "network/coordinator.h"
+#include "network/job_store.h"
 #include "network/ledger.h"
 #include "network/protocol_names.h"
 #include "network/test_files.h"
@@ -149,6 +150,58 @@ TEST(CheatingNode, AnotherFileUnderAPinnedNameIsRefused) {
   EXPECT_NE(cheat.err().find("the network serves 'stories260K' as " + reference), std::string::npos) << cheat.err();
   test::kill_and_wait(honest, SIGTERM);
   test::kill_and_wait(coordinator, SIGTERM);
+}
+
+// A node that sits on a job past its lease, saying nothing, then streams it as its own: by
+// then the job is another node's, which finished it; everything the late node sends is refused
+// (not your job) and only the node that served the client is paid.
+TEST(CheatingNode, ANodeReportingOnAJobThatMovedToAnotherNodeIsRefusedAndUnpaid) {
+  ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
+  const std::string bin = ::orchard::test::orchard_binary();
+  const std::string model = ::orchard::test::data_file("models/stories260K.gguf").string();
+  const auto dir = test::fresh_dir("cheating-late");
+  const std::string key = test::api_key(bin, "carol", {"--data", dir.string()});
+  const int port = test::free_port();
+  Proc coordinator = dist::testing::spawn({bin, "network", "serve", "--port", std::to_string(port), "--data", dir.string(),
+                                           "--lease", "3", "--audit-window", "0", "--audit-rate", "0"},
+                                          {}, "coordinator");
+  auto node = [&](const std::string& owner, const std::string& bandwidth, const std::vector<std::string>& extra) {
+    std::vector<std::string> argv = {bin, "node", "--coordinator", "http://127.0.0.1:" + std::to_string(port), "-m", model,
+                                     "--name", "stories260K", "--key", (dir / (owner + ".key")).string(), "--owner", owner,
+                                     "--dedicated", "--bandwidth", bandwidth, "-t", "1", "--poll-wait", "1"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return dist::testing::spawn(argv, {}, owner);
+  };
+  // The late node claims a little more bandwidth, so the job goes to it first; once it has
+  // abandoned it (reliability × 0.7) the next attempt goes to alice.
+  Proc mallory = node("mallory", "25", {"--cheat", "late-report"});
+  Proc alice = node("alice", "20", {});
+  test::wait_healthy(port, 2, coordinator);
+  if (!HasFatalFailure()) {
+    const json body = {{"model", "stories260K"}, {"prompt", "Once upon a time"}, {"max_tokens", 16}, {"temperature", 0}};
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(60, 0);
+    auto r = c.Post("/v1/completions", {{"Authorization", "Bearer " + key}}, body.dump(), "application/json");
+    ASSERT_TRUE(r) << "no answer";
+    EXPECT_EQ(r->status, 200) << r->body;
+    // The late node wakes up and reports on the job that is no longer its own.
+    for (int i = 0; i < 200 && mallory.err().find("lost") == std::string::npos; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  test::kill_and_wait(mallory, SIGTERM);
+  test::kill_and_wait(alice, SIGTERM);
+  test::kill_and_wait(coordinator, SIGTERM);
+  EXPECT_NE(mallory.err().find("lost"), std::string::npos) << mallory.err();
+  EXPECT_NE(mallory.err().find("not yours to run any more"), std::string::npos) << mallory.err();
+  auto ledger = Ledger::open(coordinator_files(dir, "").ledger);
+  EXPECT_TRUE(ledger.entries_for("mallory").empty());
+  EXPECT_EQ(ledger.entries_for("alice").size(), 1u) << alice.err();
+  auto store = JobStore::open(coordinator_files(dir, "").jobs);
+  for (const NodeView& v : store.nodes()) {
+    if (v.info.owner == "mallory") {
+      EXPECT_LT(v.reliability, 1.0) << "its abandoned attempt counts against it";
+    }
+  }
 }
 
 }  // namespace

@@ -246,7 +246,7 @@ TEST(Coordinator, WithRequireCreditAClientNeedsAPositiveBalance) {
 TEST(Coordinator, APinnedModelNameIsServedOnlyWithThePinnedFile) {
   RunningCoordinator c("model-pins");
   const std::string pinned(64, 'a'), other(64, 'b');
-  ModelPins::open(c.files().model_pins).pin({"small-8b", pinned, 1234, 0});
+  ModelPins::open(c.files().model_pins).pin({"small-8b", pinned, 1234, 0, std::nullopt});
   const NodeIdentity x = fresh_identity();
   json d = description(x, "xavier");
   for (auto& m : d["models"])
@@ -263,6 +263,37 @@ TEST(Coordinator, APinnedModelNameIsServedOnlyWithThePinnedFile) {
     if (m["name"] == "small-8b") m["sha256"] = pinned;
   const auto [ok, reply] = c.node_post(x, kRegisterPath, d);
   EXPECT_EQ(ok, 200) << reply;
+}
+
+// A pin made from the file carries its description, and registration describes the pinned
+// name by it: a node that says its "small-8b" is a 70B model (for the large size class, or to
+// look like it has memory to spare) is recorded, planned for and priced as the pinned file.
+TEST(Coordinator, APinnedModelIsDescribedByThePinnedFileNotByTheNode) {
+  RunningCoordinator c("model-pin-shape");
+  const std::string pinned(64, 'a');
+  ModelInfo truth = testing::kSmall;
+  truth.sha256 = pinned;
+  ModelPins::open(c.files().model_pins).pin({"small-8b", pinned, 1234, 0, truth});
+  const auto pin = ModelPins::open(c.files().model_pins).find("small-8b");
+  ASSERT_TRUE(pin && pin->description);
+  EXPECT_EQ(pin->description->shape.n_layers, truth.shape.n_layers) << "the description round-trips";
+  const NodeIdentity x = fresh_identity();
+  NodeInfo claim = testing::single(x.id(), 64, 200, {testing::model("small-8b", "llama-3.3-70b")});
+  claim.owner = "xavier";
+  claim.models[0].sha256 = pinned;
+  ASSERT_GT(claim.models[0].shape.n_layers, truth.shape.n_layers);
+  const auto [ok, reply] = c.node_post(x, kRegisterPath, to_json(claim));
+  ASSERT_EQ(ok, 200) << reply;
+  auto store = JobStore::open(c.files().jobs);
+  const std::vector<NodeView> nodes = store.nodes();
+  ASSERT_EQ(nodes.size(), 1u);
+  const ModelInfo& recorded = nodes[0].info.models.at(0);
+  EXPECT_EQ(recorded.name, "small-8b");
+  EXPECT_EQ(recorded.sha256, pinned);
+  EXPECT_EQ(recorded.shape.n_layers, truth.shape.n_layers);
+  EXPECT_EQ(recorded.shape.dim, truth.shape.dim);
+  EXPECT_EQ(size_class(cost_of(recorded).params), size_class(cost_of(truth).params));
+  EXPECT_NE(size_class(cost_of(recorded).params), size_class(cost_of(claim.models[0]).params));
 }
 
 // A node that claims more tokens than it produced is paid for what the coordinator relayed:

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 
 #include "network/database.h"
 #include "network/job_store.h"
@@ -231,8 +232,8 @@ TEST_P(JobVerificationTest, AFailedAuditNobodyCanConfirmPenalisesNobody) {
   const AuditTask first = finish_audit(st, *audit, "n4", kT0 + 30);
   const AuditDecision d = st.record_audit(first, AuditOutcome::Failed, "greedy: off", kT0 + 33);
   ASSERT_FALSE(d.confirmation.empty());
-  // Nobody may take the confirmation: it fails at placement and the payment is released.
-  EXPECT_EQ(st.assign(d.confirmation, kT0 + 34).state, JobState::Failed);
+  // Nobody may take the confirmation: it failed at placement and the payment is released.
+  EXPECT_EQ(st.job(d.confirmation).state, JobState::Failed);
   EXPECT_TRUE(st.node_stats("n1").banned.empty());
   EXPECT_TRUE(st.node_stats("n4").banned.empty());
   const auto due = due_ids(st, kT0 + 35);
@@ -274,11 +275,89 @@ TEST_P(JobVerificationTest, AnAuditNoNodeCanTakeReleasesThePayment) {
   run_job(st, "job-1", "n1", kT0);
   const auto audit = st.submit_audit("job-1", kT0 + 10);
   ASSERT_TRUE(audit);
-  EXPECT_TRUE(due_ids(st, kT0 + 11).empty());
-  const AssignResult r = st.assign(*audit, kT0 + 12);
-  EXPECT_EQ(r.state, JobState::Failed) << r.reason;
-  EXPECT_NE(r.reason.find("is a party to the work this job audits"), std::string::npos) << r.reason;
+  const JobStatus a = st.job(*audit);
+  EXPECT_EQ(a.state, JobState::Failed) << "placed at once, and no node may ever take it";
+  EXPECT_NE(a.error.find("is a party to the work this job audits"), std::string::npos) << a.error;
   EXPECT_EQ(due_ids(st, kT0 + 13), std::vector<std::string>{"job-1"});
+}
+
+
+network::Canary canary(const std::string& sha = kShaA) {
+  Canary c;
+  c.model = kSmall.name;
+  c.model_sha256 = sha;
+  c.request = request("unused").request;
+  c.tokens = {0, 1, 10, 11, 20, 21};
+  c.margins = {1, 1, 1, 1, 1, 1};
+  return c;
+}
+
+// A canary goes to the node it was sent for alone, as an ordinary job (nothing in the work says
+// canary), only to a node offering the canary's file; judged, it either bans the node or sets
+// its measured share of the predicted speed, which placement then scores by.
+TEST_P(JobVerificationTest, ACanaryGoesToItsNodeAloneAndMeasuresItOrBansIt) {
+  auto st = JobStore::open(fresh("verify-canary"), options(0));
+  EXPECT_FALSE(st.submit_canary("n1", 0, kT0)) << "no node, no canaries";
+  st.register_node(node("n1", "alice"), kT0);
+  st.register_node(node("n2", "bob"), kT0);
+  st.register_node(node("n3", "carol", kShaB), kT0);
+  EXPECT_FALSE(st.submit_canary("n1", 0, kT0)) << "no canaries stored";
+  const std::string id = st.add_canary(canary(), kT0);
+  EXPECT_EQ(id.rfind("canary-", 0), 0u);
+  ASSERT_EQ(st.canaries().size(), 1u);
+  EXPECT_EQ(st.canaries()[0].tokens, canary().tokens);
+  EXPECT_FALSE(st.submit_canary("n3", 7, kT0)) << "n3 offers another file under the name";
+  const auto job = st.submit_canary("n2", 7, kT0 + 1);
+  ASSERT_TRUE(job);
+  EXPECT_EQ(job->rfind("job-", 0), 0u) << "named like any client's job";
+  EXPECT_FALSE(st.next_job_for("n1", kT0 + 2)) << "n1 is idle and better placed, but the canary is n2's";
+  const auto w = st.next_job_for("n2", kT0 + 1'000);
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w->job_id, *job);
+  EXPECT_EQ(w->request, canary().request);
+  EXPECT_EQ(w->max_tokens, 8) << "the body's max_tokens, as a client's job would get";
+  for (int i = 0; i < 3; ++i) st.append_output(*job, w->attempt, "n2", i, "t", kT0 + 1'100, {10 * i, 10 * i + 1});
+  st.complete(*job, w->attempt, "n2", {5, 6, "length"}, kT0 + 1'500);  // 6 tokens in 0.5 s
+  const auto run = st.canary_run(*job);
+  ASSERT_TRUE(run);
+  EXPECT_EQ(run->node_id, "n2");
+  EXPECT_EQ(run->returned, canary().tokens);
+  EXPECT_DOUBLE_EQ(run->measured_tps, 12.0);
+  EXPECT_GT(run->predicted_tps, 12.0);
+  EXPECT_FALSE(st.canary_run("job-none"));
+  st.record_canary(*run, check_canary(run->canary.tokens, run->canary.margins, run->returned), kT0 + 1'600);
+  std::map<std::string, NodeView> by_id;
+  for (const NodeView& v : st.nodes()) by_id[v.info.id] = v;
+  ASSERT_TRUE(by_id["n2"].speed_ratio);
+  EXPECT_NEAR(*by_id["n2"].speed_ratio, 12.0 / run->predicted_tps, 1e-9);
+  EXPECT_FALSE(by_id["n1"].speed_ratio);
+  EXPECT_EQ(st.node_stats("n2").audits_passed, 1);
+  // n2 claims what n1 claims but delivered a fraction of it: n1 wins the next job.
+  st.submit(request("job-next"), kT0 + 2'000);
+  EXPECT_EQ(st.assign("job-next", kT0 + 2'000).node_id, "n1");
+
+  // A wrong answer bans at once: the operator's own reference needs no second opinion.
+  const auto job2 = st.submit_canary("n1", 0, kT0 + 3'000);
+  ASSERT_TRUE(job2);
+  st.heartbeat("n1", HeartbeatState{}, kT0 + 3'000);
+  auto w2 = st.next_job_for("n1", kT0 + 3'001);
+  while (w2 && w2->job_id != *job2) {  // job-next first
+    st.complete(w2->job_id, w2->attempt, "n1", {5, 0, "stop"}, kT0 + 3'002);
+    w2 = st.next_job_for("n1", kT0 + 3'003);
+  }
+  ASSERT_TRUE(w2);
+  st.append_output(*job2, w2->attempt, "n1", 0, "x", kT0 + 3'010, {99});
+  st.complete(*job2, w2->attempt, "n1", {5, 1, "length"}, kT0 + 3'020);
+  const auto run2 = st.canary_run(*job2);
+  ASSERT_TRUE(run2);
+  const Verdict v = check_canary(run2->canary.tokens, run2->canary.margins, run2->returned);
+  EXPECT_EQ(v.outcome, AuditOutcome::Failed);
+  st.record_canary(*run2, v, kT0 + 3'030);
+  EXPECT_NE(st.node_stats("n1").banned.find("canary " + id), std::string::npos) << st.node_stats("n1").banned;
+  EXPECT_EQ(st.settlement(*job2), SettlementState::Forfeited);
+  EXPECT_TRUE(st.remove_canary(id));
+  EXPECT_FALSE(st.remove_canary(id));
+  EXPECT_THROW(st.add_canary(canary("not-a-hash"), kT0), Error);
 }
 
 // A store written by the previous version gains the new columns and tables when opened, and
@@ -295,8 +374,11 @@ TEST_P(JobVerificationTest, AVersionTwoStoreIsUpgradedWithItsCompletedJobsDue) {
     auto db = sql::open_database(where, {"job store", "orchard-jobs", "3", ""});
     db->write([&] {
       db->exec("DROP TABLE settlements");
-      for (const char* c : {"kind", "audit_of", "exclude_owners", "model_sha256"}) db->exec(std::string("ALTER TABLE jobs DROP COLUMN ") + c);
-      db->exec("ALTER TABLE nodes DROP COLUMN banned");
+      db->exec("DROP TABLE canaries");
+      for (const char* c : {"kind", "audit_of", "exclude_owners", "model_sha256", "only_node"})
+        db->exec(std::string("ALTER TABLE jobs DROP COLUMN ") + c);
+      for (const char* c : {"banned", "speed_ratio"}) db->exec(std::string("ALTER TABLE nodes DROP COLUMN ") + c);
+      for (const char* c : {"fetched_at", "predicted_tps"}) db->exec(std::string("ALTER TABLE attempts DROP COLUMN ") + c);
       db->exec("UPDATE meta SET value = '2' WHERE key = 'version'");
     });
   }

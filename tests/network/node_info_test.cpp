@@ -80,6 +80,33 @@ TEST(NodeInfo, AModelsSha256RoundTrips) {
   EXPECT_FALSE(to_json(node_info_from_json(pair_json()))["models"][0].contains("sha256"));
 }
 
+// A region is a country of the world map's (its centroid) or a point rounded to whole degrees;
+// a node's description carries it, rounded to 0.1°, never more precise.
+TEST(NodeInfo, ARegionIsACountryOrACoarsePointAndRoundTrips) {
+  ASSERT_EQ(protocol::countries().size(), 177u);
+  const protocol::Region de = protocol::parse_region("germany");
+  EXPECT_EQ(de.name, "Germany");
+  EXPECT_NEAR(de.lat, 51.2, 1);
+  EXPECT_NEAR(de.lon, 10.4, 1);
+  EXPECT_EQ(protocol::parse_region("United States of America").name, "United States of America");
+  const protocol::Region sydney = protocol::parse_region("-33.87,151.21");
+  EXPECT_EQ(sydney.name, "34°S 151°E");
+  EXPECT_EQ(sydney.lat, -34);
+  EXPECT_EQ(sydney.lon, 151);
+  EXPECT_EQ(protocol::parse_region("40.4,-3.7").name, "40°N 4°W");
+  for (const char* bad : {"Atlantis", "91,0", "10,181", "1,", ",2", "1,2,3", "nan,1", ""})
+    EXPECT_THROW(protocol::parse_region(bad), Error) << bad;
+  NodeInfo n = node_info_from_json(pair_json());
+  EXPECT_FALSE(n.region);
+  EXPECT_FALSE(to_json(n).contains("region"));
+  n.region = protocol::Region{"Somewhere", 12.3456, -45.6789};
+  const NodeInfo back = node_info_from_json(to_json(n));
+  ASSERT_TRUE(back.region);
+  EXPECT_EQ(back.region->name, "Somewhere");
+  EXPECT_DOUBLE_EQ(back.region->lat, 12.3);
+  EXPECT_DOUBLE_EQ(back.region->lon, -45.7);
+}
+
 TEST(NodeInfo, RefusesMalformedDescriptionsNamingTheField) {
   struct Case {
     std::string what;
@@ -111,6 +138,11 @@ TEST(NodeInfo, RefusesMalformedDescriptionsNamingTheField) {
       {"no owner", [](json& j) { j.erase("owner"); }, "node 'studio-pair': owner: missing"},
       {"empty id", [](json& j) { j["id"] = ""; }, "node: id: expected a non-empty string"},
       {"not an object", [](json& j) { j = json::array(); }, "node: expected a JSON object"},
+      {"region off the globe", [](json& j) { j["region"] = {{"name", "Atlantis"}, {"lat", 91}, {"lon", 0}}; },
+       "region.lat: expected a number in [-90, 90]"},
+      {"region without a name", [](json& j) { j["region"] = {{"lat", 1}, {"lon", 2}}; }, "region.name: missing"},
+      {"region with a control character", [](json& j) { j["region"] = {{"name", "a\nb"}, {"lat", 1}, {"lon", 2}}; },
+       "region: region.name: control characters"},
   };
   for (const Case& c : cases) {
     json j = pair_json();

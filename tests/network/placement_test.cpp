@@ -164,5 +164,26 @@ TEST(Placement, ModelCostFollowsTheFileSize) {
   EXPECT_NEAR(doubled.held_bytes(0, doubled.n_layers, 1, true, true), shaped * 2, shaped * 1e-9);
 }
 
+
+// A node held while an audit of its work is confirmed takes no client's job, but may take an
+// audit or a canary: two held nodes must be able to confirm each other's audits.
+TEST(Placement, AHeldNodeTakesAuditsButNoClientsJobs) {
+  NodeView held;
+  held.info = single("held", 64, 200, {kSmall});
+  held.last_heartbeat_ms = 1000;
+  held.under_review = true;
+  PlacementOptions o;
+  o.now_ms = 2000;
+  JobDemand job;
+  job.model = kSmall.name;
+  job.n_ctx = 4096;
+  const PlacementResult r = place(job, {held}, o);
+  ASSERT_FALSE(r.choice);
+  EXPECT_NE(r.rejected.at(0).why.find("held: an audit of its work failed"), std::string::npos) << r.rejected.at(0).why;
+  EXPECT_FALSE(r.rejected.at(0).lasting);
+  job.verification = true;
+  EXPECT_TRUE(place(job, {held}, o).choice);
+}
+
 }  // namespace
 }  // namespace orchard::network

@@ -145,6 +145,32 @@ TEST(Audit, GreedyOutputOfASmallerQuantizationFails) {
   EXPECT_EQ(caught, differ) << "every differing greedy output is caught";
 }
 
+// Canaries with the real engine: the F32 file's reference passes its own output and catches the
+// Q4_0 file's on every prompt the network tests use (their first difference comes before any
+// close call of the reference; of the six prompts here, one has a close call first).
+TEST(Audit, ACanaryReferencePassesItsOwnFileAndCatchesTheSmallerQuantization) {
+  ORCHARD_REQUIRE_FILES(kModel, kQ4);
+  ServedModel f32 = load_served_model(test::data_file(kModel).string(), "stories260K", 1, 0);
+  ServedModel q4 = load_served_model(test::data_file(kQ4).string(), "stories260K", 1, 0);
+  int caught = 0;
+  for (const char* const& prompt : kPrompts) {
+    const protocol::Work w = completion_work(prompt, 40, {{"temperature", 0}});
+    const CanaryReference ref = canary_reference(w, f32);
+    ASSERT_EQ(ref.tokens.size(), ref.margins.size());
+    EXPECT_EQ(ref.tokens, generate(f32, w));
+    EXPECT_EQ(protocol::check_canary(ref.tokens, ref.margins, generate(f32, w)).outcome, protocol::AuditOutcome::Passed);
+    const protocol::Verdict v = protocol::check_canary(ref.tokens, ref.margins, generate(q4, w));
+    std::printf("%-32s canary on the Q4_0 file: %s\n", prompt, v.why.c_str());
+    caught += v.outcome == protocol::AuditOutcome::Failed;
+    // The four prompts tests/network/audited_node_test.cpp stores as canaries.
+    if (&prompt < &kPrompts[4]) {
+      EXPECT_EQ(v.outcome, protocol::AuditOutcome::Failed) << prompt;
+    }
+  }
+  std::printf("canaries catching the Q4_0 file: %d of %zu prompts\n", caught, std::size(kPrompts));
+  EXPECT_THROW(canary_reference(completion_work("Hi", 8, {{"temperature", 0.5}}), f32), Error);
+}
+
 TEST(Audit, MalformedAuditsAreRefusedNamingTheProblem) {
   ORCHARD_REQUIRE_FILES(kModel);
   ServedModel m = load_served_model(test::data_file(kModel).string(), "stories260K", 1, 0);
