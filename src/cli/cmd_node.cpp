@@ -244,7 +244,9 @@ void register_node(CLI::App& app) {
   cmd->add_option("--key", o->key, "This node's identity key (made on first start; default under ~/.cache/orchard/node/)")
       ->type_name("PATH");
   cmd->add_option("--owner", o->owner, "The account credited for this node's work (default: $USER)");
-  cmd->add_option("--hardware", o->hardware, "Price class: laptop (or cpu), desktop, workstation")->capture_default_str();
+  cmd->add_option("--hardware", o->hardware,
+                  "What the world page shows: laptop (or cpu), desktop, workstation (the price class is measured)")
+      ->capture_default_str();
   cmd->add_option("--region", o->region,
                   "Where the world map shows this node: a country (Germany) or LAT,LON rounded to whole degrees; "
                   "never looked up from an address");

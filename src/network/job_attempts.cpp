@@ -128,6 +128,11 @@ AssignResult JobStore::assign_in(const std::string& job_id, int64_t now_ms) {
   // The price classes are fixed now: what the job will cost does not change if the node
   // re-registers with other hardware while it runs.
   const SizeClass size = size_class(cost_of(*node.info.find_model(demand.model)).params);
+  // The price class is what a canary measured the node deliver, not the class it names itself.
+  sql::Stmt measured(db(), "SELECT measured_gbs FROM nodes WHERE id = ?1");
+  measured.bind(1, c.node_id).step();
+  const HardwareClass hardware =
+      measured.null(0) ? HardwareClass::Laptop : measured_hardware_class(measured.f64(0));
   sql::Stmt next(db(), "SELECT coalesce(max(attempt), 0) + 1 FROM attempts WHERE job_id = ?1");
   next.bind(1, job_id).step();
   r.attempt = next.i64(0);
@@ -135,7 +140,7 @@ AssignResult JobStore::assign_in(const std::string& job_id, int64_t now_ms) {
                 "INSERT INTO attempts(job_id, attempt, node_id, state, plan, size_class, hardware, dedicated, started_at, "
                 "lease_deadline, predicted_tps) VALUES(?1, ?2, ?3, 'assigned', ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
   ins.bind(1, job_id).bind(2, r.attempt).bind(3, c.node_id).bind(4, c.plan.candidate.label()).bind(5, to_string(size));
-  ins.bind(6, to_string(node.info.hardware)).bind(7, int64_t{node.info.lending == Lending::Dedicated});
+  ins.bind(6, to_string(hardware)).bind(7, int64_t{node.info.lending == Lending::Dedicated});
   ins.bind(8, now_ms).bind(9, now_ms + options_.lease_ms).bind(10, c.plan.tg_tps).step();
   sql::Stmt up(db(), "UPDATE jobs SET state = 'assigned', waiting = '' WHERE id = ?1");
   up.bind(1, job_id).step();

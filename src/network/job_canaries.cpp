@@ -3,6 +3,8 @@
 // checked against the answer; how fast it returned it is the node's measured speed.
 #include <openssl/rand.h>
 
+#include <algorithm>
+
 #include "network/job_store.h"
 
 namespace orchard::network {
@@ -141,8 +143,17 @@ void JobStore::record_canary(const CanaryRun& run, const Verdict& v, int64_t now
       return;
     }
     if (run.measured_tps > 0 && run.predicted_tps > 0) {
-      sql::Stmt sp(db(), "UPDATE nodes SET speed_ratio = ?2 WHERE id = ?1");
-      sp.bind(1, run.node_id).bind(2, run.measured_tps / run.predicted_tps).step();
+      // The prediction is bandwidth-bound: the share of it delivered is the share of the
+      // reported bandwidth the node has (no more than it reported).
+      const double ratio = run.measured_tps / run.predicted_tps;
+      double reported = 0;
+      sql::Stmt n(db(), "SELECT info FROM nodes WHERE id = ?1");
+      n.bind(1, run.node_id);
+      if (n.step())
+        for (const MachineInfo& m : node_info_from_json(nlohmann::json::parse(n.text(0))).machines)
+          reported = std::max(reported, m.mem_bw_gbs);
+      sql::Stmt sp(db(), "UPDATE nodes SET speed_ratio = ?2, measured_gbs = ?3 WHERE id = ?1");
+      sp.bind(1, run.node_id).bind(2, ratio).bind(3, std::min(1.0, ratio) * reported).step();
     }
   });
 }

@@ -103,6 +103,7 @@ ALTER TABLE jobs ADD COLUMN only_node TEXT NOT NULL DEFAULT '';
 ALTER TABLE attempts ADD COLUMN fetched_at INTEGER;
 ALTER TABLE attempts ADD COLUMN predicted_tps REAL NOT NULL DEFAULT 0;
 ALTER TABLE nodes ADD COLUMN speed_ratio REAL;
+ALTER TABLE nodes ADD COLUMN measured_gbs REAL;
 CREATE TABLE canaries(
   id TEXT PRIMARY KEY,
   model TEXT NOT NULL,
@@ -211,6 +212,8 @@ void JobStore::register_node(const NodeInfo& info, int64_t now_ms, const std::st
                   "VALUES(?1, ?2, ?3, ?4, ?4, ?5, ?6) "
                   "ON CONFLICT(id) DO UPDATE SET owner = excluded.owner, info = excluded.info, "
                   "last_heartbeat = excluded.last_heartbeat, draining = excluded.draining, "
+                  // What a canary measured held for the machines described then: measured again.
+                  "speed_ratio = NULL, measured_gbs = NULL, "
                   "public_key = CASE WHEN excluded.public_key = '' THEN nodes.public_key ELSE excluded.public_key END");
       s.bind(1, checked.id).bind(2, checked.owner).bind(3, to_json(checked).dump()).bind(4, now_ms);
       s.bind(5, int64_t{checked.state.status == NodeStatus::Draining}).bind(6, public_key_hex);

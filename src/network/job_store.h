@@ -272,7 +272,10 @@ class JobStore {
   std::optional<CanaryRun> canary_run(const std::string& job_id);
   // Records what a canary found: Failed bans the node (its pending payments forfeited);
   // otherwise the node's measured share of the predicted speed (measured ÷ predicted) becomes
-  // its speed ratio, which placement trusts over what the node reports.
+  // its speed ratio, which placement trusts over what the node reports, and that share of its
+  // reported bandwidth its measured bandwidth, which sets the price class of its next jobs
+  // (measured_hardware_class; unmeasured nodes are priced as laptops). Registering again
+  // clears both: the next canary measures the machines described then.
   void record_canary(const CanaryRun& run, const Verdict& v, int64_t now_ms);
 
   // Completed jobs whose payment is due: window closed, no audit running (or its audit job

@@ -121,6 +121,31 @@ std::optional<AuditTask> JobStore::audit_task(const std::string& audit_job_id) {
 void JobStore::ban_in(const std::string& node_id, const std::string& reason, int64_t now_ms) {
   sql::Stmt ban(db(), "UPDATE nodes SET banned = ?2, reliability = 0 WHERE id = ?1 AND banned = ''");
   ban.bind(1, node_id).bind(2, reason).step();
+  if (ban.changes() == 0) return;  // banned already
+  // What it holds goes to other nodes now, not when its lease runs out.
+  std::vector<std::string> held;
+  {
+    sql::Stmt live(db(), "SELECT job_id FROM attempts WHERE node_id = ?1 AND state IN ('assigned', 'running')");
+    live.bind(1, node_id);
+    while (live.step()) held.push_back(live.text(0));
+  }
+  sql::Stmt drop(db(),
+                 "UPDATE attempts SET state = 'abandoned', ended_at = ?2 WHERE node_id = ?1 AND state IN ('assigned', 'running')");
+  drop.bind(1, node_id).bind(2, now_ms).step();
+  for (const std::string& job : held) {
+    sql::Stmt requeue(db(), "UPDATE jobs SET state = 'queued', queued_at = ?2 WHERE id = ?1");
+    requeue.bind(1, job).bind(2, now_ms).step();
+  }
+  // Audits of its other work decide nothing now: its payments are forfeited below.
+  sql::Stmt audits(db(),
+                   "UPDATE jobs SET state = 'cancelled', waiting = '', finished_at = ?2 WHERE kind = 'audit' "
+                   "AND state IN ('queued', 'assigned', 'running') AND audit_of IN "
+                   "(SELECT job_id FROM attempts WHERE node_id = ?1 AND state = 'done')");
+  audits.bind(1, node_id).bind(2, now_ms).step();
+  sql::Stmt orphans(db(),
+                    "UPDATE attempts SET state = 'cancelled', ended_at = ?1 WHERE state IN ('assigned', 'running') "
+                    "AND job_id IN (SELECT id FROM jobs WHERE state = 'cancelled')");
+  orphans.bind(1, now_ms).step();
   sql::Stmt forfeit(db(),
                     "UPDATE settlements SET state = 'forfeited', settled_at = ?2, note = ?3 "
                     "WHERE node_id = ?1 AND state = 'pending'");

@@ -33,6 +33,7 @@ using protocol::base_rate;
 using protocol::HardwareClass;
 using protocol::hardware_percent;
 using protocol::job_credits;
+using protocol::measured_hardware_class;
 using protocol::JobUsage;
 using protocol::kDedicatedPercent;
 using protocol::kMicroPerCredit;

@@ -59,6 +59,12 @@ Rate base_rate(SizeClass c) {
   return {0, 0};
 }
 
+HardwareClass measured_hardware_class(double gbs) {
+  if (gbs >= kWorkstationGbs) return HardwareClass::Workstation;
+  if (gbs >= kDesktopGbs) return HardwareClass::Desktop;
+  return HardwareClass::Laptop;
+}
+
 int hardware_percent(HardwareClass c) {
   switch (c) {
     case HardwareClass::Laptop: return 100;

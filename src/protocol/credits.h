@@ -14,8 +14,10 @@
 //   huge    > 80 B            1'000       4'000
 //
 // Hardware class multiplier (percent): laptop (and plain CPU) 100, desktop 125,
-// workstation (Ultra-class, big GPUs) 150. A dedicated slot (reserved for one client, not
-// shared through the batch) costs 150 % of a shared one.
+// workstation (Ultra-class, big GPUs) 150 — the class the coordinator measured, by the
+// memory bandwidth a node delivered on a canary (measured_hardware_class), never the node's
+// own label. A dedicated slot (reserved for one client, not shared through the batch) costs
+// 150 % of a shared one.
 //
 //   credits = ceil((prompt × prompt_rate + generated × generated_rate) × hw% × dedicated%
 //                  / (1000 × 100 × 100))
@@ -51,6 +53,10 @@ struct Rate {
 };
 Rate base_rate(SizeClass c);
 int hardware_percent(HardwareClass c);
+// The class of a node that delivered `gbs` GB/s of memory bandwidth: below 100 laptop, below
+// 300 desktop, else workstation (an M-series Max or Ultra, a GPU box).
+HardwareClass measured_hardware_class(double gbs);
+inline constexpr double kDesktopGbs = 100, kWorkstationGbs = 300;
 inline constexpr int kDedicatedPercent = 150;
 
 // One finished job, as far as its price goes.

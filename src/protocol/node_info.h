@@ -79,7 +79,7 @@ struct HeartbeatState {
 
 struct NodeInfo {
   std::string id, owner;
-  HardwareClass hardware = HardwareClass::Laptop;  // for the price of its work (credits.h)
+  HardwareClass hardware = HardwareClass::Laptop;  // what it calls itself (shown; the price class is measured)
   std::vector<MachineInfo> machines;               // one, or the members of `group`
   std::optional<CabledGroup> group;
   std::vector<ModelInfo> models;

@@ -82,11 +82,35 @@ Outcome run_network(const std::string& name, const std::vector<NodeSpec>& nodes,
     }
     for (auto& a : answers) out.answered += a.get() == 200;
   }
-  // Audits of the last round, then the window.
-  std::this_thread::sleep_for(std::chrono::seconds(6));
+  // Until everything is settled — every audit and confirmation run, every payment made or
+  // forfeited once its window closed — and every cheater has stopped (a loaded machine takes
+  // longer: up to a minute), then a little more for a straggling cheat to show.
+  std::string waiting;
+  const auto settled = [&] {
+    auto store = JobStore::open(coordinator_files(dir, "").jobs);
+    const auto counts = store.job_counts();
+    for (JobState busy : {JobState::Queued, JobState::Assigned, JobState::Running})
+      if (counts.count(busy) && counts.at(busy) > 0) return waiting = std::string("jobs ") + to_string(busy), false;
+    for (const NodeView& v : store.nodes())
+      if (store.node_stats(v.info.id).pending_jobs > 0) return waiting = "payments of " + v.info.owner, false;
+    for (size_t i = 0; i < procs.size(); ++i) {
+      if (nodes[i].cheat.empty() || procs[i].status) continue;
+      int status = 0;
+      if (::waitpid(procs[i].pid, &status, WNOHANG) != procs[i].pid) return waiting = nodes[i].owner + " running", false;
+      procs[i].status = status;
+    }
+    return true;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  std::this_thread::sleep_for(std::chrono::seconds(4));  // at least the audit window
+  const auto waited_from = std::chrono::steady_clock::now();
+  while (!settled() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  std::printf("%s: settled %.1f s after the window%s\n", name.c_str(),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - waited_from).count(),
+              settled() ? "" : (", still waiting for " + waiting).c_str());
   for (size_t i = 0; i < procs.size(); ++i) {
     int status = 0;
-    if (::waitpid(procs[i].pid, &status, WNOHANG) == procs[i].pid) procs[i].status = status;
+    if (!procs[i].status && ::waitpid(procs[i].pid, &status, WNOHANG) == procs[i].pid) procs[i].status = status;
     const bool ran = !procs[i].status;
     if (ran) test::kill_and_wait(procs[i], SIGTERM);
     out.exit_code[nodes[i].owner] = ran ? -1 : dist::testing::exit_code(procs[i]);

@@ -55,15 +55,17 @@ JobRequest request(const std::string& id) {
 }
 
 // Runs `job` on `node` to the end: three chunks of two tokens each (none when `with_tokens` is false).
-void run_job(JobStore& st, const std::string& job, const std::string& node, int64_t now, bool with_tokens = true) {
+Completion run_job(JobStore& st, const std::string& job, const std::string& node, int64_t now, bool with_tokens = true) {
   st.submit(request(job), now);
   const auto w = st.next_job_for(node, now);
-  ASSERT_TRUE(w) << job << " was not given to " << node;
-  ASSERT_EQ(w->job_id, job);
+  if (!w || w->job_id != job) {
+    ADD_FAILURE() << job << " was not given to " << node;
+    return {};
+  }
   for (int i = 0; i < 3; ++i)
     st.append_output(job, w->attempt, node, i, "t" + std::to_string(i), now + 1,
                      with_tokens ? std::vector<int32_t>{10 * i, 10 * i + 1} : std::vector<int32_t>{});
-  st.complete(job, w->attempt, node, {5, 6, "length"}, now + 2);
+  return st.complete(job, w->attempt, node, {5, 6, "length"}, now + 2);
 }
 
 std::vector<std::string> due_ids(JobStore& st, int64_t now) {
@@ -360,6 +362,34 @@ TEST_P(JobVerificationTest, ACanaryGoesToItsNodeAloneAndMeasuresItOrBansIt) {
   EXPECT_THROW(st.add_canary(canary("not-a-hash"), kT0), Error);
 }
 
+// The price class is measured: a node is priced as a laptop until a canary measured it, then
+// by the bandwidth it delivered (its measured share of what it reported) — never by its label.
+TEST_P(JobVerificationTest, ANodesPriceClassIsTheBandwidthACanaryMeasuredNotItsLabel) {
+  auto st = JobStore::open(fresh("verify-price"), options(0));
+  NodeInfo n = node("n1", "alice");
+  n.hardware = HardwareClass::Workstation;  // what it says
+  st.register_node(n, kT0);
+  st.add_canary(canary(), kT0);
+  EXPECT_EQ(run_job(st, "job-before", "n1", kT0).usage.hardware, HardwareClass::Laptop) << "unmeasured";
+  const auto job = st.submit_canary("n1", 0, kT0 + 10);
+  ASSERT_TRUE(job);
+  const auto w = st.next_job_for("n1", kT0 + 100);
+  ASSERT_TRUE(w);
+  for (int i = 0; i < 3; ++i) st.append_output(*job, w->attempt, "n1", i, "t", kT0 + 101, {10 * i, 10 * i + 1});
+  st.complete(*job, w->attempt, "n1", {5, 6, "length"}, kT0 + 101);  // 6 tokens in 1 ms: faster than predicted
+  const auto run = st.canary_run(*job);
+  ASSERT_TRUE(run);
+  st.record_canary(*run, check_canary(run->canary.tokens, run->canary.margins, run->returned), kT0 + 102);
+  // It delivered all of the 200 GB/s it reported: desktop, not the workstation it claimed.
+  EXPECT_EQ(run_job(st, "job-after", "n1", kT0 + 200).usage.hardware, HardwareClass::Desktop);
+  // Registering again forgets the measurement until the next canary.
+  st.register_node(n, kT0 + 300);
+  EXPECT_EQ(run_job(st, "job-again", "n1", kT0 + 400).usage.hardware, HardwareClass::Laptop);
+  EXPECT_EQ(measured_hardware_class(99.9), HardwareClass::Laptop);
+  EXPECT_EQ(measured_hardware_class(100), HardwareClass::Desktop);
+  EXPECT_EQ(measured_hardware_class(819), HardwareClass::Workstation);
+}
+
 // A store written by the previous version gains the new columns and tables when opened, and
 // the jobs it had completed are due (the coordinator pays those the ledger lacks).
 TEST_P(JobVerificationTest, AVersionTwoStoreIsUpgradedWithItsCompletedJobsDue) {
@@ -377,7 +407,7 @@ TEST_P(JobVerificationTest, AVersionTwoStoreIsUpgradedWithItsCompletedJobsDue) {
       db->exec("DROP TABLE canaries");
       for (const char* c : {"kind", "audit_of", "exclude_owners", "model_sha256", "only_node"})
         db->exec(std::string("ALTER TABLE jobs DROP COLUMN ") + c);
-      for (const char* c : {"banned", "speed_ratio"}) db->exec(std::string("ALTER TABLE nodes DROP COLUMN ") + c);
+      for (const char* c : {"banned", "speed_ratio", "measured_gbs"}) db->exec(std::string("ALTER TABLE nodes DROP COLUMN ") + c);
       for (const char* c : {"fetched_at", "predicted_tps"}) db->exec(std::string("ALTER TABLE attempts DROP COLUMN ") + c);
       db->exec("UPDATE meta SET value = '2' WHERE key = 'version'");
     });
