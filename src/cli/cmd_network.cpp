@@ -1,6 +1,7 @@
 // `orchard network …`: the network's tools. `serve` runs the coordinator, `api-key create`
 // makes a client's key, `ledger` checks a credit ledger's invariants and shows balances.
 #include <signal.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include "network/database.h"
 #include "network/ledger.h"
 #include "network/model_pins.h"
+#include "network/simulate.h"
 #include "node/job_runner.h"
 #include "protocol/file_hash.h"
 #include "tensor/error.h"
@@ -147,6 +149,32 @@ void register_network(CLI::App& app) {
   net->require_subcommand(1);
 
   register_network_canary(*net);
+
+  auto sim = std::make_shared<network::SimulateOptions>();
+  auto sim_dir = std::make_shared<std::string>(), sim_db = std::make_shared<std::string>();
+  auto* simulate = net->add_subcommand(
+      "simulate", "Place jobs among simulated nodes with the real job store and scheduler; report placements/s and latency");
+  simulate->add_option("--nodes", sim->nodes, "Simulated nodes")->capture_default_str()->check(CLI::Range(1, 10'000'000));
+  simulate->add_option("--jobs", sim->jobs, "Jobs to place")->capture_default_str()->check(CLI::Range(1, 100'000'000));
+  simulate->add_option("--seed", sim->seed, "Seed of the nodes' machines and the jobs' models")->capture_default_str();
+  simulate->add_option("--data", *sim_dir, "Folder for its job store (default: a fresh temporary one)")->type_name("DIR");
+  simulate->add_option("--db,--database", *sim_db, "A PostgreSQL database for its job store instead")->type_name("URL");
+  simulate->footer("Example:\n  orchard network simulate --nodes 10000 --jobs 2000");
+  simulate->callback([sim, sim_dir, sim_db] {
+    std::filesystem::path dir = *sim_dir;
+    if (sim_db->empty() && dir.empty())
+      dir = std::filesystem::temp_directory_path() / ("orchard-simulate-" + std::to_string(::getpid()));
+    sim->store = sim_db->empty() ? offline_stores(dir.string(), "").jobs : *sim_db;
+    if (sim_db->empty() && std::filesystem::exists(sim->store))
+      throw Error(sim->store + " exists: simulate in an empty folder (its nodes would mix with the store's)");
+    const network::SimulateReport r =
+        network::simulate(*sim, [](const std::string& line) { std::fprintf(stderr, "simulate: %s\n", line.c_str()); });
+    std::printf("%d nodes registered in %.2f s; %d jobs: %d placed, %d waiting, %d failed\n", r.nodes, r.register_s, r.jobs,
+                r.placed, r.waiting, r.failed);
+    std::printf("placement: %.0f placements/s, p50 %.3f ms, p99 %.3f ms, max %.3f ms; peak resident memory %.0f MiB\n",
+                r.placements_per_s, r.p50_ms, r.p99_ms, r.max_ms, r.peak_rss_mib);
+    std::printf("store: %s\n", sim->store.c_str());
+  });
 
   auto so = std::make_shared<ServeOpts>();
   auto* srv = net->add_subcommand("serve", "Run the coordinator: places jobs on nodes, streams their output, pays them");

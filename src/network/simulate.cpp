@@ -1,0 +1,121 @@
+#include "network/simulate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include "network/job_store.h"
+#include "network/protocol_names.h"
+#include "parallel/model_cost.h"
+#include "platform/platform.h"
+
+namespace orchard::network {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The models simulated nodes offer: the planner's shapes, in Q4_0.
+const char* const kModels[] = {"llama-3.1-8b", "llama-3.3-70b"};
+
+ModelInfo model_info(const std::string& spec) {
+  ModelInfo m;
+  m.name = spec;
+  m.spec = spec;
+  m.shape = parallel::model_spec(spec, DType::Q4_0);
+  m.shape.name = spec;
+  return m;
+}
+
+NodeInfo simulated_node(int i, std::mt19937_64& rng) {
+  NodeInfo n;
+  n.id = "sim-" + std::to_string(i);
+  n.owner = "owner-" + std::to_string(i % 997);
+  MachineInfo m;
+  m.name = n.id;
+  m.chip = "cpu";
+  m.memory_bytes = (uint64_t{16} << (rng() % 5)) << 30;  // 16 GiB … 256 GiB
+  m.mem_bw_gbs = 50.0 + static_cast<double>(rng() % 750);
+  m.cores = 8 + static_cast<int>(rng() % 25);
+  n.machines.push_back(m);
+  n.models.push_back(model_info(kModels[0]));
+  if (rng() % 3 == 0) n.models.push_back(model_info(kModels[1]));
+  n.max_context = 32768;
+  n.max_jobs = 4;
+  n.lending = Lending::Dedicated;
+  return n;
+}
+
+int64_t unix_now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+SimulateReport simulate(const SimulateOptions& o, const std::function<void(const std::string&)>& progress) {
+  if (o.nodes < 1 || o.jobs < 1) throw Error("simulate: give at least one node and one job");
+  auto say = [&](const std::string& line) {
+    if (progress) progress(line);
+  };
+  StoreOptions so;
+  so.heartbeat_timeout_ms = 3'600'000;  // simulated nodes stay fresh for the whole run
+  so.queue_timeout_ms = 3'600'000;
+  JobStore store = JobStore::open(o.store, so);
+  std::mt19937_64 rng(o.seed);
+  SimulateReport r;
+  r.nodes = o.nodes;
+  r.jobs = o.jobs;
+
+  const auto t_reg = Clock::now();
+  for (int i = 0; i < o.nodes; ++i) {
+    store.register_node(simulated_node(i, rng), unix_now_ms());
+    if ((i + 1) % 10'000 == 0) say("registered " + std::to_string(i + 1) + " nodes");
+  }
+  r.register_s = seconds_since(t_reg);
+  say("registered " + std::to_string(o.nodes) + " nodes in " + std::to_string(r.register_s) + " s");
+
+  std::vector<double> ms;
+  ms.reserve(static_cast<size_t>(o.jobs));
+  const auto t_report = Clock::now();
+  auto last_report = t_report;
+  for (int j = 0; j < o.jobs; ++j) {
+    JobRequest req;
+    req.client = "simulated-client";
+    req.model = kModels[rng() % 4 == 0 ? 1 : 0];
+    req.request = {{"api", kCompletionsApi}, {"body", {{"model", req.model}, {"prompt", "simulated"}, {"max_tokens", 128}}}};
+    req.n_ctx = 4096;
+    req.prompt_tokens = 512;
+    req.max_tokens = 128;
+    const std::string id = store.submit(req, unix_now_ms());
+    const auto t0 = Clock::now();
+    const AssignResult a = store.assign(id, unix_now_ms());
+    ms.push_back(seconds_since(t0) * 1000);
+    if (a.state == JobState::Assigned) {
+      ++r.placed;
+      // The node takes it and finishes at once, so it is free for the next.
+      if (const auto w = store.next_job_for(a.node_id, unix_now_ms()))
+        store.complete(w->job_id, w->attempt, a.node_id, {512, 0, "stop"}, unix_now_ms());
+    } else if (a.state == JobState::Failed) {
+      ++r.failed;
+    } else {
+      ++r.waiting;
+    }
+    if (seconds_since(last_report) > 5) {
+      last_report = Clock::now();
+      say("placed " + std::to_string(j + 1) + " of " + std::to_string(o.jobs) + " jobs");
+    }
+  }
+  for (double v : ms) r.place_s += v / 1000;
+  std::sort(ms.begin(), ms.end());
+  auto at = [&](double q) { return ms[std::min(ms.size() - 1, static_cast<size_t>(q * static_cast<double>(ms.size())))]; };
+  r.p50_ms = at(0.5);
+  r.p99_ms = at(0.99);
+  r.max_ms = ms.back();
+  r.placements_per_s = r.place_s > 0 ? o.jobs / r.place_s : 0;
+  r.peak_rss_mib = platform::peak_resident_mib();
+  return r;
+}
+
+}  // namespace orchard::network
