@@ -197,6 +197,10 @@ void node_status(const NodeOpts& o) {
               count("jobs_served"), count("tokens_generated"), count("handed_back"),
               count("abandoned"), count("active_jobs"));
   std::printf("  reliability      %.3f%s\n", s.value("reliability", 0.0), s.value("draining", false) ? " (draining)" : "");
+  std::printf("  audits           %lld passed, %lld failed; %lld job(s) waiting for their audit window to be paid\n",
+              count("audits_passed"), count("audits_failed"), count("pending_jobs"));
+  if (const std::string why = s.value("banned", ""); !why.empty())
+    std::printf("  BANNED           %s (docs/verification.md)\n", why.c_str());
   std::printf("  credits earned   %s by this node, %s by the owner's nodes; owner's balance %s\n",
               credits(count("credits_earned")).c_str(), credits(count("owner_earned")).c_str(),
               credits(count("owner_balance")).c_str());

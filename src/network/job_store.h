@@ -321,7 +321,8 @@ class JobStore {
   // nodes may take; nullopt when the job cannot be audited (submit_audit says when).
   std::optional<std::string> queue_audit_in(const std::string& job_id, const std::vector<std::string>& excluded,
                                             int64_t now_ms);
-  void ban_in(const std::string& node_id, const std::string& reason, int64_t now_ms);
+  // False when the node was banned already.
+  bool ban_in(const std::string& node_id, const std::string& reason, int64_t now_ms);
   // The completion of the job's done attempt (the job must be done).
   Completion done_completion(const std::string& job_id);
 

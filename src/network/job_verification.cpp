@@ -118,10 +118,10 @@ std::optional<AuditTask> JobStore::audit_task(const std::string& audit_job_id) {
   });
 }
 
-void JobStore::ban_in(const std::string& node_id, const std::string& reason, int64_t now_ms) {
+bool JobStore::ban_in(const std::string& node_id, const std::string& reason, int64_t now_ms) {
   sql::Stmt ban(db(), "UPDATE nodes SET banned = ?2, reliability = 0 WHERE id = ?1 AND banned = ''");
   ban.bind(1, node_id).bind(2, reason).step();
-  if (ban.changes() == 0) return;  // banned already
+  if (ban.changes() == 0) return false;  // banned already
   // What it holds goes to other nodes now, not when its lease runs out.
   std::vector<std::string> held;
   {
@@ -150,6 +150,7 @@ void JobStore::ban_in(const std::string& node_id, const std::string& reason, int
                     "UPDATE settlements SET state = 'forfeited', settled_at = ?2, note = ?3 "
                     "WHERE node_id = ?1 AND state = 'pending'");
   forfeit.bind(1, node_id).bind(2, now_ms).bind(3, "forfeited: the node was banned: " + reason).step();
+  return true;
 }
 
 AuditDecision JobStore::record_audit(const AuditTask& t, AuditOutcome outcome, const std::string& why, int64_t now_ms) {
@@ -176,18 +177,18 @@ AuditDecision JobStore::record_audit(const AuditTask& t, AuditOutcome outcome, c
       set(to_string(outcome), why);
       if (t.round == 2 && outcome == AuditOutcome::Passed && !t.first_auditor_node.empty()) {
         // The first auditor failed output that another copy of the same file accepts.
-        ban_in(t.first_auditor_node,
-               "its audit " + t.first_audit + " of job " + t.audited_job + " reported '" + t.first_why +
-                   "', which audit " + t.audit_job + " by another owner contradicted (" + why + ")",
-               now_ms);
-        d.banned_node = t.first_auditor_node;
+        if (ban_in(t.first_auditor_node,
+                   "its audit " + t.first_audit + " of job " + t.audited_job + " reported '" + t.first_why +
+                       "', which audit " + t.audit_job + " by another owner contradicted (" + why + ")",
+                   now_ms))
+          d.banned_node = t.first_auditor_node;
       }
       return d;
     }
     // Two auditors of two other owners agree.
     set("failed", why);
-    ban_in(t.node_id, "audits " + t.first_audit + " and " + t.audit_job + " of job " + t.audited_job + ": " + why, now_ms);
-    d.banned_node = t.node_id;
+    if (ban_in(t.node_id, "audits " + t.first_audit + " and " + t.audit_job + " of job " + t.audited_job + ": " + why, now_ms))
+      d.banned_node = t.node_id;
     return d;
   });
 }
