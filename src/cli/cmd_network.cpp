@@ -19,6 +19,7 @@
 #include "network/database.h"
 #include "network/ledger.h"
 #include "network/model_pins.h"
+#include "network/placement.h"
 #include "network/simulate.h"
 #include "node/job_runner.h"
 #include "protocol/file_hash.h"
@@ -339,8 +340,18 @@ void register_network(CLI::App& app) {
     std::printf("unpinned %s\n", pin_name->c_str());
   });
   pins->callback([open_pins] {
-    for (const auto& p : open_pins().list())
-      std::printf("%-32s  %s  %s\n", p.name.c_str(), p.sha256.c_str(), utc_time(p.pinned_at).c_str());
+    for (const auto& p : open_pins().list()) {
+      // What registration describes the name by: the size class jobs are priced at.
+      std::string what = "(no description: pinned by hash)";
+      if (p.description) {
+        const double params = static_cast<double>(network::cost_of(*p.description).params);
+        char count[32];
+        std::snprintf(count, sizeof count, params >= 1e9 ? "%.1f B" : "%.2f M", params >= 1e9 ? params / 1e9 : params / 1e6);
+        what = std::string(network::to_string(network::size_class(static_cast<uint64_t>(params)))) + ", " + count +
+               " parameters";
+      }
+      std::printf("%-32s  %s  %s  %s\n", p.name.c_str(), p.sha256.c_str(), utc_time(p.pinned_at).c_str(), what.c_str());
+    }
   });
 
   auto o = std::make_shared<LedgerOpts>();
