@@ -33,8 +33,11 @@ struct Proc {
 
 inline Proc spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& tag) {
   Proc p;
-  p.out_path = ::testing::TempDir() + tag + ".out";
-  p.err_path = ::testing::TempDir() + tag + ".err";
+  // The test program's pid in the name: CTest runs test cases in parallel processes, and two
+  // of them spawning a "coordinator" must not write one file.
+  const std::string base = ::testing::TempDir() + tag + "-" + std::to_string(::getpid());
+  p.out_path = base + ".out";
+  p.err_path = base + ".err";
   p.pid = ::fork();
   if (p.pid == 0) {
     const int out = ::open(p.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
