@@ -134,7 +134,12 @@ std::string PlacementResult::why_not(const JobDemand& job) const {
 
 PlacementResult place(const JobDemand& job, const std::vector<NodeView>& nodes, const PlacementOptions& o) {
   PlacementResult r;
-  std::vector<Choice> eligible;
+  struct Candidate {
+    Choice c;
+    const NodeView* v;
+    double measured;
+  };
+  std::vector<Candidate> eligible;
   for (const NodeView& v : nodes) {
     Choice c;
     c.node_id = v.info.id;
@@ -151,20 +156,24 @@ PlacementResult place(const JobDemand& job, const std::vector<NodeView>& nodes, 
     // What the node's reported machines predict, no more than a canary measured it deliver.
     const double measured = v.speed_ratio ? std::clamp(*v.speed_ratio, 0.0, 1.0) : 1.0;
     c.score = c.plan.tg_tps * measured * (1 - c.load) * std::clamp(v.reliability, 0.0, 1.0);
-    c.reason = "node '" + c.node_id + "' (" + c.plan.candidate.label() + ", " +
-               std::to_string(v.info.machines.size()) + " machine(s)): " +
-               fmt("%.1f tokens/s predicted × measured share %.2f × (1 − load %.2f) × reliability %.2f", c.plan.tg_tps,
-                   measured, c.load, v.reliability) +
-               fmt(" = %.1f", c.score);
-    eligible.push_back(std::move(c));
+    eligible.push_back({std::move(c), &v, measured});
   }
   if (eligible.empty()) return r;
-  std::stable_sort(eligible.begin(), eligible.end(), [](const Choice& a, const Choice& b) {
-    if (a.score != b.score) return a.score > b.score;
-    return a.node_id < b.node_id;
+  std::stable_sort(eligible.begin(), eligible.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.c.score != b.c.score) return a.c.score > b.c.score;
+    return a.c.node_id < b.c.node_id;
   });
-  r.choice = std::move(eligible.front());
-  if (eligible.size() > 1) r.choice->reason += "; next best " + eligible[1].reason;
+  // Written for the two that matter only: a network has many nodes and places many jobs.
+  const auto reason = [](const Candidate& e) {
+    return "node '" + e.c.node_id + "' (" + e.c.plan.candidate.label() + ", " + std::to_string(e.v->info.machines.size()) +
+           " machine(s)): " +
+           fmt("%.1f tokens/s predicted × measured share %.2f × (1 − load %.2f) × reliability %.2f", e.c.plan.tg_tps,
+               e.measured, e.c.load, e.v->reliability) +
+           fmt(" = %.1f", e.c.score);
+  };
+  r.choice = eligible.front().c;
+  r.choice->reason = reason(eligible.front());
+  if (eligible.size() > 1) r.choice->reason += "; next best " + reason(eligible[1]);
   return r;
 }
 
