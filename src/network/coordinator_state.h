@@ -73,6 +73,7 @@ struct Coordinator::State {
   std::mutex audit_mu;
   std::mt19937_64 audit_draw{std::random_device{}()};  // which completed jobs are audited
   std::mutex settle_mu;  // one settling round at a time (the sweep's and completions')
+  std::mutex judge_mu;   // one audit judged at a time
 
   Signal work;    // a job was queued or requeued, a node became free
   Signal output;  // output was stored, a job finished or failed
@@ -113,8 +114,11 @@ Payment pay(Coordinator::State& s, const Completion& c);
 // queues an audit of it at the configured rate, then pays what is due. Returns what the node
 // is told: {"credits", "settlement": "pending" | "paid" | "forfeited", "ledger_seq"}.
 nlohmann::json settle_completion(Coordinator::State& s, const Completion& c);
-// Pays every job whose audit window closed with no audit running (the sweep, each round).
+// Pays every job whose audit window closed with no audit running (the sweep, each round),
+// after judging any audit job done whose verdict was not recorded.
 void settle_due(Coordinator::State& s);
+// Judges a done audit job's report and records the verdict (once: a repeat changes nothing).
+void judge_audit_job(Coordinator::State& s, const std::string& audit_job);
 // Queues a canary for the node when there is one for its models (at registration, and after
 // client jobs at the canary rate); logs and carries on when it cannot.
 void send_canary(Coordinator::State& s, const std::string& node_id);

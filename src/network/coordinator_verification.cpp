@@ -45,6 +45,22 @@ void judge_canary(Coordinator::State& s, const CanaryRun& run) {
 
 }  // namespace
 
+void judge_audit_job(Coordinator::State& s, const std::string& audit_job) {
+  // One judgement at a time: the completion's and the sweep's retry must not both record one.
+  std::lock_guard lock(s.judge_mu);
+  const auto task = s.with_store([&](JobStore& st) { return st.audit_task(audit_job); });
+  if (!task) return;
+  const Verdict v = judge_audit(s, *task);
+  const AuditDecision d = s.with_store([&](JobStore& st) { return st.record_audit(*task, v.outcome, v.why, unix_ms()); });
+  if (v.outcome == AuditOutcome::Failed || task->round == 2 || s.opts.log)
+    std::fprintf(stderr, "coordinator: audit %s (round %d, by '%s') of job %s (node '%s', owner '%s'): %s: %s\n",
+                 task->audit_job.c_str(), task->round, task->auditor_owner.c_str(), task->audited_job.c_str(),
+                 task->node_id.c_str(), task->owner.c_str(), to_string(v.outcome), v.why.c_str());
+  if (!d.confirmation.empty()) std::fprintf(stderr, "coordinator: audit %s asks a third owner to confirm\n", d.confirmation.c_str());
+  if (!d.banned_node.empty()) std::fprintf(stderr, "coordinator: node '%s' is banned\n", d.banned_node.c_str());
+  s.work.notify();  // a confirmation to place, or a banned node's work to move
+}
+
 void send_canary(Coordinator::State& s, const std::string& node_id) {
   uint64_t pick = 0;
   {
@@ -63,6 +79,7 @@ void send_canary(Coordinator::State& s, const std::string& node_id) {
 }
 
 void settle_due(Coordinator::State& s) {
+  for (const std::string& audit : s.with_store([](JobStore& st) { return st.unjudged_audits(); })) judge_audit_job(s, audit);
   std::lock_guard lock(s.settle_mu);
   const std::vector<Completion> due = s.with_store([](JobStore& st) { return st.due_settlements(unix_ms()); });
   for (const Completion& c : due) {
@@ -81,18 +98,7 @@ void settle_due(Coordinator::State& s) {
 json settle_completion(Coordinator::State& s, const Completion& c) {
   if (c.first) {
     if (c.kind == kAuditJob) {
-      if (const auto task = s.with_store([&](JobStore& st) { return st.audit_task(c.job_id); })) {
-        const Verdict v = judge_audit(s, *task);
-        const AuditDecision d = s.with_store([&](JobStore& st) { return st.record_audit(*task, v.outcome, v.why, unix_ms()); });
-        if (v.outcome == AuditOutcome::Failed || task->round == 2 || s.opts.log)
-          std::fprintf(stderr, "coordinator: audit %s (round %d, by '%s') of job %s (node '%s', owner '%s'): %s: %s\n",
-                       task->audit_job.c_str(), task->round, task->auditor_owner.c_str(), task->audited_job.c_str(),
-                       task->node_id.c_str(), task->owner.c_str(), to_string(v.outcome), v.why.c_str());
-        if (!d.confirmation.empty())
-          std::fprintf(stderr, "coordinator: audit %s asks a third owner to confirm\n", d.confirmation.c_str());
-        if (!d.banned_node.empty()) std::fprintf(stderr, "coordinator: node '%s' is banned\n", d.banned_node.c_str());
-        s.work.notify();  // a confirmation to place, or a banned node's work to move
-      }
+      judge_audit_job(s, c.job_id);
     } else if (c.kind == kCanaryJob) {
       if (const auto run = s.with_store([&](JobStore& st) { return st.canary_run(c.job_id); })) judge_canary(s, *run);
     }

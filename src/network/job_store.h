@@ -253,6 +253,9 @@ class JobStore {
   std::optional<std::string> submit_audit(const std::string& job_id, int64_t now_ms);
   // The audit an audit job is; nullopt for another kind of job.
   std::optional<AuditTask> audit_task(const std::string& audit_job_id);
+  // Audit jobs done whose verdict is not recorded (the coordinator stopped, or failed, between
+  // the two): the sweep judges them.
+  std::vector<std::string> unjudged_audits();
   // Records an audit's verdict on the audited job. A first audit that failed queues a second
   // one for a node of a third owner (neither the audited node's nor the first auditor's); when
   // no such audit can be queued the verdict stands unconfirmed and nobody is penalised. The

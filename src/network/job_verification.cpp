@@ -156,6 +156,11 @@ bool JobStore::ban_in(const std::string& node_id, const std::string& reason, int
 AuditDecision JobStore::record_audit(const AuditTask& t, AuditOutcome outcome, const std::string& why, int64_t now_ms) {
   return db().write([&] {
     AuditDecision d;
+    // Once per audit job: a verdict recorded already (the completion's, or the sweep's retry of
+    // one that failed half-way) has moved the settlement on.
+    sql::Stmt now(db(), "SELECT audit, audit_job FROM settlements WHERE job_id = ?1");
+    now.bind(1, t.audited_job);
+    if (!now.step() || now.text(1) != t.audit_job || (now.text(0) != "running" && now.text(0) != "confirming")) return d;
     auto set = [&](const char* audit, const std::string& note) {
       sql::Stmt up(db(), "UPDATE settlements SET audit = ?2, note = ?3 WHERE job_id = ?1");
       up.bind(1, t.audited_job).bind(2, std::string(audit)).bind(3, note).step();
@@ -191,6 +196,15 @@ AuditDecision JobStore::record_audit(const AuditTask& t, AuditOutcome outcome, c
       d.banned_node = t.node_id;
     return d;
   });
+}
+
+std::vector<std::string> JobStore::unjudged_audits() {
+  sql::Stmt s(db(),
+              "SELECT s.audit_job FROM settlements s JOIN jobs a ON a.id = s.audit_job "
+              "WHERE s.audit IN ('running', 'confirming') AND a.state = 'done' ORDER BY s.audit_job");
+  std::vector<std::string> out;
+  while (s.step()) out.push_back(s.text(0));
+  return out;
 }
 
 std::vector<Completion> JobStore::due_settlements(int64_t now_ms) {

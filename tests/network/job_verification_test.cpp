@@ -178,8 +178,13 @@ TEST_P(JobVerificationTest, TwoAuditorsAgreeingBanTheNodeAndForfeitItsPendingPay
   const auto waiting = due_ids(st, kT0 + 120'000);
   EXPECT_EQ(std::find(waiting.begin(), waiting.end(), "job-1"), waiting.end()) << "job-1 waits for the verdict";
   EXPECT_NE(std::find(waiting.begin(), waiting.end(), "job-2"), waiting.end()) << "job-2 is not audited";
+  EXPECT_EQ(st.unjudged_audits(), std::vector<std::string>{d1.confirmation}) << "done, its verdict not recorded yet";
   const AuditDecision d2 = st.record_audit(second, AuditOutcome::Failed, "greedy: token 3 of 6 is 4.1 below the best logit", kT0 + 43);
   EXPECT_EQ(d2.banned_node, "n1");
+  EXPECT_TRUE(st.unjudged_audits().empty());
+  // Recording a verdict again (a retry after a failure half-way) changes nothing.
+  const AuditDecision again = st.record_audit(first, AuditOutcome::Failed, "again", kT0 + 44);
+  EXPECT_TRUE(again.banned_node.empty() && again.confirmation.empty());
   EXPECT_EQ(st.settlement("job-1"), SettlementState::Forfeited);
   EXPECT_EQ(st.settlement("job-2"), SettlementState::Forfeited);
   const NodeStats n = st.node_stats("n1");
