@@ -1,8 +1,6 @@
 // Canaries: greedy requests whose answers the operator computed with the pinned file, sent to
 // one node at a time as if a client had asked (docs/verification.md). What the node returns is
 // checked against the answer; how fast it returned it is the node's measured speed.
-#include <openssl/rand.h>
-
 #include <algorithm>
 
 #include "network/job_store.h"
@@ -10,12 +8,6 @@
 namespace orchard::network {
 
 namespace {
-
-std::string new_id(const char* prefix, size_t bytes) {
-  unsigned char raw[8];
-  if (RAND_bytes(raw, static_cast<int>(bytes)) != 1) throw Error("job store: no random bytes for an id (OpenSSL)");
-  return prefix + to_hex(raw, bytes);
-}
 
 Canary canary_of(sql::Stmt& s) {
   // Written by add_canary from checked values.
@@ -41,7 +33,7 @@ std::string JobStore::add_canary(const Canary& c, int64_t now_ms) {
   const std::string api = c.request.is_object() ? c.request.value("api", "") : "";
   if ((api != kChatApi && api != kCompletionsApi) || !c.request.contains("body"))
     throw Error(where() + ": a canary's request is {\"api\": \"chat\" | \"completions\", \"body\": {…}}");
-  const std::string id = c.id.empty() ? new_id("canary-", 4) : c.id;
+  const std::string id = c.id.empty() ? "canary-" + protocol::random_hex(4) : c.id;
   db().write([&] {
     sql::Stmt ins(db(),
                   "INSERT INTO canaries(id, model, model_sha256, request, tokens, margins, created_at) "
@@ -84,7 +76,7 @@ std::optional<std::string> JobStore::submit_canary(const std::string& node_id, u
     }
     if (fit.empty()) return std::nullopt;
     const Canary& c = fit[pick % fit.size()];
-    const std::string id = new_id("job-", 8);  // a client's job, as far as the node can tell
+    const std::string id = new_job_id();  // a client's job, as far as the node can tell
     // What a client's job of this body would get (the coordinator applies the body's max_tokens).
     const nlohmann::json& body = c.request["body"];
     const int64_t max_tokens = body.contains("max_tokens") && body["max_tokens"].is_number_integer()

@@ -2,8 +2,6 @@
 // output are in job_attempts.cpp.
 #include "network/job_store.h"
 
-#include <openssl/rand.h>
-
 #include <algorithm>
 
 #include "network/protocol_names.h"
@@ -138,13 +136,10 @@ NodeInfo stored_node(const std::string& text, const std::string& where) {
   }
 }
 
-std::string new_job_id() {
-  unsigned char raw[8];
-  if (RAND_bytes(raw, sizeof raw) != 1) throw Error("job store: no random bytes for a job id (OpenSSL)");
-  return "job-" + to_hex(raw, sizeof raw);
-}
 
 }  // namespace
+
+std::string new_job_id() { return "job-" + protocol::random_hex(8); }
 
 const char* to_string(JobState s) {
   switch (s) {

@@ -51,6 +51,9 @@ struct StoreOptions {
   int64_t audit_window_ms = 0;
 };
 
+// A job id as the store makes them: "job-" and 16 random hex digits.
+std::string new_job_id();
+
 // What a job is: a client's, or an audit of another job's output (protocol/audit.h).
 inline constexpr const char* kClientJob = "client";
 inline constexpr const char* kAuditJob = "audit";

@@ -2,21 +2,9 @@
 // A completed job's payment waits in `settlements` until the audit window closes and no audit
 // of it runs. A failed audit is confirmed by a second auditor of a third owner; only then is
 // anyone banned, and a banned node forfeits every payment it still waits for.
-#include <openssl/rand.h>
-
 #include "network/job_store.h"
 
 namespace orchard::network {
-
-namespace {
-
-std::string new_audit_id() {
-  unsigned char raw[8];
-  if (RAND_bytes(raw, sizeof raw) != 1) throw Error("job store: no random bytes for an audit id (OpenSSL)");
-  return "audit-" + to_hex(raw, sizeof raw);
-}
-
-}  // namespace
 
 void JobStore::check_not_banned(const std::string& node_id) {
   sql::Stmt s(db(), "SELECT banned FROM nodes WHERE id = ?1");
@@ -54,7 +42,7 @@ std::optional<std::string> JobStore::queue_audit_in(const std::string& job_id, c
   }
   std::vector<std::string> owners = excluded;
   owners.push_back(c.owner);
-  const std::string id = new_audit_id();
+  const std::string id = "audit-" + protocol::random_hex(8);
   const nlohmann::json request = {{"api", kAuditApi}, {"body", to_json(a)}};
   const int64_t n_ctx = j.i64(3);
   sql::Stmt ins(db(),
