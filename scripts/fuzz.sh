@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang (ASan + UBSan) into build-fuzz/ and fuzzes the GGUF
+# Builds the libFuzzer targets with clang (ASan + UBSan) into $FUZZ_BUILD_DIR (build-fuzz/; the
+# test suite passes its sanitizer build, which holds them) and fuzzes the GGUF
 # reader for SECONDS (default 60), then the rank handshake, the hostfile parser, the planner's
 # cluster files, the chat-template interpreter, HTTP request bodies and node registrations (with
 # the wire protocol's other readers) for a third of that each, starting from a

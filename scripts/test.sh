@@ -11,11 +11,16 @@ phase "installing dependencies"
 scripts/install-deps.sh
 phase "building"
 scripts/build.sh
+# One clang build under ASan + UBSan runs the tests and, with ORCHARD_FUZZ, holds the fuzzers too
+# (the libraries are compiled once for both).
+fuzz_dir=build-fuzz
 if [[ "${ORCHARD_SKIP_SANITIZERS:-0}" != 1 ]]; then
-  phase "building and testing under ASan + UBSan"
-  BUILD_DIR=build-asan scripts/build.sh -DORCHARD_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS=-O1
+  phase "building and testing under ASan + UBSan (and building the fuzzers)"
+  BUILD_DIR=build-asan scripts/build.sh -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+    -DORCHARD_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS=-O1
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build-asan --output-on-failure -j "$(nproc)"
+  fuzz_dir=build-asan
 fi
 if [[ "${ORCHARD_SKIP_ARM:-0}" != 1 ]]; then
   phase "aarch64 under qemu"
@@ -23,7 +28,7 @@ if [[ "${ORCHARD_SKIP_ARM:-0}" != 1 ]]; then
 fi
 if [[ "${ORCHARD_SKIP_FUZZ:-0}" != 1 ]]; then
   phase "fuzzing"
-  scripts/fuzz.sh "${ORCHARD_FUZZ_SECONDS:-30}"
+  FUZZ_BUILD_DIR=$fuzz_dir scripts/fuzz.sh "${ORCHARD_FUZZ_SECONDS:-30}"
 fi
 phase "every test on the normal build"
 ctest --test-dir build --output-on-failure -j "$(nproc)"

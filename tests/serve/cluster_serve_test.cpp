@@ -77,7 +77,7 @@ TEST_P(ClusterServe, AnswersEqualOneMachineAndStopsCleanly) {
   std::vector<std::string> got(prompts.size());
   std::vector<std::thread> clients;
   for (size_t i = 0; i < prompts.size(); ++i)
-    clients.emplace_back([&, i] {
+    clients.emplace_back([&, i, port = port] {  // (clang 14 cannot capture a structured binding)
       httplib::Client c("127.0.0.1", port);
       c.set_read_timeout(120, 0);
       auto res = c.Post("/v1/completions", json{{"prompt", prompts[i]}, {"max_tokens", 24}, {"temperature", 0}}.dump(),
