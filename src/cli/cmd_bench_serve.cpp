@@ -29,7 +29,7 @@ struct Opts {
   std::string model, clients = "1,16";
   int n = 64, reps = 3, threads = 0;
   int64_t ctx = 512;
-  bool no_repack = false;
+  bool no_repack = false, no_prompt_cache = false;
   KVType kv_type = KVType::F16;  // orchard serve's default
   double stream_interval_ms = 0;
 };
@@ -142,6 +142,7 @@ void register_bench_serve(CLI::App& bench) {
   cmd->add_option("-c,--ctx", o->ctx, "Positions per slot")->capture_default_str();
   cmd->add_flag("--no-repack", o->no_repack, "One weight layout only (less memory, slower batches)");
   add_kv_type_option(cmd, o->kv_type);
+  cmd->add_flag("--no-prompt-cache", o->no_prompt_cache, "As orchard serve's (compute every prompt whole)");
   cmd->add_option("--stream-interval", o->stream_interval_ms, "As orchard serve's (ms between writes to a stream)")
       ->check(CLI::Range(0.0, 1000.0))
       ->capture_default_str();
@@ -161,6 +162,7 @@ void register_bench_serve(CLI::App& bench) {
     serve::Metrics metrics;
     serve::SchedulerOptions so;
     so.max_queue = most;
+    so.prompt_cache = !o->no_prompt_cache;
     so.stream_interval = std::chrono::microseconds(static_cast<int64_t>(o->stream_interval_ms * 1000));
     serve::Scheduler sched(exec, engine->tokenizer(), metrics, so);
     serve::ModelInfo mi;

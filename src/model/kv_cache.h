@@ -45,6 +45,28 @@ class KVCache {
   // Drops positions >= n (e.g. to re-run a suffix).
   void truncate(int64_t n) { if (n < used_) used_ = n; }
 
+  // Makes this cache hold `src`'s first n positions (a prompt prefix another sequence already
+  // computed): their keys' whole panels and their value rows, then nothing after them. `src`
+  // must have this cache's shape.
+  void copy_prefix(const KVCache& src, int64_t n) {
+    if (src.type_ != type_ || src.n_ctx_ != n_ctx_ || src.kv_dim_ != kv_dim_ || src.head_dim_ != head_dim_ ||
+        src.k_elems_ != k_elems_ || src.elems_ != elems_)
+      throw Error("copy_prefix: the two caches differ in shape");
+    if (n < 0 || n > src.used_)
+      throw Error("copy_prefix: " + std::to_string(n) + " positions asked of a cache holding " + std::to_string(src.used_));
+    if (&src == this) return truncate(n);
+    const int64_t layers = n_kv_heads_ > 0 ? static_cast<int64_t>(k_elems_) / (n_kv_heads_ * head_keys_) : 0;
+    const size_t key_bytes = static_cast<size_t>(key_panels_size(n, head_dim_)) * elem_;
+    for (int64_t l = 0; l < layers; ++l) {
+      for (int64_t h = 0; h < n_kv_heads_; ++h)
+        std::copy_n(src.k_.data() + k_index(l, h) * elem_, key_bytes, k_.data() + k_index(l, h) * elem_);
+      if (elems_ > 0)
+        std::copy_n(src.v_.data() + v_index(l, 0) * elem_, static_cast<size_t>(n * kv_dim_) * elem_,
+                    v_.data() + v_index(l, 0) * elem_);
+    }
+    used_ = n;
+  }
+
   // Throws a clear error when `n` more positions do not fit.
   void reserve(int64_t n) const {
     if (used_ + n > n_ctx_)

@@ -47,7 +47,7 @@ class SlotForward : public Forward {
  public:
   SlotForward(serve::Executor& exec, int slot) : exec_(exec), slot_(slot) {}
   void feed(std::span<const TokenId> tokens, std::vector<float>& logits) override {
-    const serve::SlotFeed f{slot_, positions_ == 0, std::vector<TokenId>(tokens.begin(), tokens.end())};
+    const serve::SlotFeed f{slot_, positions_ == 0 ? 0 : -1, -1, std::vector<TokenId>(tokens.begin(), tokens.end())};
     exec_.step(std::span<const serve::SlotFeed>(&f, 1), logits);
     positions_ += static_cast<int64_t>(tokens.size());
   }

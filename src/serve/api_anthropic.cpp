@@ -85,7 +85,9 @@ void messages(Service& service, const httplib::Request& req, httplib::Response& 
                 {"role", "assistant"},
                 {"model", model},
                 {"content", json::array({{{"type", "text"}, {"text", done.text}}})},
-                {"usage", {{"input_tokens", done.prompt_tokens}, {"output_tokens", done.completion_tokens}}}};
+                {"usage", {{"input_tokens", done.prompt_tokens - done.cached_tokens},
+                           {"cache_read_input_tokens", done.cached_tokens},
+                           {"output_tokens", done.completion_tokens}}}};
     out.update(stop_fields(done));
     send_json(res, out);
     return;

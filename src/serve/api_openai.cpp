@@ -13,7 +13,8 @@ using nlohmann::json;
 json usage(const Completion& c) {
   return {{"prompt_tokens", c.prompt_tokens},
           {"completion_tokens", c.completion_tokens},
-          {"total_tokens", c.prompt_tokens + c.completion_tokens}};
+          {"total_tokens", c.prompt_tokens + c.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", c.cached_tokens}}}};
 }
 
 // OpenAI knows "stop" and "length"; a generation that failed is reported as an error instead.

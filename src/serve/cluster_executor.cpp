@@ -12,12 +12,14 @@
 namespace orchard::serve {
 namespace {
 
-// A step on the wire: [n_feeds] then per feed [slot, reset, n_tokens, tokens…], all int32.
+// A step on the wire: [n_feeds] then per feed [slot, keep, copy_from, n_tokens, tokens…], all
+// int32.
 std::vector<int32_t> encode(std::span<const SlotFeed> feeds) {
   std::vector<int32_t> w = {static_cast<int32_t>(feeds.size())};
   for (const SlotFeed& f : feeds) {
     w.push_back(f.slot);
-    w.push_back(f.reset ? 1 : 0);
+    w.push_back(static_cast<int32_t>(f.keep));
+    w.push_back(f.copy_from);
     w.push_back(static_cast<int32_t>(f.tokens.size()));
     w.insert(w.end(), f.tokens.begin(), f.tokens.end());
   }
@@ -36,9 +38,11 @@ std::vector<SlotFeed> decode(const std::vector<int32_t>& w, int slots) {
   for (int32_t k = 0; k < n; ++k) {
     SlotFeed f;
     f.slot = take();
-    f.reset = take() != 0;
+    f.keep = take();
+    f.copy_from = take();
     const int32_t len = take();
-    if (f.slot < 0 || f.slot >= slots || len <= 0) throw Error("a malformed step message from rank 0");
+    if (f.slot < 0 || f.slot >= slots || len <= 0 || f.keep < -1 || f.copy_from < -1 || f.copy_from >= slots)
+      throw Error("a malformed step message from rank 0");
     for (int32_t t = 0; t < len; ++t) f.tokens.push_back(take());
     feeds.push_back(std::move(f));
   }
@@ -64,8 +68,7 @@ void ClusterExecutor::run(std::span<const SlotFeed> feeds, std::vector<float>& l
   const int64_t nv = n_vocab();
   const bool sampler = session_.is_sampler();
   logits.resize(feeds.size() * static_cast<size_t>(nv));
-  for (const SlotFeed& f : feeds)
-    if (f.reset) caches_[static_cast<size_t>(f.slot)]->clear();
+  prepare_slots(feeds, caches_);
   size_t rows = 0;
   for (const SlotFeed& f : feeds) rows += f.tokens.size();
   if (feeds.size() > 1 && rows <= static_cast<size_t>(chunk_)) {

@@ -13,14 +13,33 @@ LocalExecutor::LocalExecutor(Engine& engine, int slots) : engine_(engine) {
   engine_.model().set_batch_invariant(true);
 }
 
-void LocalExecutor::step(std::span<const SlotFeed> feeds, std::vector<float>& logits) {
-  std::vector<BatchSeq> batch;
+void prepare_slots(std::span<const SlotFeed> feeds, std::span<const std::unique_ptr<KVCache>> caches) {
+  const auto n = static_cast<int64_t>(caches.size());
   for (const SlotFeed& f : feeds) {
-    if (f.slot < 0 || f.slot >= slots()) throw Error("no slot " + std::to_string(f.slot));
-    KVCache& kv = *caches_[static_cast<size_t>(f.slot)];
-    if (f.reset) kv.clear();
-    batch.push_back({f.tokens, &kv});
+    if (f.slot < 0 || f.slot >= n) throw Error("no slot " + std::to_string(f.slot));
+    if (f.copy_from >= n || f.copy_from < -1) throw Error("no slot " + std::to_string(f.copy_from) + " to copy from");
+    if (f.keep < -1 || f.keep > caches[static_cast<size_t>(f.slot)]->capacity())
+      throw Error("slot " + std::to_string(f.slot) + ": cannot keep " + std::to_string(f.keep) + " positions");
   }
+  // Copies first (a source restarted by this same step still holds what it held), then the
+  // truncations of the rest.
+  for (const SlotFeed& f : feeds)
+    if (f.copy_from >= 0 && f.copy_from != f.slot && f.keep > 0)
+      caches[static_cast<size_t>(f.slot)]->copy_prefix(*caches[static_cast<size_t>(f.copy_from)], f.keep);
+  for (const SlotFeed& f : feeds) {
+    if (f.keep < 0 || (f.copy_from >= 0 && f.copy_from != f.slot && f.keep > 0)) continue;
+    KVCache& kv = *caches[static_cast<size_t>(f.slot)];
+    if (f.keep > kv.size())
+      throw Error("slot " + std::to_string(f.slot) + " holds " + std::to_string(kv.size()) + " positions, not the " +
+                  std::to_string(f.keep) + " to keep");
+    kv.truncate(f.keep);
+  }
+}
+
+void LocalExecutor::step(std::span<const SlotFeed> feeds, std::vector<float>& logits) {
+  prepare_slots(feeds, caches_);
+  std::vector<BatchSeq> batch;
+  for (const SlotFeed& f : feeds) batch.push_back({f.tokens, caches_[static_cast<size_t>(f.slot)].get()});
   engine_.model().forward_batch(batch, logits);
 }
 

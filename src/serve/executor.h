@@ -13,9 +13,20 @@ namespace orchard::serve {
 
 struct SlotFeed {
   int slot = 0;
-  bool reset = false;              // a new request: forget what the slot held
+  // Positions of the slot kept before `tokens` are appended: -1 all of them (a request going
+  // on), 0 none (a new request), k the first k (a new request sharing that prefix: the prompt
+  // cache).
+  int64_t keep = -1;
+  // A slot whose first `keep` positions are copied into this one first (it holds more of the
+  // new request's prefix); -1: none. Every feed's copy is made before any feed truncates or
+  // appends, so the source may be a slot this same step restarts.
+  int copy_from = -1;
   std::vector<TokenId> tokens;     // appended after the slot's positions
 };
+
+// Applies the feeds' copies, then their truncations, to the slots' caches (what every executor
+// does before running a step); throws naming the feed when one asks for what cannot be.
+void prepare_slots(std::span<const SlotFeed> feeds, std::span<const std::unique_ptr<KVCache>> caches);
 
 class Executor {
  public:

@@ -52,6 +52,12 @@ void Metrics::prompt_tokens(int64_t n) {
   prompt_tokens_ += static_cast<uint64_t>(n);
 }
 
+void Metrics::prompt_placed(int64_t cached, int64_t computed) {
+  std::lock_guard lock(mu_);
+  cached_prompt_tokens_ += static_cast<uint64_t>(cached);
+  computed_prompt_tokens_ += static_cast<uint64_t>(computed);
+}
+
 void Metrics::first_token(double ttft_s) {
   std::lock_guard lock(mu_);
   ttft_.observe(ttft_s);
@@ -115,6 +121,12 @@ std::string Metrics::render() const {
   for (const auto& [why, n] : rejected_) o += "orchard_rejected_total{reason=\"" + why + "\"} " + std::to_string(n) + "\n";
   o += "# HELP orchard_prompt_tokens_total Prompt tokens processed.\n# TYPE orchard_prompt_tokens_total counter\n";
   o += "orchard_prompt_tokens_total " + std::to_string(prompt_tokens_) + "\n";
+  o += "# HELP orchard_prompt_tokens_cached_total Prompt tokens whose keys and values a slot already held (the prompt cache).\n"
+       "# TYPE orchard_prompt_tokens_cached_total counter\n";
+  o += "orchard_prompt_tokens_cached_total " + std::to_string(cached_prompt_tokens_) + "\n";
+  o += "# HELP orchard_prompt_tokens_computed_total Prompt tokens run through the model.\n"
+       "# TYPE orchard_prompt_tokens_computed_total counter\n";
+  o += "orchard_prompt_tokens_computed_total " + std::to_string(computed_prompt_tokens_) + "\n";
   o += "# HELP orchard_generated_tokens_total Tokens generated.\n# TYPE orchard_generated_tokens_total counter\n";
   o += "orchard_generated_tokens_total " + std::to_string(generated_tokens_) + "\n";
   o += "# HELP orchard_time_to_first_token_seconds From request to first generated token.\n";

@@ -35,6 +35,8 @@ class Metrics {
   Metrics();
   void request(const std::string& endpoint, int status);
   void prompt_tokens(int64_t n);
+  // A request placed in a slot: of its prompt, `cached` tokens the slot held, `computed` to run.
+  void prompt_placed(int64_t cached, int64_t computed);
   void first_token(double ttft_s);
   void token(double since_previous_s);      // one generated token after the first
   void generated(int64_t n);                // generated tokens (first included)
@@ -51,7 +53,7 @@ class Metrics {
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   std::map<std::string, uint64_t> rejected_;
-  uint64_t prompt_tokens_ = 0, generated_tokens_ = 0;
+  uint64_t prompt_tokens_ = 0, generated_tokens_ = 0, cached_prompt_tokens_ = 0, computed_prompt_tokens_ = 0;
   int64_t waiting_ = 0, active_ = 0, slots_ = 0;
   Histogram ttft_, token_latency_;
   platform::EnergyMeter energy_;  // the CPU package's energy since the server started

@@ -14,6 +14,19 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
+// Tokens a and b share from the start, at most `most`.
+int64_t shared_prefix(const std::vector<TokenId>& a, const std::vector<TokenId>& b, size_t most) {
+  most = std::min({most, a.size(), b.size()});
+  size_t n = 0;
+  while (n < most && a[n] == b[n]) ++n;
+  return static_cast<int64_t>(n);
+}
+
+// A request waits for another still computing a prefix they share, until a slot holds all of
+// it, when that prefix is at least this long (a shorter one costs less to compute again than a
+// slot left idle meanwhile).
+constexpr int64_t kWaitForPrefix = 64;
+
 }  // namespace
 
 struct Scheduler::Job {
@@ -23,7 +36,9 @@ struct Scheduler::Job {
   TextOutput out;
   int slot = -1;
   size_t fed = 0;                   // prompt tokens already in the slot
-  bool fresh = true;                // the slot must be cleared before the first feed
+  bool fresh = true;                // the first feed, which prepares the slot, is still to come
+  int64_t keep = 0;                 // what the first feed keeps of the slot (the cached prefix)
+  int copy_from = -1;               // the slot the first feed copies that prefix from, or -1
   TokenId next = -1;                // generated token to feed at the next step
   std::vector<TokenId> generated;
   Clock::time_point submitted = Clock::now(), started, first_token, last_token;
@@ -38,7 +53,8 @@ struct Scheduler::Job {
 
 Scheduler::Scheduler(Executor& executor, const Tokenizer& tok, Metrics& metrics, SchedulerOptions options)
     : executor_(executor), tok_(tok), metrics_(metrics), opts_(options),
-      slot_jobs_(static_cast<size_t>(executor.slots())) {
+      slot_jobs_(static_cast<size_t>(executor.slots())), held_(static_cast<size_t>(executor.slots())),
+      last_used_(static_cast<size_t>(executor.slots()), 0) {
   opts_.max_step_tokens = std::max<int64_t>(1, opts_.max_step_tokens);
   metrics_.set_queue(0, 0, executor_.slots());
   thread_ = std::thread([this] { loop(); });
@@ -112,6 +128,7 @@ void Scheduler::finish(Job& job, const std::string& reason, const std::string& e
   c.error = error;
   c.stopped_by = job.out.stopped_by();
   c.prompt_tokens = static_cast<int64_t>(job.req.prompt.size());
+  c.cached_tokens = job.slot >= 0 ? job.keep : 0;
   c.completion_tokens = static_cast<int64_t>(job.generated.size());
   c.queue_ms = job.slot >= 0 ? ms_between(job.submitted, job.started) : ms_between(job.submitted, now);
   if (!job.generated.empty()) {
@@ -132,6 +149,64 @@ void Scheduler::release_finished() {
   }
 }
 
+// Under the lock, on the scheduler thread: picks a free slot for `job` and what of its prompt it
+// starts from. The prefix a slot holds is usable up to the prompt's last token (whose logits the
+// first step must produce). The free slot holding the most of it wins; when another slot holds
+// more (one generating, or one this round did not restart), the least recently used free slot
+// takes a copy of that; with nothing cached anywhere, the least recently used free slot.
+void Scheduler::place(Job& job, std::vector<bool>& restarted) {
+  const std::vector<TokenId>& prompt = job.req.prompt;
+  auto cached = [&](size_t s) { return opts_.prompt_cache ? shared_prefix(held_[s], prompt, prompt.size() - 1) : 0; };
+  int best_free = -1, lru_free = -1, best_any = -1;
+  int64_t free_len = -1, any_len = 0;
+  for (size_t s = 0; s < slot_jobs_.size(); ++s) {
+    const int64_t len = cached(s);
+    if (!slot_jobs_[s]) {
+      if (len > free_len || (len == free_len && last_used_[s] < last_used_[static_cast<size_t>(best_free)])) {
+        best_free = static_cast<int>(s);
+        free_len = len;
+      }
+      if (lru_free < 0 || last_used_[s] < last_used_[static_cast<size_t>(lru_free)]) lru_free = static_cast<int>(s);
+    }
+    if (!restarted[s] && len > any_len) {
+      best_any = static_cast<int>(s);
+      any_len = len;
+    }
+  }
+  if (best_any >= 0 && any_len > free_len) {
+    job.slot = lru_free;
+    job.keep = any_len;
+    job.copy_from = best_any == lru_free ? -1 : best_any;
+  } else {
+    job.slot = free_len > 0 ? best_free : lru_free;
+    job.keep = std::max<int64_t>(free_len, 0);
+    job.copy_from = -1;
+  }
+  if (job.keep == 0) job.copy_from = -1;
+  const auto s = static_cast<size_t>(job.slot);
+  restarted[s] = true;  // (held_ changes with the first feed, which may yet not run: a cancel)
+  last_used_[s] = ++placements_;
+  job.fed = static_cast<size_t>(job.keep);
+  job.positions = job.keep;
+  metrics_.prompt_placed(job.keep, static_cast<int64_t>(prompt.size()) - job.keep);
+}
+
+// Under the lock, on the scheduler thread: whether `job` should wait for a request already placed
+// that is still computing a prefix of its prompt (sixteen clients with one long system prompt
+// then compute it once, the first of them, and the others copy it from that slot).
+bool Scheduler::waits_for_prefix(const Job& job, const std::vector<bool>& restarted) const {
+  if (!opts_.prompt_cache) return false;
+  const std::vector<TokenId>& prompt = job.req.prompt;
+  int64_t ready = 0, pending = 0;
+  for (size_t s = 0; s < slot_jobs_.size(); ++s) {
+    if (!restarted[s]) ready = std::max(ready, shared_prefix(held_[s], prompt, prompt.size() - 1));
+    const auto& other = slot_jobs_[s];
+    if (other && !other->done && other->prefilling())
+      pending = std::max(pending, shared_prefix(other->req.prompt, prompt, prompt.size() - 1));
+  }
+  return pending >= kWaitForPrefix && pending > ready;
+}
+
 // Under the lock: moves queued requests into free slots, drops cancelled ones, and lists the
 // jobs that run this step. False when there is nothing to do and the loop should stop.
 bool Scheduler::admit_and_collect(std::vector<std::shared_ptr<Job>>& running) {
@@ -146,14 +221,15 @@ bool Scheduler::admit_and_collect(std::vector<std::shared_ptr<Job>>& running) {
         ++it;
       }
     }
-    for (size_t s = 0; s < slot_jobs_.size() && !queue_.empty(); ++s) {
-      if (slot_jobs_[s]) continue;
+    std::vector<bool> restarted(slot_jobs_.size(), false);
+    while (!queue_.empty() && std::any_of(slot_jobs_.begin(), slot_jobs_.end(), [](const auto& j) { return !j; })) {
+      if (waits_for_prefix(*queue_.front(), restarted)) break;  // (in order: the queue stays first come, first served)
       auto job = queue_.front();
       queue_.pop_front();
-      job->slot = static_cast<int>(s);
+      place(*job, restarted);
       job->started = Clock::now();
       for (TokenId t : job->req.prompt) job->sampler.accept(t);
-      slot_jobs_[s] = job;
+      slot_jobs_[static_cast<size_t>(job->slot)] = job;
     }
     running.clear();
     for (auto& j : slot_jobs_) {
@@ -189,14 +265,17 @@ void Scheduler::loop() {
     int64_t budget = opts_.max_step_tokens;
     for (auto& j : running) {
       if (j->prefilling()) continue;
-      feeds.push_back({j->slot, false, {j->next}});
+      feeds.push_back({j->slot, -1, -1, {j->next}});
       stepped.push_back(j);
     }
+    // (A request's first feed always runs in the step after it was placed: it prepares the slot
+    // while the slot it may copy from still holds what place() saw.)
     for (auto& j : running) {
-      if (!j->prefilling() || (budget <= 0 && !feeds.empty())) continue;
+      if (!j->prefilling() || (budget <= 0 && !feeds.empty() && !j->fresh)) continue;
       const size_t left = j->req.prompt.size() - j->fed;
       const size_t n = std::min(left, static_cast<size_t>(std::max<int64_t>(budget, 1)));
-      SlotFeed f{j->slot, j->fresh, {}};
+      SlotFeed f{j->slot, j->fresh ? j->keep : -1, j->fresh ? j->copy_from : -1, {}};
+      if (j->fresh) held_[static_cast<size_t>(j->slot)].assign(j->req.prompt.begin(), j->req.prompt.begin() + j->keep);
       f.tokens.assign(j->req.prompt.begin() + static_cast<std::ptrdiff_t>(j->fed),
                       j->req.prompt.begin() + static_cast<std::ptrdiff_t>(j->fed + n));
       feeds.push_back(std::move(f));
@@ -207,9 +286,16 @@ void Scheduler::loop() {
       executor_.step(feeds, logits);
     } catch (const std::exception& e) {
       std::lock_guard lock(mu_);
-      for (auto& j : stepped) finish(*j, "error", e.what());
+      for (auto& j : stepped) {
+        held_[static_cast<size_t>(j->slot)].clear();  // what the slot holds is unknown now
+        finish(*j, "error", e.what());
+      }
       release_finished();
       continue;
+    }
+    for (const SlotFeed& f : feeds) {
+      auto& h = held_[static_cast<size_t>(f.slot)];
+      h.insert(h.end(), f.tokens.begin(), f.tokens.end());
     }
     const int64_t nv = executor_.n_vocab();
     for (size_t i = 0; i < stepped.size(); ++i) {

@@ -27,6 +27,10 @@ struct SchedulerOptions {
   // put several tokens in one write when tokens come faster than readers can see them, which
   // saves the wakes, system calls and parsing that otherwise cost each token.
   std::chrono::microseconds stream_interval{0};
+  // The prompt cache: a request starts from the longest prefix of its prompt that a slot still
+  // holds from an earlier request (its own earlier turns, a shared system prompt), copied from
+  // another slot when a free one holds less.
+  bool prompt_cache = true;
 };
 
 // Why a request was refused before it started; the HTTP layer maps it to a status code.
@@ -66,6 +70,8 @@ class Scheduler {
   void sample(Job& job, const float* logits);
   void finish(Job& job, const std::string& reason, const std::string& error = {});
   void release_finished();
+  void place(Job& job, std::vector<bool>& restarted);
+  bool waits_for_prefix(const Job& job, const std::vector<bool>& restarted) const;
 
   Executor& executor_;
   const Tokenizer& tok_;
@@ -75,6 +81,11 @@ class Scheduler {
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
   std::vector<std::shared_ptr<Job>> slot_jobs_;   // per slot: the job in it, or null
+  // Per slot, the scheduler thread's: the tokens whose keys and values it holds, in order, and
+  // when it last took a request (the least recently used free slot is the one overwritten).
+  std::vector<std::vector<TokenId>> held_;
+  std::vector<uint64_t> last_used_;
+  uint64_t placements_ = 0;
   bool stopping_ = false;
   StreamWaker waker_;
   std::vector<std::shared_ptr<Stream>> to_wake_;  // the scheduler thread's, per step

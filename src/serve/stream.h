@@ -21,6 +21,7 @@ struct Completion {
   std::string error;           // set when finish_reason == "error"
   std::string stopped_by;      // the stop string that ended it, if one did
   int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;   // of prompt_tokens, those whose keys and values a slot already held
   int64_t completion_tokens = 0;
   double queue_ms = 0;         // waiting for a slot
   double ttft_ms = 0;          // from submission to the first generated token

@@ -196,6 +196,11 @@ TEST(Server, ChatStreamsWhatItAnswersWhole) {
   }
   EXPECT_EQ(streamed, content);
   EXPECT_EQ(finish, whole["choices"][0]["finish_reason"]);
+  // The same request again: all of its prompt but the last token comes from the prompt cache.
+  EXPECT_EQ(whole["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_EQ(usage["prompt_tokens_details"]["cached_tokens"], usage["prompt_tokens"].get<int>() - 1);
+  usage.erase("prompt_tokens_details");
+  whole["usage"].erase("prompt_tokens_details");
   EXPECT_EQ(usage, whole["usage"]);
 }
 
