@@ -34,17 +34,25 @@ int32_t argmax(const float* x, int64_t n) {
 
 namespace {
 
-// Repetition penalty (CTRL paper): shrink positive logits, grow negative ones, once per
-// distinct token of `recent`.
+// What the options do to the logits before any choice, in llama.cpp's order: the bias, then
+// the repetition penalty (CTRL paper: shrink positive logits, grow negative ones, once per
+// distinct token of `recent`), then the frequency and presence penalties by each token's count.
 template <class LogitOf>
-void penalize(std::vector<int32_t> recent, float penalty, int64_t n_vocab, LogitOf logit_of) {
-  if (penalty == 1.0f || recent.empty()) return;
+void adjust_logits(std::vector<int32_t> recent, const SamplerOptions& o, int64_t n_vocab, LogitOf logit_of) {
+  for (const auto& [id, bias] : o.logit_bias)
+    if (id >= 0 && id < n_vocab) logit_of(id) += bias;
+  if ((o.repeat_penalty == 1.0f && o.frequency_penalty == 0.0f && o.presence_penalty == 0.0f) || recent.empty()) return;
   std::sort(recent.begin(), recent.end());
-  recent.erase(std::unique(recent.begin(), recent.end()), recent.end());
-  for (int32_t id : recent) {
+  for (size_t i = 0; i < recent.size();) {
+    size_t j = i;
+    while (j < recent.size() && recent[j] == recent[i]) ++j;
+    const int32_t id = recent[i];
+    const auto count = static_cast<float>(j - i);
+    i = j;
     if (id < 0 || id >= n_vocab) continue;
     float& l = logit_of(id);
-    l = l > 0 ? l / penalty : l * penalty;
+    if (o.repeat_penalty != 1.0f) l = l > 0 ? l / o.repeat_penalty : l * o.repeat_penalty;
+    l -= count * o.frequency_penalty + o.presence_penalty;
   }
 }
 
@@ -69,12 +77,13 @@ void Sampler::accept(int32_t token) {
 int32_t Sampler::sample(const float* logits, int64_t n_vocab) {
   // Greedy without a penalty needs no candidate list (a server samples every token of every
   // request here).
-  if (opts_.temperature <= 0 && (opts_.repeat_penalty == 1.0f || recent_.empty())) return argmax(logits, n_vocab);
+  const bool penalties = opts_.repeat_penalty != 1.0f || opts_.frequency_penalty != 0.0f || opts_.presence_penalty != 0.0f;
+  if (opts_.temperature <= 0 && opts_.logit_bias.empty() && (!penalties || recent_.empty())) return argmax(logits, n_vocab);
   cand_.resize(static_cast<size_t>(n_vocab));
   for (int64_t i = 0; i < n_vocab; ++i) cand_[i] = {static_cast<int32_t>(i), logits[i], 0.0f};
 
-  penalize(std::vector<int32_t>(recent_.begin(), recent_.end()), opts_.repeat_penalty, n_vocab,
-           [&](int32_t id) -> float& { return cand_[id].logit; });
+  adjust_logits(std::vector<int32_t>(recent_.begin(), recent_.end()), opts_, n_vocab,
+                [&](int32_t id) -> float& { return cand_[id].logit; });
 
   if (opts_.temperature <= 0) {
     size_t best = 0;
@@ -135,9 +144,8 @@ TokenScore score_token(const float* logits, int64_t n_vocab, const SamplerOption
                        int32_t token) {
   if (token < 0 || token >= n_vocab) throw Error("score_token: token " + std::to_string(token) + " is outside the vocabulary");
   std::vector<float> l(logits, logits + n_vocab);
-  // The same penalty, on the same tokens, as Sampler::sample.
-  penalize(std::vector<int32_t>(recent.begin(), recent.end()), opts.repeat_penalty, n_vocab,
-           [&](int32_t id) -> float& { return l[id]; });
+  // The same bias and penalties, on the same tokens, as Sampler::sample.
+  adjust_logits(std::vector<int32_t>(recent.begin(), recent.end()), opts, n_vocab, [&](int32_t id) -> float& { return l[id]; });
   TokenScore s;
   const float max = *std::max_element(l.begin(), l.end());
   s.gap = max - l[token];

@@ -5,6 +5,7 @@
 #include <deque>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace orchard {
@@ -17,6 +18,13 @@ struct SamplerOptions {
   float repeat_penalty = 1.0f; // 1: off
   int32_t repeat_last_n = 64;  // window of recent tokens the penalty looks at
   uint64_t seed = 0xC0FFEE;    // same seed, same logits → same tokens
+  // OpenAI's penalties, as llama.cpp applies them over the same window as repeat_penalty:
+  // logit −= count·frequency_penalty + (count > 0)·presence_penalty. 0: off.
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  // Added to a token's logit before anything else samples (OpenAI's logit_bias: −100 bans,
+  // 100 all but forces).
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
   static SamplerOptions greedy() {
     SamplerOptions o;

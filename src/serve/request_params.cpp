@@ -56,6 +56,30 @@ void read_generation_params(const json& j, GenerateOptions& o, const ParamNames&
   if (present(j, n.top_k)) s.top_k = static_cast<int32_t>(integer(j, n.top_k, 0, 1 << 30));
   if (present(j, "min_p")) s.min_p = static_cast<float>(number(j, "min_p", 0, 1));
   if (present(j, n.repeat_penalty)) s.repeat_penalty = static_cast<float>(number(j, n.repeat_penalty, 0, 100));
+  if (present(j, "frequency_penalty")) s.frequency_penalty = static_cast<float>(number(j, "frequency_penalty", -2, 2));
+  if (present(j, "presence_penalty")) s.presence_penalty = static_cast<float>(number(j, "presence_penalty", -2, 2));
+  if (present(j, "logit_bias")) {
+    // {"token id": bias}, as OpenAI's; ids are checked against the vocabulary when the request
+    // is tokenized (check_logit_bias).
+    const json& v = j.at("logit_bias");
+    if (!v.is_object()) throw ApiError::bad_request("'logit_bias' must be an object of token ids to numbers", "logit_bias");
+    if (v.size() > 1024) throw ApiError::bad_request("'logit_bias' may name at most 1024 tokens", "logit_bias");
+    s.logit_bias.clear();
+    for (const auto& [key, bias] : v.items()) {
+      int64_t id = -1;
+      size_t used = 0;
+      try {
+        id = std::stoll(key, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == 0 || used != key.size() || id < 0 || id > std::numeric_limits<int32_t>::max())
+        throw ApiError::bad_request("'logit_bias' keys must be token ids (got \"" + key + "\")", "logit_bias");
+      if (!bias.is_number() || !std::isfinite(bias.get<double>()) || bias.get<double>() < -100 || bias.get<double>() > 100)
+        throw ApiError::bad_request("'logit_bias' values must be numbers from -100 to 100 (token " + key + ")", "logit_bias");
+      s.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(bias.get<double>()));
+    }
+  }
   if (present(j, "seed")) {
     const json& v = j.at("seed");
     if (!v.is_number_integer()) throw ApiError::bad_request("'seed' must be an integer", "seed");

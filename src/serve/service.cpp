@@ -42,6 +42,11 @@ std::vector<TokenId> Service::chat_prompt(const std::vector<ChatMessage>& messag
 std::vector<TokenId> Service::text_prompt(const std::string& text) const { return text_prompt_tokens(tok_, text); }
 
 std::shared_ptr<Stream> Service::start(std::vector<TokenId> prompt, const GenerateOptions& o) {
+  for (const auto& [id, bias] : o.sampling.logit_bias)
+    if (id >= tok_.vocab_size())
+      throw ApiError::bad_request("'logit_bias' names token " + std::to_string(id) + ", beyond the model's vocabulary of " +
+                                      std::to_string(tok_.vocab_size()),
+                                  "logit_bias");
   try {
     return scheduler_.submit({std::move(prompt), o});
   } catch (const Refused& r) {

@@ -126,6 +126,48 @@ TEST(Sampler, RepetitionPenaltyAvoidsRecentTokens) {
   EXPECT_EQ(s2.sample(neg.data(), 2), 1);
 }
 
+// OpenAI's frequency and presence penalties, as llama.cpp applies them over the repetition
+// window: logit − count·frequency − (count > 0)·presence.
+TEST(Sampler, FrequencyAndPresencePenaltiesSubtractByCount) {
+  const std::vector<float> l = {2.0f, 1.5f, 0.1f};
+  auto pick = [&](float freq, float presence) {
+    SamplerOptions o = SamplerOptions::greedy();
+    o.frequency_penalty = freq;
+    o.presence_penalty = presence;
+    Sampler s(o);
+    for (int i = 0; i < 3; ++i) s.accept(0);  // token 0 seen three times, token 1 never
+    return s.sample(l.data(), 3);
+  };
+  EXPECT_EQ(pick(0.0f, 0.0f), 0);
+  EXPECT_EQ(pick(0.1f, 0.0f), 0);   // 2.0 − 0.3 = 1.7 > 1.5
+  EXPECT_EQ(pick(0.2f, 0.0f), 1);   // 2.0 − 0.6 = 1.4 < 1.5
+  EXPECT_EQ(pick(0.0f, 0.4f), 0);   // 1.6
+  EXPECT_EQ(pick(0.0f, 0.6f), 1);   // 1.4
+  EXPECT_EQ(pick(-0.5f, 0.0f), 0);  // negative: encourages repeats
+  // The audit's view agrees: the gap to the best logit after the penalties.
+  SamplerOptions o = SamplerOptions::greedy();
+  o.frequency_penalty = 0.2f;
+  const int32_t recent[] = {0, 0, 0};
+  EXPECT_NEAR(score_token(l.data(), 3, o, recent, 0).gap, 0.1f, 1e-6);
+  EXPECT_EQ(score_token(l.data(), 3, o, recent, 1).gap, 0.0f);
+}
+
+TEST(Sampler, LogitBiasShiftsOrBansTokens) {
+  const std::vector<float> l = {2.0f, 1.5f, 0.1f};
+  SamplerOptions o = SamplerOptions::greedy();
+  o.logit_bias = {{0, -100.0f}};
+  EXPECT_EQ(Sampler(o).sample(l.data(), 3), 1);
+  o.logit_bias = {{2, 1.95f}};  // 0.1 + 1.95 = 2.05 > 2.0
+  EXPECT_EQ(Sampler(o).sample(l.data(), 3), 2);
+  o.logit_bias = {{7, 100.0f}};  // outside the vocabulary: ignored here (the server refuses it)
+  EXPECT_EQ(Sampler(o).sample(l.data(), 3), 0);
+  // Sampling at a temperature never draws a banned token.
+  o = SamplerOptions();
+  o.logit_bias = {{0, -100.0f}};
+  Sampler s(o);
+  for (int i = 0; i < 200; ++i) EXPECT_NE(s.sample(l.data(), 3), 0);
+}
+
 TEST(Sampler, RejectsNonsenseOptions) {
   SamplerOptions o;
   o.top_p = 0;

@@ -204,6 +204,34 @@ TEST(Server, ChatStreamsWhatItAnswersWhole) {
   EXPECT_EQ(usage, whole["usage"]);
 }
 
+// logit_bias over the API: +100 forces a token, −100 on every token spelling the greedy answer's
+// first piece makes it start otherwise; the penalties are taken (the same answer each time).
+TEST(Server, LogitBiasAndPenaltiesReachTheSampler) {
+  Running s(1, 4, 64, 4096);
+  const Tokenizer& tok = s.engine->tokenizer();
+  const TokenId forced = tok.encode("zebra", false, false).front();
+  json one = json{{"prompt", "once upon a time"}, {"max_tokens", 1}, {"temperature", 0}, {"ignore_eos", true}};
+  one["logit_bias"] = {{std::to_string(forced), 100}};
+  EXPECT_EQ(s.post("/v1/completions", one.dump(), 200)["choices"][0]["text"], tok.token_to_piece(forced));
+
+  one.erase("logit_bias");
+  const std::string first = s.post("/v1/completions", one.dump(), 200)["choices"][0]["text"];
+  ASSERT_FALSE(first.empty());
+  json bans = json::object();
+  for (TokenId id = 0; id < tok.vocab_size() && bans.size() < 1024; ++id)
+    if (tok.token_to_piece(id) == first) bans[std::to_string(id)] = -100;
+  ASSERT_FALSE(bans.empty());
+  one["logit_bias"] = bans;
+  EXPECT_NE(s.post("/v1/completions", one.dump(), 200)["choices"][0]["text"], first);
+
+  json b = chat_body("tell me a story", 8);
+  b["frequency_penalty"] = 1.5;
+  b["presence_penalty"] = 1.0;
+  const json penalised = s.post("/v1/chat/completions", b.dump(), 200);
+  EXPECT_EQ(s.post("/v1/chat/completions", b.dump(), 200)["choices"][0]["message"]["content"],
+            penalised["choices"][0]["message"]["content"]);
+}
+
 TEST(Server, BadRequestsGetTheRightErrors) {
   Running s(1, 4, 64, 4096);
   auto check = [&](const std::string& path, const std::string& body, int status, const std::string& needle,
@@ -235,6 +263,18 @@ TEST(Server, BadRequestsGetTheRightErrors) {
   b["n"] = 3;
   check("/v1/chat/completions", b.dump(), 400, "n = 1", "n");
   check("/v1/completions", json{{"prompt", 5}}.dump(), 400, "'prompt' must be a string", "prompt");
+  b = chat_body("hi", 4);
+  b["frequency_penalty"] = 3;
+  check("/v1/chat/completions", b.dump(), 400, "'frequency_penalty' must be between -2.0 and 2.0", "frequency_penalty");
+  b = chat_body("hi", 4);
+  b["logit_bias"] = {{"abc", 1}};
+  check("/v1/chat/completions", b.dump(), 400, "keys must be token ids", "logit_bias");
+  b = chat_body("hi", 4);
+  b["logit_bias"] = {{"5", 200}};
+  check("/v1/chat/completions", b.dump(), 400, "from -100 to 100", "logit_bias");
+  b = chat_body("hi", 4);
+  b["logit_bias"] = {{"99999999", 1}};
+  check("/v1/chat/completions", b.dump(), 400, "beyond the model's vocabulary", "logit_bias");
   // A prompt longer than a slot: 400 with OpenAI's code for it.
   std::string long_prompt;
   for (int i = 0; i < 80; ++i) long_prompt += "word ";
