@@ -17,103 +17,151 @@ json usage(const Completion& c) {
           {"prompt_tokens_details", {{"cached_tokens", c.cached_tokens}}}};
 }
 
+// n choices share one prompt: it counts once, the first choice's cache report with it.
+json usage(const std::vector<std::shared_ptr<Stream>>& streams) {
+  Completion sum = streams.front()->completion();
+  for (size_t i = 1; i < streams.size(); ++i) sum.completion_tokens += streams[i]->completion().completion_tokens;
+  return usage(sum);
+}
+
 // OpenAI knows "stop" and "length"; a generation that failed is reported as an error instead.
 json finish_reason(const Completion& c) {
   if (c.finish_reason == "error") throw ApiError(500, "server_error", "generation failed: " + c.error);
   return c.finish_reason == "length" ? "length" : "stop";
 }
 
+// Starts r.n generations of one prompt, choice i with seed + i (greedy ones come out the same).
+// The prompt cache computes a long prompt once: the later choices wait for the first's and copy it.
+// If one cannot start (a full queue), those started are cancelled and the error goes back.
+std::vector<std::shared_ptr<Stream>> start_choices(Service& service, const OpenAIRequest& r, const std::vector<TokenId>& prompt) {
+  std::vector<std::shared_ptr<Stream>> streams;
+  try {
+    for (int i = 0; i < r.n; ++i) {
+      GenerateOptions o = r.options;
+      o.sampling.seed += static_cast<uint64_t>(i);
+      streams.push_back(service.start(prompt, o));
+    }
+  } catch (...) {
+    for (const auto& st : streams) st->cancel();
+    throw;
+  }
+  return streams;
+}
+
 void chat(Service& service, const httplib::Request& req, httplib::Response& res) {
   OpenAIRequest r = read_openai_request(parse_body(req.body), true, service.defaults());
-  auto prompt = service.chat_prompt(r.messages, r.options);
-  respond_openai(res, r, service.start(std::move(prompt), r.options), service.model().id);
+  const auto prompt = service.chat_prompt(r.messages, r.options);
+  respond_openai(res, r, start_choices(service, r, prompt), service.model().id);
 }
 
 void completions(Service& service, const httplib::Request& req, httplib::Response& res) {
   const OpenAIRequest r = read_openai_request(parse_body(req.body), false, service.defaults());
-  respond_openai(res, r, service.start(service.text_prompt(r.prompt), r.options), service.model().id);
+  respond_openai(res, r, start_choices(service, r, service.text_prompt(r.prompt)), service.model().id);
 }
 
-void respond_chat(httplib::Response& res, const OpenAIRequest& r, std::shared_ptr<Stream> stream,
+void respond_chat(httplib::Response& res, const OpenAIRequest& r, std::vector<std::shared_ptr<Stream>> streams,
                   const std::string& model) {
   const std::string id = new_id("chatcmpl-");
   const int64_t created = unix_now();
   if (!r.stream) {
-    const Completion& done = stream->wait_done();
+    json choices = json::array();
+    for (size_t i = 0; i < streams.size(); ++i) {
+      const Completion& done = streams[i]->wait_done();
+      choices.push_back({{"index", i},
+                         {"message", {{"role", "assistant"}, {"content", done.text}}},
+                         {"logprobs", nullptr},
+                         {"finish_reason", finish_reason(done)}});
+    }
     send_json(res, {{"id", id},
                     {"object", "chat.completion"},
                     {"created", created},
                     {"model", model},
-                    {"choices", json::array({{{"index", 0},
-                                              {"message", {{"role", "assistant"}, {"content", done.text}}},
-                                              {"logprobs", nullptr},
-                                              {"finish_reason", finish_reason(done)}}})},
-                    {"usage", usage(done)}});
+                    {"choices", std::move(choices)},
+                    {"usage", usage(streams)}});
     return;
   }
-  auto chunk = [=](json delta, json reason) {
+  auto chunk = [=](size_t i, json delta, json reason) {
     return json{{"id", id},
                 {"object", "chat.completion.chunk"},
                 {"created", created},
                 {"model", model},
-                {"choices", json::array({{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr},
+                {"choices", json::array({{{"index", i}, {"delta", std::move(delta)}, {"logprobs", nullptr},
                                           {"finish_reason", std::move(reason)}}})}};
   };
-  const std::string first = sse(chunk({{"role", "assistant"}, {"content", ""}}, nullptr));
-  auto sent_first = std::make_shared<bool>(false);
-  auto lead = [=] {
-    if (*sent_first) return std::string();
-    *sent_first = true;
-    return first;
+  // Each choice opens with its role (once, before its first text or its end).
+  auto opened = std::make_shared<std::vector<bool>>(streams.size(), false);
+  auto lead = [=](size_t i) {
+    if ((*opened)[i]) return std::string();
+    (*opened)[i] = true;
+    return sse(chunk(i, {{"role", "assistant"}, {"content", ""}}, nullptr));
   };
   const bool include_usage = r.include_usage;
-  stream_to(
-      res, stream, "text/event-stream",
-      [=](const std::string& text) { return lead() + sse(chunk({{"content", text}}, nullptr)); },
-      [=](const Completion& done) {
-        std::string out = lead();
+  auto failed = std::make_shared<bool>(false);
+  stream_each(
+      res, streams, "text/event-stream",
+      [=](size_t i, const std::string& text) { return lead(i) + sse(chunk(i, {{"content", text}}, nullptr)); },
+      [=](size_t i, const Completion& done) {
+        std::string out = lead(i);
         if (done.finish_reason == "error") {
-          out += sse(openai_error(ApiError(500, "server_error", "generation failed: " + done.error)));
-        } else {
-          out += sse(chunk(json::object(), finish_reason(done)));
-          if (include_usage)
-            out += sse({{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
-                        {"choices", json::array()}, {"usage", usage(done)}});
+          *failed = true;
+          return out + sse(openai_error(ApiError(500, "server_error", "generation failed: " + done.error)));
         }
+        return out + sse(chunk(i, json::object(), finish_reason(done)));
+      },
+      [=] {
+        std::string out;
+        if (include_usage && !*failed)
+          out += sse({{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
+                      {"choices", json::array()}, {"usage", usage(streams)}});
         return out + "data: [DONE]\n\n";
       },
       ": ping\n\n");
 }
 
-void respond_completion(httplib::Response& res, const OpenAIRequest& r, std::shared_ptr<Stream> stream,
+void respond_completion(httplib::Response& res, const OpenAIRequest& r, std::vector<std::shared_ptr<Stream>> streams,
                         const std::string& model) {
   const std::string id = new_id("cmpl-");
   const int64_t created = unix_now();
-  auto choice = [=](const std::string& t, json reason) {
-    return json{{"id", id},
-                {"object", "text_completion"},
-                {"created", created},
-                {"model", model},
-                {"choices", json::array({{{"text", t}, {"index", 0}, {"logprobs", nullptr},
-                                          {"finish_reason", std::move(reason)}}})}};
+  auto choice = [=](size_t i, const std::string& t, json reason) {
+    return json{{"text", t}, {"index", i}, {"logprobs", nullptr}, {"finish_reason", std::move(reason)}};
+  };
+  auto object = [=](json choices) {
+    return json{{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model}, {"choices", std::move(choices)}};
   };
   if (!r.stream) {
-    const Completion& done = stream->wait_done();
-    json out = choice(done.text, finish_reason(done));
-    out["usage"] = usage(done);
+    json choices = json::array();
+    for (size_t i = 0; i < streams.size(); ++i) {
+      const Completion& done = streams[i]->wait_done();
+      choices.push_back(choice(i, done.text, finish_reason(done)));
+    }
+    json out = object(std::move(choices));
+    out["usage"] = usage(streams);
     send_json(res, out);
     return;
   }
   const bool include_usage = r.include_usage;
-  stream_to(
-      res, stream, "text/event-stream", [=](const std::string& t) { return sse(choice(t, nullptr)); },
-      [=](const Completion& done) {
-        if (done.finish_reason == "error")
-          return sse(openai_error(ApiError(500, "server_error", "generation failed: " + done.error))) +
-                 "data: [DONE]\n\n";
-        json last = choice("", finish_reason(done));
-        if (include_usage) last["usage"] = usage(done);
-        return sse(last) + "data: [DONE]\n\n";
+  auto failed = std::make_shared<bool>(false);
+  stream_each(
+      res, streams, "text/event-stream",
+      [=](size_t i, const std::string& t) { return sse(object(json::array({choice(i, t, nullptr)}))); },
+      [=](size_t i, const Completion& done) {
+        if (done.finish_reason == "error") {
+          *failed = true;
+          return sse(openai_error(ApiError(500, "server_error", "generation failed: " + done.error)));
+        }
+        json last = object(json::array({choice(i, "", finish_reason(done))}));
+        // (one choice: its usage rides on its last chunk, as before n existed)
+        if (include_usage && streams.size() == 1) last["usage"] = usage(done);
+        return sse(last);
+      },
+      [=] {
+        std::string out;
+        if (include_usage && streams.size() > 1 && !*failed) {
+          json last = object(json::array());
+          last["usage"] = usage(streams);
+          out += sse(last);
+        }
+        return out + "data: [DONE]\n\n";
       },
       ": ping\n\n");
 }
@@ -131,8 +179,12 @@ OpenAIRequest read_openai_request(const json& body, bool chat, const GenerateOpt
   r.options = defaults;
   read_generation_params(body, r.options);
   r.stream = read_bool(body, "stream", false);
-  if (body.contains("n") && !body["n"].is_null() && body["n"] != 1)
-    throw ApiError::bad_request("only n = 1 is supported (one choice per request)", "n");
+  if (body.contains("n") && !body["n"].is_null()) {
+    const json& n = body["n"];
+    if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() > kMaxChoices)
+      throw ApiError::bad_request("'n' must be an integer from 1 to " + std::to_string(kMaxChoices) + " (got " + n.dump() + ")", "n");
+    r.n = n.get<int>();
+  }
   if (body.contains("stream_options") && body["stream_options"].is_object())
     r.include_usage = read_bool(body["stream_options"], "include_usage", false);
   if (body.contains("model") && !body["model"].is_null()) {
@@ -155,12 +207,18 @@ OpenAIRequest read_openai_request(const json& body, bool chat, const GenerateOpt
   return r;
 }
 
+void respond_openai(httplib::Response& res, const OpenAIRequest& r, std::vector<std::shared_ptr<Stream>> streams,
+                    const std::string& model) {
+  if (streams.empty()) throw ApiError(500, "server_error", "no generation started");
+  if (r.chat)
+    respond_chat(res, r, std::move(streams), model);
+  else
+    respond_completion(res, r, std::move(streams), model);
+}
+
 void respond_openai(httplib::Response& res, const OpenAIRequest& r, std::shared_ptr<Stream> stream,
                     const std::string& model) {
-  if (r.chat)
-    respond_chat(res, r, std::move(stream), model);
-  else
-    respond_completion(res, r, std::move(stream), model);
+  respond_openai(res, r, std::vector<std::shared_ptr<Stream>>{std::move(stream)}, model);
 }
 
 void add_openai_routes(httplib::Server& http, Service& service) {

@@ -35,45 +35,66 @@ Handler guarded(ErrorShape shape, Handler h) {
   };
 }
 
-void stream_to(httplib::Response& res, std::shared_ptr<Stream> s, const std::string& content_type,
-               std::function<std::string(const std::string&)> piece,
-               std::function<std::string(const Completion&)> done, std::string ping) {
+void stream_each(httplib::Response& res, std::vector<std::shared_ptr<Stream>> streams, const std::string& content_type,
+                 std::function<std::string(size_t, const std::string&)> piece,
+                 std::function<std::string(size_t, const Completion&)> done, std::function<std::string()> end,
+                 std::string ping) {
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
+  auto cancel_all = [streams] {
+    for (const auto& s : streams)
+      if (!s->done()) s->cancel();
+  };
   res.set_chunked_content_provider(
       content_type,
-      [s, piece = std::move(piece), done = std::move(done), ping = std::move(ping)](size_t, httplib::DataSink& sink) {
+      [streams, piece = std::move(piece), done = std::move(done), end = std::move(end), ping = std::move(ping),
+       cancel_all](size_t, httplib::DataSink& sink) {
         auto write = [&](const std::string& text) { return text.empty() || sink.write(text.data(), text.size()); };
         std::string text;
         auto quiet_since = std::chrono::steady_clock::now();
-        for (;;) {
-          switch (s->wait(text, std::chrono::milliseconds(100))) {
-            case Stream::Got::Text:
-              if (!write(piece(text))) {
-                s->cancel();
-                return false;
-              }
-              quiet_since = std::chrono::steady_clock::now();
-              break;
-            case Stream::Got::Done:
-              if (write(done(s->completion()))) sink.done();
-              return true;
-            case Stream::Got::Timeout:
-              if (!ping.empty() && std::chrono::steady_clock::now() - quiet_since > std::chrono::milliseconds(500)) {
-                if (!write(ping)) {
-                  s->cancel();
+        for (size_t i = 0; i < streams.size(); ++i) {
+          const auto& s = streams[i];
+          for (bool finished = false; !finished;) {
+            switch (s->wait(text, std::chrono::milliseconds(100))) {
+              case Stream::Got::Text:
+                if (!write(piece(i, text))) {
+                  cancel_all();
                   return false;
                 }
                 quiet_since = std::chrono::steady_clock::now();
-              }
-              break;
+                break;
+              case Stream::Got::Done:
+                if (!write(done(i, s->completion()))) {
+                  cancel_all();
+                  return false;
+                }
+                finished = true;
+                break;
+              case Stream::Got::Timeout:
+                if (!ping.empty() && std::chrono::steady_clock::now() - quiet_since > std::chrono::milliseconds(500)) {
+                  if (!write(ping)) {
+                    cancel_all();
+                    return false;
+                  }
+                  quiet_since = std::chrono::steady_clock::now();
+                }
+                break;
+            }
           }
         }
+        if (write(end ? end() : std::string())) sink.done();
+        return true;
       },
       // Called however the response ends; a generation nobody reads any more is stopped.
-      [s](bool) {
-        if (!s->done()) s->cancel();
-      });
+      [cancel_all](bool) { cancel_all(); });
+}
+
+void stream_to(httplib::Response& res, std::shared_ptr<Stream> s, const std::string& content_type,
+               std::function<std::string(const std::string&)> piece,
+               std::function<std::string(const Completion&)> done, std::string ping) {
+  stream_each(
+      res, {std::move(s)}, content_type, [piece = std::move(piece)](size_t, const std::string& t) { return piece(t); },
+      [done = std::move(done)](size_t, const Completion& c) { return done(c); }, {}, std::move(ping));
 }
 
 std::string sse(const json& data) {

@@ -32,6 +32,14 @@ void stream_to(httplib::Response& res, std::shared_ptr<Stream> s, const std::str
                std::function<std::string(const std::string&)> piece,
                std::function<std::string(const Completion&)> done, std::string ping = {});
 
+// Several generations on one response, one after another (OpenAI's n choices): each one's text
+// through piece(i, text), its end through done(i, completion), then end() once. A client gone
+// cancels them all.
+void stream_each(httplib::Response& res, std::vector<std::shared_ptr<Stream>> streams, const std::string& content_type,
+                 std::function<std::string(size_t, const std::string&)> piece,
+                 std::function<std::string(size_t, const Completion&)> done, std::function<std::string()> end,
+                 std::string ping = {});
+
 std::string sse(const nlohmann::json& data);                        // "data: …\n\n"
 std::string sse_event(const std::string& event, const nlohmann::json& data);
 std::string new_id(const std::string& prefix);                      // "chatcmpl-1a2b…"

@@ -16,10 +16,14 @@
 namespace orchard::serve {
 
 // A chat or completions request, checked (every bad field is a 400 ApiError naming it).
+// Most choices (`n`) one request may ask for.
+constexpr int kMaxChoices = 16;
+
 struct OpenAIRequest {
   bool chat = false;                  // /v1/chat/completions, else /v1/completions
   GenerateOptions options;            // the defaults given, overridden by the body's fields
   bool stream = false;
+  int n = 1;                          // choices: generations of the same prompt (seeds seed, seed + 1, …)
   bool include_usage = false;         // stream_options.include_usage
   std::string model;                  // as the client named it; empty when absent
   std::vector<ChatMessage> messages;  // chat
@@ -32,6 +36,9 @@ OpenAIRequest read_openai_request(const nlohmann::json& body, bool chat, const G
 // SSE chunks as text arrives ending in "data: [DONE]". A generation that failed is a 500 error
 // (whole), or an error event (streamed).
 void respond_openai(httplib::Response& res, const OpenAIRequest& r, std::shared_ptr<Stream> stream,
+                    const std::string& model);
+// The same with r.n streams, one per choice (index i from streams[i]).
+void respond_openai(httplib::Response& res, const OpenAIRequest& r, std::vector<std::shared_ptr<Stream>> streams,
                     const std::string& model);
 
 }  // namespace orchard::serve

@@ -232,6 +232,58 @@ TEST(Server, LogitBiasAndPenaltiesReachTheSampler) {
             penalised["choices"][0]["message"]["content"]);
 }
 
+// n choices are n generations of one prompt, choice i with seed + i: each equals the request
+// with that seed alone, whole or streamed, and the prompt counts once in the usage.
+TEST(Server, NChoicesAreTheGenerationsOfSeedsSeedPlusI) {
+  Running s(4, 8, 64, 4096);
+  json b = chat_body("tell me a story", 10);
+  b["temperature"] = 1.0;
+  b["top_k"] = 0;
+  b["min_p"] = 0;
+  b["seed"] = 1234;
+  std::vector<std::string> alone;
+  int64_t completion = 0;
+  for (int i = 0; i < 3; ++i) {
+    json one = b;
+    one["seed"] = 1234 + i;
+    const json r = s.post("/v1/chat/completions", one.dump(), 200);
+    alone.push_back(r["choices"][0]["message"]["content"]);
+    completion += r["usage"]["completion_tokens"].get<int64_t>();
+  }
+  EXPECT_TRUE(alone[0] != alone[1] || alone[1] != alone[2]) << "three seeds gave one text";
+  b["n"] = 3;
+  const json whole = s.post("/v1/chat/completions", b.dump(), 200);
+  ASSERT_EQ(whole["choices"].size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(whole["choices"][i]["index"], i);
+    EXPECT_EQ(whole["choices"][i]["message"]["content"], alone[static_cast<size_t>(i)]) << "choice " << i;
+  }
+  EXPECT_EQ(whole["usage"]["completion_tokens"], completion);
+  b["stream"] = true;
+  b["stream_options"] = {{"include_usage", true}};
+  auto res = s.client().Post("/v1/chat/completions", b.dump(), "application/json");
+  ASSERT_TRUE(res);
+  std::vector<std::string> streamed(3);
+  json usage;
+  for (const auto& line : sse_data(res->body)) {
+    if (line == "[DONE]") continue;
+    const json c = json::parse(line);
+    if (c.contains("usage")) usage = c["usage"];
+    for (const auto& ch : c["choices"])
+      if (ch["delta"].contains("content")) streamed[ch["index"].get<size_t>()] += ch["delta"]["content"].get<std::string>();
+  }
+  EXPECT_EQ(streamed, alone);
+  EXPECT_EQ(usage["prompt_tokens"], whole["usage"]["prompt_tokens"]);
+  EXPECT_EQ(usage["completion_tokens"], completion);
+  // Completions too.
+  json c = {{"prompt", "once upon a time"}, {"max_tokens", 6}, {"temperature", 1.0}, {"seed", 7}, {"n", 2}};
+  const json two = s.post("/v1/completions", c.dump(), 200);
+  ASSERT_EQ(two["choices"].size(), 2u);
+  c["n"] = 1;
+  c["seed"] = 8;
+  EXPECT_EQ(two["choices"][1]["text"], s.post("/v1/completions", c.dump(), 200)["choices"][0]["text"]);
+}
+
 TEST(Server, BadRequestsGetTheRightErrors) {
   Running s(1, 4, 64, 4096);
   auto check = [&](const std::string& path, const std::string& body, int status, const std::string& needle,
@@ -260,8 +312,10 @@ TEST(Server, BadRequestsGetTheRightErrors) {
   b["messages"][0]["role"] = "wizard";
   check("/v1/chat/completions", b.dump(), 400, "role", "messages[0].role");
   b = chat_body("hi", 4);
-  b["n"] = 3;
-  check("/v1/chat/completions", b.dump(), 400, "n = 1", "n");
+  b["n"] = 0;
+  check("/v1/chat/completions", b.dump(), 400, "'n' must be an integer from 1 to 16", "n");
+  b["n"] = 17;
+  check("/v1/chat/completions", b.dump(), 400, "'n' must be an integer from 1 to 16", "n");
   check("/v1/completions", json{{"prompt", 5}}.dump(), 400, "'prompt' must be a string", "prompt");
   b = chat_body("hi", 4);
   b["frequency_penalty"] = 3;
