@@ -34,6 +34,9 @@ struct GenerateOptions {
   bool parse_special = false;           // treat "<|…|>" text in the prompt as special tokens
   bool stop_at_eog = true;
   std::vector<std::string> stop;        // stop strings (not included in the output)
+  // ≥ 0: the server reports each generated token's log-probability and this many most likely
+  // alternatives (OpenAI's logprobs / top_logprobs); −1: not asked.
+  int32_t logprobs = -1;
 };
 
 struct GenerateResult {

@@ -24,6 +24,40 @@ json usage(const std::vector<std::shared_ptr<Stream>>& streams) {
   return usage(sum);
 }
 
+json bytes_of(const std::string& piece) {
+  json a = json::array();
+  for (unsigned char c : piece) a.push_back(c);
+  return a;
+}
+
+// Chat's logprobs: {"content": [{token, logprob, bytes, top_logprobs: [...]}]}.
+json chat_logprobs(const std::vector<TokenLogprob>& v) {
+  json content = json::array();
+  for (const TokenLogprob& t : v) {
+    json top = json::array();
+    for (const auto& [piece, lp] : t.top) top.push_back({{"token", piece}, {"logprob", lp}, {"bytes", bytes_of(piece)}});
+    content.push_back({{"token", t.piece}, {"logprob", t.logprob}, {"bytes", bytes_of(t.piece)}, {"top_logprobs", std::move(top)}});
+  }
+  return {{"content", std::move(content)}};
+}
+
+// Completions' (legacy) logprobs: parallel arrays, offsets into the choice's text from `offset`.
+json completion_logprobs(const std::vector<TokenLogprob>& v, size_t offset) {
+  json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+  for (const TokenLogprob& t : v) {
+    tokens.push_back(t.piece);
+    lps.push_back(t.logprob);
+    json top = json::object();
+    for (const auto& [piece, lp] : t.top)
+      if (!top.contains(piece)) top[piece] = lp;
+    tops.push_back(std::move(top));
+    offsets.push_back(offset);
+    offset += t.piece.size();
+  }
+  return {{"tokens", std::move(tokens)}, {"token_logprobs", std::move(lps)}, {"top_logprobs", std::move(tops)},
+          {"text_offset", std::move(offsets)}};
+}
+
 // OpenAI knows "stop" and "length"; a generation that failed is reported as an error instead.
 json finish_reason(const Completion& c) {
   if (c.finish_reason == "error") throw ApiError(500, "server_error", "generation failed: " + c.error);
@@ -61,6 +95,7 @@ void completions(Service& service, const httplib::Request& req, httplib::Respons
 
 void respond_chat(httplib::Response& res, const OpenAIRequest& r, std::vector<std::shared_ptr<Stream>> streams,
                   const std::string& model) {
+  const bool asked = r.options.logprobs >= 0;
   const std::string id = new_id("chatcmpl-");
   const int64_t created = unix_now();
   if (!r.stream) {
@@ -69,7 +104,7 @@ void respond_chat(httplib::Response& res, const OpenAIRequest& r, std::vector<st
       const Completion& done = streams[i]->wait_done();
       choices.push_back({{"index", i},
                          {"message", {{"role", "assistant"}, {"content", done.text}}},
-                         {"logprobs", nullptr},
+                         {"logprobs", asked ? chat_logprobs(done.logprobs) : json(nullptr)},
                          {"finish_reason", finish_reason(done)}});
     }
     send_json(res, {{"id", id},
@@ -80,12 +115,14 @@ void respond_chat(httplib::Response& res, const OpenAIRequest& r, std::vector<st
                     {"usage", usage(streams)}});
     return;
   }
+  // A chunk carries the log-probabilities of the tokens sampled since the previous one.
   auto chunk = [=](size_t i, json delta, json reason) {
+    json lp = asked ? chat_logprobs(streams[i]->take_logprobs()) : json(nullptr);
     return json{{"id", id},
                 {"object", "chat.completion.chunk"},
                 {"created", created},
                 {"model", model},
-                {"choices", json::array({{{"index", i}, {"delta", std::move(delta)}, {"logprobs", nullptr},
+                {"choices", json::array({{{"index", i}, {"delta", std::move(delta)}, {"logprobs", std::move(lp)},
                                           {"finish_reason", std::move(reason)}}})}};
   };
   // Each choice opens with its role (once, before its first text or its end).
@@ -120,10 +157,20 @@ void respond_chat(httplib::Response& res, const OpenAIRequest& r, std::vector<st
 
 void respond_completion(httplib::Response& res, const OpenAIRequest& r, std::vector<std::shared_ptr<Stream>> streams,
                         const std::string& model) {
+  const bool asked = r.options.logprobs >= 0;
   const std::string id = new_id("cmpl-");
   const int64_t created = unix_now();
-  auto choice = [=](size_t i, const std::string& t, json reason) {
-    return json{{"text", t}, {"index", i}, {"logprobs", nullptr}, {"finish_reason", std::move(reason)}};
+  auto choice = [=](size_t i, const std::string& t, json reason, json lp = nullptr) {
+    return json{{"text", t}, {"index", i}, {"logprobs", std::move(lp)}, {"finish_reason", std::move(reason)}};
+  };
+  // Streamed: each chunk's tokens, offsets counted from the choice's start.
+  auto sent = std::make_shared<std::vector<size_t>>(streams.size(), 0);
+  auto next_logprobs = [=](size_t i) -> json {
+    if (!asked) return nullptr;
+    const auto v = streams[i]->take_logprobs();
+    json lp = completion_logprobs(v, (*sent)[i]);
+    for (const auto& t : v) (*sent)[i] += t.piece.size();
+    return lp;
   };
   auto object = [=](json choices) {
     return json{{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model}, {"choices", std::move(choices)}};
@@ -132,7 +179,7 @@ void respond_completion(httplib::Response& res, const OpenAIRequest& r, std::vec
     json choices = json::array();
     for (size_t i = 0; i < streams.size(); ++i) {
       const Completion& done = streams[i]->wait_done();
-      choices.push_back(choice(i, done.text, finish_reason(done)));
+      choices.push_back(choice(i, done.text, finish_reason(done), asked ? completion_logprobs(done.logprobs, 0) : json(nullptr)));
     }
     json out = object(std::move(choices));
     out["usage"] = usage(streams);
@@ -143,13 +190,13 @@ void respond_completion(httplib::Response& res, const OpenAIRequest& r, std::vec
   auto failed = std::make_shared<bool>(false);
   stream_each(
       res, streams, "text/event-stream",
-      [=](size_t i, const std::string& t) { return sse(object(json::array({choice(i, t, nullptr)}))); },
+      [=](size_t i, const std::string& t) { return sse(object(json::array({choice(i, t, nullptr, next_logprobs(i))}))); },
       [=](size_t i, const Completion& done) {
         if (done.finish_reason == "error") {
           *failed = true;
           return sse(openai_error(ApiError(500, "server_error", "generation failed: " + done.error)));
         }
-        json last = object(json::array({choice(i, "", finish_reason(done))}));
+        json last = object(json::array({choice(i, "", finish_reason(done), next_logprobs(i))}));
         // (one choice: its usage rides on its last chunk, as before n existed)
         if (include_usage && streams.size() == 1) last["usage"] = usage(done);
         return sse(last);
@@ -172,6 +219,31 @@ json model_object(const Service& service) {
 
 }  // namespace
 
+// Chat: "logprobs": true with "top_logprobs": 0..20; completions: "logprobs": 0..5 (the number
+// of alternatives).
+static void read_logprobs(const json& body, bool chat, GenerateOptions& o) {
+  const bool has = body.contains("logprobs") && !body["logprobs"].is_null();
+  const bool has_top = body.contains("top_logprobs") && !body["top_logprobs"].is_null();
+  if (chat) {
+    const bool on = has && read_bool(body, "logprobs", false);
+    if (has_top) {
+      const json& k = body["top_logprobs"];
+      if (!k.is_number_integer() || k.get<int64_t>() < 0 || k.get<int64_t>() > 20)
+        throw ApiError::bad_request("'top_logprobs' must be an integer from 0 to 20 (got " + k.dump() + ")", "top_logprobs");
+      if (!on) throw ApiError::bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+      o.logprobs = k.get<int32_t>();
+    } else if (on) {
+      o.logprobs = 0;
+    }
+    return;
+  }
+  if (!has) return;
+  const json& k = body["logprobs"];
+  if (!k.is_number_integer() || k.get<int64_t>() < 0 || k.get<int64_t>() > 5)
+    throw ApiError::bad_request("'logprobs' must be an integer from 0 to 5 (got " + k.dump() + ")", "logprobs");
+  o.logprobs = k.get<int32_t>();
+}
+
 OpenAIRequest read_openai_request(const json& body, bool chat, const GenerateOptions& defaults) {
   OpenAIRequest r;
   r.chat = chat;
@@ -185,6 +257,7 @@ OpenAIRequest read_openai_request(const json& body, bool chat, const GenerateOpt
       throw ApiError::bad_request("'n' must be an integer from 1 to " + std::to_string(kMaxChoices) + " (got " + n.dump() + ")", "n");
     r.n = n.get<int>();
   }
+  read_logprobs(body, chat, r.options);
   if (body.contains("stream_options") && body["stream_options"].is_object())
     r.include_usage = read_bool(body["stream_options"], "include_usage", false);
   if (body.contains("model") && !body["model"].is_null()) {

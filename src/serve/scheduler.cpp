@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "tensor/error.h"
 
@@ -41,6 +42,7 @@ struct Scheduler::Job {
   int copy_from = -1;               // the slot the first feed copies that prefix from, or -1
   TokenId next = -1;                // generated token to feed at the next step
   std::vector<TokenId> generated;
+  std::vector<TokenLogprob> logprobs;  // when the request asked for them
   Clock::time_point submitted = Clock::now(), started, first_token, last_token;
   int64_t positions = 0;            // slot positions after the feeds so far
   bool done = false;
@@ -130,6 +132,7 @@ void Scheduler::finish(Job& job, const std::string& reason, const std::string& e
   c.prompt_tokens = static_cast<int64_t>(job.req.prompt.size());
   c.cached_tokens = job.slot >= 0 ? job.keep : 0;
   c.completion_tokens = static_cast<int64_t>(job.generated.size());
+  c.logprobs = job.logprobs;
   c.queue_ms = job.slot >= 0 ? ms_between(job.submitted, job.started) : ms_between(job.submitted, now);
   if (!job.generated.empty()) {
     c.ttft_ms = ms_between(job.submitted, job.first_token);
@@ -314,6 +317,29 @@ void Scheduler::loop() {
   }
 }
 
+// log p(t) = l_t − max − ln Σ exp(l − max), over the raw logits (what the model says, before the
+// request's temperature, penalties and cuts), with the `top` most likely tokens.
+TokenLogprob Scheduler::token_logprob(const float* logits, int64_t n_vocab, TokenId t, int32_t top) const {
+  const float max = *std::max_element(logits, logits + n_vocab);
+  double sum = 0;
+  for (int64_t i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - max));
+  const double log_z = std::log(sum);
+  auto logprob = [&](int64_t i) { return static_cast<float>(logits[i] - max - log_z); };
+  TokenLogprob lp;
+  lp.piece = tok_.token_to_piece(t);
+  lp.logprob = logprob(t);
+  if (top > 0) {
+    std::vector<int32_t> ids(static_cast<size_t>(n_vocab));
+    for (int64_t i = 0; i < n_vocab; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    const auto k = std::min<size_t>(static_cast<size_t>(top), ids.size());
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(), [&](int32_t a, int32_t b) {
+      return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
+    });
+    for (size_t i = 0; i < k; ++i) lp.top.emplace_back(tok_.token_to_piece(ids[i]), logprob(ids[i]));
+  }
+  return lp;
+}
+
 // The same decisions as Engine::run, for one request: end of generation, stop strings, the
 // token limit, a full slot, a client gone.
 void Scheduler::sample(Job& j, const float* logits) {
@@ -331,6 +357,11 @@ void Scheduler::sample(Job& j, const float* logits) {
   metrics_.generated(1);
   j.generated.push_back(t);
   j.sampler.accept(t);
+  if (o.logprobs >= 0) {
+    TokenLogprob lp = token_logprob(logits, executor_.n_vocab(), t, o.logprobs);
+    j.logprobs.push_back(lp);
+    j.stream->append_logprob(std::move(lp));
+  }
   if (j.stream->append(j.out.push(tok_.token_to_piece(t)))) to_wake_.push_back(j.stream);
   if (j.stream->cancelled()) return finish(j, "cancelled");
   if (j.out.stopped()) return finish(j, "stop");

@@ -68,6 +68,7 @@ class Scheduler {
   void loop();
   bool admit_and_collect(std::vector<std::shared_ptr<Job>>& running);
   void sample(Job& job, const float* logits);
+  TokenLogprob token_logprob(const float* logits, int64_t n_vocab, TokenId t, int32_t top) const;
   void finish(Job& job, const std::string& reason, const std::string& error = {});
   void release_finished();
   void place(Job& job, std::vector<bool>& restarted);

@@ -8,11 +8,20 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/tokenizer/tokenizer.h"
 
 namespace orchard::serve {
+
+// A generated token's log-probability under the model (log-softmax of its logits, before
+// temperature, penalties or cuts) and the most likely alternatives', as OpenAI reports them.
+struct TokenLogprob {
+  std::string piece;  // the token's text (bytes; may be part of a UTF-8 character)
+  float logprob = 0;
+  std::vector<std::pair<std::string, float>> top;  // most likely first
+};
 
 struct Completion {
   std::string text;
@@ -23,6 +32,7 @@ struct Completion {
   int64_t prompt_tokens = 0;
   int64_t cached_tokens = 0;   // of prompt_tokens, those whose keys and values a slot already held
   int64_t completion_tokens = 0;
+  std::vector<TokenLogprob> logprobs;  // one per generated token, when asked
   double queue_ms = 0;         // waiting for a slot
   double ttft_ms = 0;          // from submission to the first generated token
   double gen_ms = 0;           // from the first generated token to the end
@@ -85,6 +95,18 @@ class Stream {
     return waiters_ > 0;
   }
   void wake() { cv_.notify_all(); }
+  // A generated token's log-probabilities, for the handler to send with the text (take_logprobs).
+  void append_logprob(TokenLogprob t) {
+    std::lock_guard lock(mu_);
+    logprobs_.push_back(std::move(t));
+  }
+  // Handler side: the entries appended since the last call.
+  std::vector<TokenLogprob> take_logprobs() {
+    std::lock_guard lock(mu_);
+    std::vector<TokenLogprob> out;
+    out.swap(logprobs_);
+    return out;
+  }
   // Whether a handler is inside wait() or wait_done() now.
   bool has_waiter() const {
     std::lock_guard lock(mu_);
@@ -108,6 +130,7 @@ class Stream {
   std::chrono::steady_clock::time_point last_text_{};  // when wait() last gave out text
   bool done_ = false;
   Completion completion_;
+  std::vector<TokenLogprob> logprobs_;
   std::atomic<bool> cancelled_{false};
 };
 

@@ -1,6 +1,8 @@
 // The HTTP server end to end, in process: every API's shape, streaming, errors with the right
 // status codes, a full queue, and a client that hangs up mid-stream freeing its slot.
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <sys/resource.h>
 #include <unistd.h>
 #include <httplib.h>
@@ -284,6 +286,79 @@ TEST(Server, NChoicesAreTheGenerationsOfSeedsSeedPlusI) {
   EXPECT_EQ(two["choices"][1]["text"], s.post("/v1/completions", c.dump(), 200)["choices"][0]["text"]);
 }
 
+// logprobs: one entry per generated token, the greedy choice first among its alternatives with
+// the same log-probability, alternatives in order, the same figures whole and streamed; the
+// completions dialect's parallel arrays spell out the text.
+TEST(Server, LogprobsDescribeEveryGeneratedToken) {
+  Running s(2, 4, 64, 4096);
+  json b = chat_body("tell me a story", 8);
+  b["logprobs"] = true;
+  b["top_logprobs"] = 3;
+  b["ignore_eos"] = true;
+  const json whole = s.post("/v1/chat/completions", b.dump(), 200);
+  const json& content = whole["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), whole["usage"]["completion_tokens"].get<size_t>());
+  std::string joined;
+  for (const auto& t : content) {
+    EXPECT_LE(t["logprob"].get<double>(), 0.0);
+    ASSERT_EQ(t["top_logprobs"].size(), 3u);
+    EXPECT_EQ(t["top_logprobs"][0]["token"], t["token"]) << "greedy picks the most likely token";
+    EXPECT_DOUBLE_EQ(t["top_logprobs"][0]["logprob"].get<double>(), t["logprob"].get<double>());
+    double total = 0;
+    for (size_t k = 0; k < 3; ++k) {
+      total += std::exp(t["top_logprobs"][k]["logprob"].get<double>());
+      if (k > 0) {
+        EXPECT_LE(t["top_logprobs"][k]["logprob"].get<double>(), t["top_logprobs"][k - 1]["logprob"].get<double>());
+      }
+    }
+    EXPECT_LE(total, 1.0 + 1e-5);
+    for (const auto& byte : t["bytes"]) joined += static_cast<char>(byte.get<int>());
+  }
+  EXPECT_EQ(joined, whole["choices"][0]["message"]["content"].get<std::string>());
+  // The first token's figure against the engine's own logits for the same prompt, computed here.
+  {
+    GenerateOptions o;
+    const auto prompt = s.service->chat_prompt({{"user", "tell me a story"}}, o);
+    auto kv = s.engine->new_cache();
+    std::vector<float> logits;
+    s.engine->model().forward(prompt, *kv, logits, false);
+    const int64_t nv = static_cast<int64_t>(logits.size());
+    const float mx = *std::max_element(logits.begin(), logits.end());
+    double z = 0;
+    for (float l : logits) z += std::exp(static_cast<double>(l - mx));
+    const auto best = std::max_element(logits.begin(), logits.begin() + nv) - logits.begin();
+    EXPECT_NEAR(content[0]["logprob"].get<double>(), logits[static_cast<size_t>(best)] - mx - std::log(z), 1e-4);
+    EXPECT_EQ(content[0]["token"], s.engine->tokenizer().token_to_piece(static_cast<TokenId>(best)));
+  }
+
+  b["stream"] = true;
+  auto res = s.client().Post("/v1/chat/completions", b.dump(), "application/json");
+  ASSERT_TRUE(res);
+  json streamed = json::array();
+  for (const auto& line : sse_data(res->body)) {
+    if (line == "[DONE]") continue;
+    const json c = json::parse(line);
+    for (const auto& ch : c["choices"])
+      if (ch["logprobs"].is_object())
+        for (const auto& t : ch["logprobs"]["content"]) streamed.push_back(t);
+  }
+  EXPECT_EQ(streamed, content);
+
+  json c = {{"prompt", "once upon a time"}, {"max_tokens", 6}, {"temperature", 0}, {"logprobs", 2}, {"ignore_eos", true}};
+  const json legacy = s.post("/v1/completions", c.dump(), 200);
+  const json& lp = legacy["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 6u);
+  std::string text;
+  for (size_t k = 0; k < 6; ++k) {
+    EXPECT_EQ(lp["text_offset"][k].get<size_t>(), text.size());
+    text += lp["tokens"][k].get<std::string>();
+    EXPECT_LE(lp["top_logprobs"][k].size(), 2u);
+  }
+  EXPECT_EQ(text, legacy["choices"][0]["text"].get<std::string>());
+  // Not asked: null, as OpenAI sends.
+  EXPECT_TRUE(s.post("/v1/completions", json{{"prompt", "a"}, {"max_tokens", 2}}.dump(), 200)["choices"][0]["logprobs"].is_null());
+}
+
 TEST(Server, BadRequestsGetTheRightErrors) {
   Running s(1, 4, 64, 4096);
   auto check = [&](const std::string& path, const std::string& body, int status, const std::string& needle,
@@ -311,6 +386,13 @@ TEST(Server, BadRequestsGetTheRightErrors) {
   b = chat_body("hi", 4);
   b["messages"][0]["role"] = "wizard";
   check("/v1/chat/completions", b.dump(), 400, "role", "messages[0].role");
+  b = chat_body("hi", 4);
+  b["top_logprobs"] = 2;
+  check("/v1/chat/completions", b.dump(), 400, "needs 'logprobs': true", "top_logprobs");
+  b["logprobs"] = true;
+  b["top_logprobs"] = 21;
+  check("/v1/chat/completions", b.dump(), 400, "from 0 to 20", "top_logprobs");
+  check("/v1/completions", json{{"prompt", "x"}, {"logprobs", 6}}.dump(), 400, "from 0 to 5", "logprobs");
   b = chat_body("hi", 4);
   b["n"] = 0;
   check("/v1/chat/completions", b.dump(), 400, "'n' must be an integer from 1 to 16", "n");
