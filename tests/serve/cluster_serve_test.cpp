@@ -88,6 +88,20 @@ TEST_P(ClusterServe, AnswersEqualOneMachineAndStopsCleanly) {
   for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i], want[i]) << "prompt '" << prompts[i] << "'";
 
   httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(120, 0);
+  // The prompt cache over the ranks: the same prompts again start from what the slots hold
+  // (every rank keeps or copies the same prefix) and answer the same.
+  int64_t cached = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto again = c.Post("/v1/completions", json{{"prompt", prompts[i]}, {"max_tokens", 24}, {"temperature", 0}}.dump(),
+                        "application/json");
+    ASSERT_TRUE(again && again->status == 200);
+    const json r = json::parse(again->body);
+    EXPECT_EQ(r["choices"][0]["text"], want[i]) << "prompt '" << prompts[i] << "' from the cache";
+    cached += r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+  }
+  EXPECT_GT(cached, 0) << "no request found its prompt in a slot";
+
   auto res = c.Get("/api/cluster");
   ASSERT_TRUE(res);
   json view = json::parse(res->body);
