@@ -37,6 +37,9 @@ struct GenerateOptions {
   // ≥ 0: the server reports each generated token's log-probability and this many most likely
   // alternatives (OpenAI's logprobs / top_logprobs); −1: not asked.
   int32_t logprobs = -1;
+  // The reply is one JSON object: the server samples only tokens that keep it one (JsonPrefix),
+  // closes it in time for max_tokens, and stops when it is whole.
+  bool json_object = false;
 };
 
 struct GenerateResult {

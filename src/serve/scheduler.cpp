@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 
+#include "model/json_prefix.h"
 #include "tensor/error.h"
 
 namespace orchard::serve {
@@ -43,6 +45,8 @@ struct Scheduler::Job {
   TokenId next = -1;                // generated token to feed at the next step
   std::vector<TokenId> generated;
   std::vector<TokenLogprob> logprobs;  // when the request asked for them
+  JsonPrefix json;                     // JSON mode: what the reply so far is
+  std::vector<float> masked;           // JSON mode: the logits with the tokens it forbids at −∞
   Clock::time_point submitted = Clock::now(), started, first_token, last_token;
   int64_t positions = 0;            // slot positions after the feeds so far
   bool done = false;
@@ -342,8 +346,48 @@ TokenLogprob Scheduler::token_logprob(const float* logits, int64_t n_vocab, Toke
 
 // The same decisions as Engine::run, for one request: end of generation, stop strings, the
 // token limit, a full slot, a client gone.
+// JSON mode: the logits with every token at −∞ whose text would stop the reply being (the start
+// of) one JSON object, and end-of-generation allowed only once it is whole. When the tokens left
+// barely cover the shortest closing text, only tokens that shorten it remain. Null when no token
+// can continue.
+const float* Scheduler::json_mask(Job& j, const float* logits) {
+  const int64_t nv = executor_.n_vocab();
+  if (pieces_.empty()) {
+    pieces_.resize(static_cast<size_t>(nv));
+    for (int64_t id = 0; id < std::min<int64_t>(nv, tok_.vocab_size()); ++id)
+      pieces_[static_cast<size_t>(id)] = tok_.token_to_piece(static_cast<TokenId>(id));
+  }
+  const size_t need = j.json.closing().size();
+  // Tokens still to come: up to max_tokens, and up to a full slot.
+  const int64_t left = std::min(j.req.options.max_tokens - static_cast<int64_t>(j.generated.size()),
+                                executor_.slot_capacity() - j.positions);
+  j.masked.assign(logits, logits + nv);
+  for (const bool hurry : {left <= static_cast<int64_t>(need) + 1, false}) {
+    bool any = false;
+    for (int64_t id = 0; id < nv; ++id) {
+      const auto i = static_cast<size_t>(id);
+      bool ok;
+      if (tok_.is_eog(static_cast<TokenId>(id))) {
+        ok = j.json.complete();
+      } else if (pieces_[i].empty()) {
+        ok = false;
+      } else {
+        JsonPrefix next = j.json;
+        ok = next.feed(pieces_[i]) && (!hurry || next.complete() || next.closing().size() < need);
+      }
+      j.masked[i] = ok ? logits[id] : -std::numeric_limits<float>::infinity();
+      any = any || ok;
+    }
+    if (any) return j.masked.data();
+    if (!hurry) break;
+  }
+  return nullptr;
+}
+
 void Scheduler::sample(Job& j, const float* logits) {
   const GenerateOptions& o = j.req.options;
+  const float* raw = logits;  // what logprobs report
+  if (o.json_object && !(logits = json_mask(j, logits))) return finish(j, "stop");
   const TokenId t = j.sampler.sample(logits, executor_.n_vocab());
   const auto now = Clock::now();
   if (o.stop_at_eog && tok_.is_eog(t)) return finish(j, "stop");
@@ -358,13 +402,14 @@ void Scheduler::sample(Job& j, const float* logits) {
   j.generated.push_back(t);
   j.sampler.accept(t);
   if (o.logprobs >= 0) {
-    TokenLogprob lp = token_logprob(logits, executor_.n_vocab(), t, o.logprobs);
+    TokenLogprob lp = token_logprob(raw, executor_.n_vocab(), t, o.logprobs);
     j.logprobs.push_back(lp);
     j.stream->append_logprob(std::move(lp));
   }
   if (j.stream->append(j.out.push(tok_.token_to_piece(t)))) to_wake_.push_back(j.stream);
   if (j.stream->cancelled()) return finish(j, "cancelled");
   if (j.out.stopped()) return finish(j, "stop");
+  if (o.json_object && (!j.json.feed(pieces_[static_cast<size_t>(t)]) || j.json.complete())) return finish(j, "stop");
   if (static_cast<int32_t>(j.generated.size()) >= o.max_tokens) return finish(j, "length");
   if (j.positions >= executor_.slot_capacity()) return finish(j, "length");
   j.next = t;

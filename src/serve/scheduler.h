@@ -69,6 +69,7 @@ class Scheduler {
   bool admit_and_collect(std::vector<std::shared_ptr<Job>>& running);
   void sample(Job& job, const float* logits);
   TokenLogprob token_logprob(const float* logits, int64_t n_vocab, TokenId t, int32_t top) const;
+  const float* json_mask(Job& job, const float* logits);
   void finish(Job& job, const std::string& reason, const std::string& error = {});
   void release_finished();
   void place(Job& job, std::vector<bool>& restarted);
@@ -86,6 +87,7 @@ class Scheduler {
   // when it last took a request (the least recently used free slot is the one overwritten).
   std::vector<std::vector<TokenId>> held_;
   std::vector<uint64_t> last_used_;
+  std::vector<std::string> pieces_;  // every token's text, made at the first JSON-mode request
   uint64_t placements_ = 0;
   bool stopping_ = false;
   StreamWaker waker_;

@@ -359,6 +359,32 @@ TEST(Server, LogprobsDescribeEveryGeneratedToken) {
   EXPECT_TRUE(s.post("/v1/completions", json{{"prompt", "a"}, {"max_tokens", 2}}.dump(), 200)["choices"][0]["logprobs"].is_null());
 }
 
+// JSON mode: whatever the (random-weight) model would say, every reply is one JSON object that
+// a parser accepts, closed in time when the token budget is short.
+TEST(Server, JsonModeRepliesAreAlwaysOneJsonObject) {
+  Running s(2, 8, 64, 4096);
+  int whole = 0;
+  for (int i = 0; i < 24; ++i) {
+    json b = chat_body("give me some json", 6 + 3 * i);
+    b["temperature"] = i % 3 == 0 ? 0.0 : 1.0;
+    b["seed"] = 100 + i;
+    b["response_format"] = {{"type", "json_object"}};
+    const json r = s.post("/v1/chat/completions", b.dump(), 200);
+    const std::string text = r["choices"][0]["message"]["content"];
+    const json parsed = json::parse(text, nullptr, false);
+    EXPECT_TRUE(!parsed.is_discarded() && parsed.is_object()) << "reply " << i << ": " << text;
+    EXPECT_EQ(r["choices"][0]["finish_reason"], "stop") << text;
+    whole += !parsed.is_discarded();
+  }
+  EXPECT_EQ(whole, 24);
+  // Ollama's format "json", streamed.
+  json o = {{"model", "tiny"}, {"prompt", "json please"}, {"format", "json"}, {"stream", false},
+            {"options", {{"num_predict", 20}, {"temperature", 0.8}, {"seed", 3}}}};
+  const json g = s.post("/api/generate", o.dump(), 200);
+  const json parsed = json::parse(g["response"].get<std::string>(), nullptr, false);
+  EXPECT_TRUE(!parsed.is_discarded() && parsed.is_object()) << g["response"];
+}
+
 TEST(Server, BadRequestsGetTheRightErrors) {
   Running s(1, 4, 64, 4096);
   auto check = [&](const std::string& path, const std::string& body, int status, const std::string& needle,
@@ -393,6 +419,11 @@ TEST(Server, BadRequestsGetTheRightErrors) {
   b["top_logprobs"] = 21;
   check("/v1/chat/completions", b.dump(), 400, "from 0 to 20", "top_logprobs");
   check("/v1/completions", json{{"prompt", "x"}, {"logprobs", 6}}.dump(), 400, "from 0 to 5", "logprobs");
+  b = chat_body("hi", 4);
+  b["response_format"] = {{"type", "yaml"}};
+  check("/v1/chat/completions", b.dump(), 400, "'response_format' must be", "response_format");
+  b["response_format"] = {{"type", "json_schema"}};
+  check("/v1/chat/completions", b.dump(), 400, "json_schema is not supported yet", "response_format");
   b = chat_body("hi", 4);
   b["n"] = 0;
   check("/v1/chat/completions", b.dump(), 400, "'n' must be an integer from 1 to 16", "n");
