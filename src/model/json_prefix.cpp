@@ -34,15 +34,9 @@ bool JsonPrefix::value_start(unsigned char c) {
       mode_ = Mode::Minus;
       return true;
     case 't':
-      literal_ = "rue";
-      mode_ = Mode::Literal;
-      return true;
     case 'f':
-      literal_ = "alse";
-      mode_ = Mode::Literal;
-      return true;
     case 'n':
-      literal_ = "ull";
+      literal_ = c == 't' ? "rue" : c == 'f' ? "alse" : "ull";
       mode_ = Mode::Literal;
       return true;
     default:
@@ -82,10 +76,7 @@ bool JsonPrefix::feed(unsigned char c) {
   switch (mode_) {
     case Mode::Start:
       if (space(c)) return true;
-      if (c != '{') return false;  // the document is an object
-      stack_ += '{';
-      mode_ = Mode::KeyOrEnd;
-      return true;
+      return c == '{' && value_start(c);  // the document is an object
     case Mode::Done:
       return space(c);
     case Mode::Value:

@@ -217,11 +217,9 @@ json model_object(const Service& service) {
   return {{"id", service.model().id}, {"object", "model"}, {"created", service.model().created}, {"owned_by", "orchard"}};
 }
 
-}  // namespace
-
 // Chat: "logprobs": true with "top_logprobs": 0..20; completions: "logprobs": 0..5 (the number
 // of alternatives).
-static void read_logprobs(const json& body, bool chat, GenerateOptions& o) {
+void read_logprobs(const json& body, bool chat, GenerateOptions& o) {
   const bool has = body.contains("logprobs") && !body["logprobs"].is_null();
   const bool has_top = body.contains("top_logprobs") && !body["top_logprobs"].is_null();
   if (chat) {
@@ -243,6 +241,8 @@ static void read_logprobs(const json& body, bool chat, GenerateOptions& o) {
     throw ApiError::bad_request("'logprobs' must be an integer from 0 to 5 (got " + k.dump() + ")", "logprobs");
   o.logprobs = k.get<int32_t>();
 }
+
+}  // namespace
 
 OpenAIRequest read_openai_request(const json& body, bool chat, const GenerateOptions& defaults) {
   OpenAIRequest r;

@@ -23,11 +23,11 @@ void prepare_slots(std::span<const SlotFeed> feeds, std::span<const std::unique_
   }
   // Copies first (a source restarted by this same step still holds what it held), then the
   // truncations of the rest.
+  auto copies = [](const SlotFeed& f) { return f.copy_from >= 0 && f.copy_from != f.slot && f.keep > 0; };
   for (const SlotFeed& f : feeds)
-    if (f.copy_from >= 0 && f.copy_from != f.slot && f.keep > 0)
-      caches[static_cast<size_t>(f.slot)]->copy_prefix(*caches[static_cast<size_t>(f.copy_from)], f.keep);
+    if (copies(f)) caches[static_cast<size_t>(f.slot)]->copy_prefix(*caches[static_cast<size_t>(f.copy_from)], f.keep);
   for (const SlotFeed& f : feeds) {
-    if (f.keep < 0 || (f.copy_from >= 0 && f.copy_from != f.slot && f.keep > 0)) continue;
+    if (f.keep < 0 || copies(f)) continue;
     KVCache& kv = *caches[static_cast<size_t>(f.slot)];
     if (f.keep > kv.size())
       throw Error("slot " + std::to_string(f.slot) + " holds " + std::to_string(kv.size()) + " positions, not the " +

@@ -180,16 +180,15 @@ void Scheduler::place(Job& job, std::vector<bool>& restarted) {
       any_len = len;
     }
   }
-  if (best_any >= 0 && any_len > free_len) {
+  if (best_any >= 0 && any_len > free_len) {  // (best_any is then not free: no free slot holds that much)
     job.slot = lru_free;
     job.keep = any_len;
-    job.copy_from = best_any == lru_free ? -1 : best_any;
+    job.copy_from = best_any;
   } else {
     job.slot = free_len > 0 ? best_free : lru_free;
     job.keep = std::max<int64_t>(free_len, 0);
     job.copy_from = -1;
   }
-  if (job.keep == 0) job.copy_from = -1;
   const auto s = static_cast<size_t>(job.slot);
   restarted[s] = true;  // (held_ changes with the first feed, which may yet not run: a cancel)
   last_used_[s] = ++placements_;
