@@ -16,6 +16,8 @@
 
 namespace orchard {
 
+struct Grammar;
+
 struct EngineOptions {
   std::string model_path;
   int threads = 0;        // 0: all hardware threads
@@ -37,9 +39,10 @@ struct GenerateOptions {
   // ≥ 0: the server reports each generated token's log-probability and this many most likely
   // alternatives (OpenAI's logprobs / top_logprobs); −1: not asked.
   int32_t logprobs = -1;
-  // The reply is one JSON object: the server samples only tokens that keep it one (JsonPrefix),
-  // closes it in time for max_tokens, and stops when it is whole.
-  bool json_object = false;
+  // The reply is a sentence of this grammar (JSON mode, a JSON schema): the server samples only
+  // tokens that keep it one, closes it in time for max_tokens, and stops when it is whole and
+  // nothing may follow.
+  std::shared_ptr<const Grammar> grammar;
 };
 
 struct GenerateResult {

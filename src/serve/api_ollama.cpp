@@ -6,6 +6,7 @@
 #include "serve/api.h"
 #include "serve/http_util.h"
 #include "serve/request_params.h"
+#include "serve/structured_output.h"
 
 namespace orchard::serve {
 namespace {
@@ -33,11 +34,8 @@ GenerateOptions read_options(const json& body, const Service& service) {
     names.max_tokens = "num_predict";
     read_generation_params(body["options"], o, names);
   }
-  // "format": "json" asks for one JSON object (a JSON schema there is not supported yet).
-  if (body.contains("format") && !body["format"].is_null() && body["format"] != "") {
-    if (body["format"] == "json") o.json_object = true;
-    else throw ApiError::bad_request("'format' must be \"json\" (JSON schemas are not supported yet)", "format");
-  }
+  // "format": "json" asks for one JSON object, a schema object for JSON that follows it.
+  if (body.contains("format")) o.grammar = read_ollama_format(body["format"]);
   return o;
 }
 

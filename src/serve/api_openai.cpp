@@ -4,6 +4,7 @@
 #include "serve/http_util.h"
 #include "serve/openai.h"
 #include "serve/request_params.h"
+#include "serve/structured_output.h"
 
 namespace orchard::serve {
 namespace {
@@ -258,17 +259,8 @@ OpenAIRequest read_openai_request(const json& body, bool chat, const GenerateOpt
     r.n = n.get<int>();
   }
   read_logprobs(body, chat, r.options);
-  if (body.contains("response_format") && !body["response_format"].is_null()) {
-    const json& f = body["response_format"];
-    const json type = f.is_object() && f.contains("type") ? f["type"] : json();
-    if (type == "json_object")
-      r.options.json_object = true;
-    else if (type == "json_schema")
-      throw ApiError::bad_request("'response_format' json_schema is not supported yet; json_object is", "response_format");
-    else if (type != "text")
-      throw ApiError::bad_request("'response_format' must be {\"type\": \"text\"} or {\"type\": \"json_object\"}",
-                                  "response_format");
-  }
+  if (body.contains("response_format") && !body["response_format"].is_null())
+    r.options.grammar = read_response_format(body["response_format"]);
   if (body.contains("stream_options") && body["stream_options"].is_object())
     r.include_usage = read_bool(body["stream_options"], "include_usage", false);
   if (body.contains("model") && !body["model"].is_null()) {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "model/json_prefix.h"
+#include "model/grammar/grammar_matcher.h"
 #include "tensor/error.h"
 
 namespace orchard::serve {
@@ -45,15 +45,20 @@ struct Scheduler::Job {
   TokenId next = -1;                // generated token to feed at the next step
   std::vector<TokenId> generated;
   std::vector<TokenLogprob> logprobs;  // when the request asked for them
-  JsonPrefix json;                     // JSON mode: what the reply so far is
-  std::vector<float> masked;           // JSON mode: the logits with the tokens it forbids at −∞
+  GrammarMatcher grammar;              // constrained: what the reply so far is
+  std::shared_ptr<GrammarVocab> gv;    // constrained: the grammar over the vocabulary, and the
+  uint32_t state = 0;                  // reply's state in its automaton as of epoch dfa_epoch
+  uint64_t dfa_epoch = UINT64_MAX;
+  std::vector<float> masked;           // constrained: the logits with the tokens it forbids at −∞
   Clock::time_point submitted = Clock::now(), started, first_token, last_token;
   int64_t positions = 0;            // slot positions after the feeds so far
   bool done = false;
   Completion result;                // filled when done; published once the slot is free
 
   Job(Request r, std::shared_ptr<Stream> s)
-      : req(std::move(r)), stream(std::move(s)), sampler(req.options.sampling), out(req.options.stop) {}
+      : req(std::move(r)), stream(std::move(s)), sampler(req.options.sampling), out(req.options.stop) {
+    if (req.options.grammar) grammar = GrammarMatcher(req.options.grammar);
+  }
   bool prefilling() const { return fed < req.prompt.size(); }
 };
 
@@ -349,36 +354,59 @@ TokenLogprob Scheduler::token_logprob(const float* logits, int64_t n_vocab, Toke
 // of) one JSON object, and end-of-generation allowed only once it is whole. When the tokens left
 // barely cover the shortest closing text, only tokens that shorten it remain. Null when no token
 // can continue.
-const float* Scheduler::json_mask(Job& j, const float* logits) {
-  const int64_t nv = executor_.n_vocab();
-  if (pieces_.empty()) {
-    pieces_.resize(static_cast<size_t>(nv));
-    for (int64_t id = 0; id < std::min<int64_t>(nv, tok_.vocab_size()); ++id)
-      pieces_[static_cast<size_t>(id)] = tok_.token_to_piece(static_cast<TokenId>(id));
+std::shared_ptr<GrammarVocab> Scheduler::grammar_vocab(const std::shared_ptr<const Grammar>& grammar) {
+  constexpr size_t kKeep = 8;
+  if (!trie_) {
+    pieces_.resize(static_cast<size_t>(executor_.n_vocab()));
+    for (int64_t id = 0; id < std::min<int64_t>(executor_.n_vocab(), tok_.vocab_size()); ++id) {
+      if (tok_.is_eog(static_cast<TokenId>(id))) eog_.push_back(static_cast<TokenId>(id));
+      else pieces_[static_cast<size_t>(id)] = tok_.token_to_piece(static_cast<TokenId>(id));
+    }
+    trie_ = std::make_shared<const TokenTrie>(pieces_);
   }
-  const size_t need = j.json.closing().size();
-  // Tokens still to come: up to max_tokens, and up to a full slot.
+  std::shared_ptr<GrammarVocab> gv;
+  std::erase_if(grammar_vocabs_, [](const auto& a) { return a.second.expired(); });
+  for (const auto& [g, weak] : grammar_vocabs_)
+    if (g == grammar.get()) gv = weak.lock();
+  if (!gv) {
+    gv = std::make_shared<GrammarVocab>(grammar, trie_);
+    grammar_vocabs_.emplace_back(grammar.get(), gv);
+  }
+  std::erase(recent_grammar_vocabs_, gv);
+  recent_grammar_vocabs_.push_front(gv);
+  if (recent_grammar_vocabs_.size() > kKeep) recent_grammar_vocabs_.pop_back();
+  return gv;
+}
+
+const float* Scheduler::grammar_mask(Job& j, const float* logits) {
+  // What a grammar's tables may hold before they start over: automaton states (1 KiB each) and
+  // listed tokens (8 bytes each).
+  constexpr size_t kMaxStates = 32768, kMaxListed = size_t{8} << 20;
+  const int64_t nv = executor_.n_vocab();
+  if (!j.gv) j.gv = grammar_vocab(j.req.options.grammar);
+  GrammarDfa& dfa = j.gv->dfa();
+  j.gv->trim(kMaxStates, kMaxListed);
+  if (j.dfa_epoch != dfa.epoch()) {
+    j.state = dfa.intern(j.grammar);
+    j.dfa_epoch = dfa.epoch();
+  }
+  // Tokens still to come: up to max_tokens, and up to a full slot. A token is admitted only if
+  // the reply can still be closed after it with what is left (every byte is a token in the
+  // vocabularies we serve, so a closing of n bytes takes at most n tokens, and one to spare);
+  // when not even that is possible, any admitted token, best effort.
   const int64_t left = std::min(j.req.options.max_tokens - static_cast<int64_t>(j.generated.size()),
                                 executor_.slot_capacity() - j.positions);
-  j.masked.assign(logits, logits + nv);
-  for (const bool hurry : {left <= static_cast<int64_t>(need) + 1, false}) {
+  j.masked.assign(static_cast<size_t>(nv), -std::numeric_limits<float>::infinity());
+  for (const bool budget : {true, false}) {
     bool any = false;
-    for (int64_t id = 0; id < nv; ++id) {
-      const auto i = static_cast<size_t>(id);
-      bool ok;
-      if (tok_.is_eog(static_cast<TokenId>(id))) {
-        ok = j.json.complete();
-      } else if (pieces_[i].empty()) {
-        ok = false;
-      } else {
-        JsonPrefix next = j.json;
-        ok = next.feed(pieces_[i]) && (!hurry || next.complete() || next.closing().size() < need);
-      }
-      j.masked[i] = ok ? logits[id] : -std::numeric_limits<float>::infinity();
-      any = any || ok;
+    for (const GrammarVocab::Admitted& a : j.gv->admitted(j.state)) {
+      if (budget && !dfa.complete(a.after) && static_cast<int64_t>(dfa.closing_length(a.after)) + 1 >= left) continue;
+      j.masked[static_cast<size_t>(a.token)] = logits[a.token];
+      any = true;
     }
+    if (dfa.complete(j.state))
+      for (TokenId id : eog_) j.masked[static_cast<size_t>(id)] = logits[id], any = true;
     if (any) return j.masked.data();
-    if (!hurry) break;
   }
   return nullptr;
 }
@@ -386,7 +414,7 @@ const float* Scheduler::json_mask(Job& j, const float* logits) {
 void Scheduler::sample(Job& j, const float* logits) {
   const GenerateOptions& o = j.req.options;
   const float* raw = logits;  // what logprobs report
-  if (o.json_object && !(logits = json_mask(j, logits))) return finish(j, "stop");
+  if (o.grammar && !(logits = grammar_mask(j, logits))) return finish(j, "stop");
   const TokenId t = j.sampler.sample(logits, executor_.n_vocab());
   const auto now = Clock::now();
   if (o.stop_at_eog && tok_.is_eog(t)) return finish(j, "stop");
@@ -408,7 +436,15 @@ void Scheduler::sample(Job& j, const float* logits) {
   if (j.stream->append(j.out.push(tok_.token_to_piece(t)))) to_wake_.push_back(j.stream);
   if (j.stream->cancelled()) return finish(j, "cancelled");
   if (j.out.stopped()) return finish(j, "stop");
-  if (o.json_object && (!j.json.feed(pieces_[static_cast<size_t>(t)]) || j.json.complete())) return finish(j, "stop");
+  if (o.grammar && !tok_.is_eog(t)) {
+    // The mask admitted t, so its bytes lead somewhere (read from the automaton's table).
+    for (char c : pieces_[static_cast<size_t>(t)])
+      if (j.state != GrammarDfa::kDead) j.state = j.gv->dfa().next(j.state, static_cast<unsigned char>(c));
+    if (j.state == GrammarDfa::kDead) return finish(j, "stop");
+    const GrammarDfa& dfa = j.gv->dfa();
+    j.grammar = dfa.matcher(j.state);
+    if (dfa.complete(j.state) && !dfa.can_continue(j.state)) return finish(j, "stop");
+  }
   if (static_cast<int32_t>(j.generated.size()) >= o.max_tokens) return finish(j, "length");
   if (j.positions >= executor_.slot_capacity()) return finish(j, "length");
   j.next = t;

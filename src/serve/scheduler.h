@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/engine.h"
+#include "model/grammar/grammar_vocab.h"
 #include "model/text_output.h"
 #include "serve/executor.h"
 #include "serve/metrics.h"
@@ -69,7 +70,7 @@ class Scheduler {
   bool admit_and_collect(std::vector<std::shared_ptr<Job>>& running);
   void sample(Job& job, const float* logits);
   TokenLogprob token_logprob(const float* logits, int64_t n_vocab, TokenId t, int32_t top) const;
-  const float* json_mask(Job& job, const float* logits);
+  const float* grammar_mask(Job& job, const float* logits);
   void finish(Job& job, const std::string& reason, const std::string& error = {});
   void release_finished();
   void place(Job& job, std::vector<bool>& restarted);
@@ -87,7 +88,16 @@ class Scheduler {
   // when it last took a request (the least recently used free slot is the one overwritten).
   std::vector<std::vector<TokenId>> held_;
   std::vector<uint64_t> last_used_;
-  std::vector<std::string> pieces_;  // every token's text, made at the first JSON-mode request
+  // Made at the first constrained request: every token's text (empty for end-of-generation
+  // tokens), the same as a trie, and the end-of-generation tokens.
+  std::vector<std::string> pieces_;
+  std::shared_ptr<const TokenTrie> trie_;
+  std::vector<TokenId> eog_;
+  // Each grammar over the vocabulary, shared by the requests that use it; the last few stay
+  // alive between requests (agents send the same schema every time).
+  std::shared_ptr<GrammarVocab> grammar_vocab(const std::shared_ptr<const Grammar>& grammar);
+  std::vector<std::pair<const Grammar*, std::weak_ptr<GrammarVocab>>> grammar_vocabs_;
+  std::deque<std::shared_ptr<GrammarVocab>> recent_grammar_vocabs_;
   uint64_t placements_ = 0;
   bool stopping_ = false;
   StreamWaker waker_;

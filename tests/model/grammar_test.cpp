@@ -7,6 +7,7 @@
 #include <random>
 
 #include "model/grammar/grammar.h"
+#include "model/grammar/grammar_dfa.h"
 #include "model/grammar/grammar_matcher.h"
 #include "model/grammar/json_schema.h"
 #include "model/grammar/token_trie.h"
@@ -260,17 +261,23 @@ TEST(TokenTrie, AdmitsExactlyTheTokensAWholeFeedAdmits) {
   }
   const TokenTrie trie(pieces);
   auto g = schema({{"type", "object"}, {"properties", {{"a", {{"type", "array"}, {"items", {{"type", "integer"}}}}}, {"b", {{"type", "string"}}}}}});
-  GrammarMatcher m(g);
+  GrammarDfa dfa(g);
   for (const char* prefix : {"", "{", "{\"a\": [1", "{\"b\": \"x", "{\"a\": []", "{\"a\": [], \"b\": \"\\"}) {
     GrammarMatcher at(g);
     ASSERT_TRUE(at.feed(prefix)) << prefix;
     std::vector<int32_t> by_trie, by_feed;
-    trie.for_each_admitted(at, [&](int32_t id, const GrammarMatcher& after) {
-      by_trie.push_back(id);
-      GrammarMatcher check = at;
-      EXPECT_TRUE(check.feed(pieces[id]));
-      EXPECT_EQ(check.closing_length(), after.closing_length()) << pieces[id];
-    });
+    // Twice: the second walk reads the automaton's tables the first one filled.
+    for (int pass = 0; pass < 2; ++pass) {
+      by_trie.clear();
+      trie.for_each_admitted(dfa, dfa.intern(at), [&](int32_t id, uint32_t after) {
+        by_trie.push_back(id);
+        GrammarMatcher check = at;
+        EXPECT_TRUE(check.feed(pieces[id]));
+        EXPECT_EQ(check.stacks(), dfa.matcher(after).stacks()) << pieces[id];
+        EXPECT_EQ(check.closing_length(), dfa.closing_length(after)) << pieces[id];
+        EXPECT_EQ(check.complete(), dfa.complete(after)) << pieces[id];
+      });
+    }
     for (size_t id = 0; id < pieces.size(); ++id) {
       GrammarMatcher check = at;
       if (!pieces[id].empty() && check.feed(pieces[id])) by_feed.push_back(static_cast<int32_t>(id));
@@ -279,6 +286,11 @@ TEST(TokenTrie, AdmitsExactlyTheTokensAWholeFeedAdmits) {
     EXPECT_EQ(by_trie, by_feed) << prefix;
     EXPECT_FALSE(by_feed.empty()) << prefix;
   }
+  const size_t states = dfa.size();
+  EXPECT_GT(states, 1u);
+  dfa.clear();
+  EXPECT_EQ(dfa.size(), 0u);
+  EXPECT_EQ(dfa.epoch(), 1u);
 }
 
 }  // namespace

@@ -385,6 +385,48 @@ TEST(Server, JsonModeRepliesAreAlwaysOneJsonObject) {
   EXPECT_TRUE(!parsed.is_discarded() && parsed.is_object()) << g["response"];
 }
 
+// JSON schema: every reply parses and keeps the schema's types, ranges, lengths and required
+// properties, on both APIs, closed in time when the budget is short.
+TEST(Server, JsonSchemaRepliesFollowTheSchema) {
+  Running s(2, 8, 128, 4096);
+  const json schema = {
+      {"type", "object"},
+      {"properties",
+       {{"city", {{"type", "string"}, {"minLength", 1}, {"maxLength", 12}}},
+        {"temp", {{"type", "integer"}, {"minimum", -40}, {"maximum", 50}}},
+        {"sky", {{"enum", {"clear", "cloudy", "rain"}}}},
+        {"hours", {{"type", "array"}, {"items", {{"type", "number"}}}, {"maxItems", 3}}}}},
+      {"required", {"city", "temp", "sky"}},
+      {"additionalProperties", false},
+  };
+  auto check_reply = [&](const std::string& text, const std::string& what) {
+    const json v = json::parse(text, nullptr, false);
+    ASSERT_TRUE(!v.is_discarded() && v.is_object()) << what << ": " << text;
+    for (const auto& [key, _] : v.items()) EXPECT_TRUE(schema["properties"].contains(key)) << text;
+    ASSERT_TRUE(v.contains("city") && v["city"].is_string()) << text;
+    EXPECT_FALSE(v["city"].get<std::string>().empty()) << text;
+    ASSERT_TRUE(v.contains("temp") && v["temp"].is_number_integer()) << text;
+    EXPECT_TRUE(v["temp"].get<int>() >= -40 && v["temp"].get<int>() <= 50) << text;
+    ASSERT_TRUE(v.contains("sky")) << text;
+    EXPECT_TRUE(v["sky"] == "clear" || v["sky"] == "cloudy" || v["sky"] == "rain") << text;
+    if (v.contains("hours")) {
+      EXPECT_TRUE(v["hours"].is_array() && v["hours"].size() <= 3) << text;
+    }
+  };
+  for (int i = 0; i < 12; ++i) {
+    json b = chat_body("weather as json", 40 + 10 * i);
+    b["temperature"] = i % 3 == 0 ? 0.0 : 1.0;
+    b["seed"] = 200 + i;
+    b["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "weather"}, {"strict", true}, {"schema", schema}}}};
+    const json r = s.post("/v1/chat/completions", b.dump(), 200);
+    check_reply(r["choices"][0]["message"]["content"], "reply " + std::to_string(i));
+    EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+  }
+  json o = {{"model", "tiny"}, {"prompt", "weather"}, {"format", schema}, {"stream", false},
+            {"options", {{"num_predict", 60}, {"temperature", 0.9}, {"seed", 4}}}};
+  check_reply(s.post("/api/generate", o.dump(), 200)["response"], "ollama");
+}
+
 TEST(Server, BadRequestsGetTheRightErrors) {
   Running s(1, 4, 64, 4096);
   auto check = [&](const std::string& path, const std::string& body, int status, const std::string& needle,
@@ -423,7 +465,21 @@ TEST(Server, BadRequestsGetTheRightErrors) {
   b["response_format"] = {{"type", "yaml"}};
   check("/v1/chat/completions", b.dump(), 400, "'response_format' must be", "response_format");
   b["response_format"] = {{"type", "json_schema"}};
-  check("/v1/chat/completions", b.dump(), 400, "json_schema is not supported yet", "response_format");
+  check("/v1/chat/completions", b.dump(), 400, "must be an object with a 'schema'", "response_format.json_schema");
+  b["response_format"]["json_schema"] = {{"name", "x"}, {"schema", {{"type", "string"}, {"pattern", "^a+$"}}}};
+  check("/v1/chat/completions", b.dump(), 400, "'pattern' is not supported", "response_format.json_schema.schema");
+  b["response_format"]["json_schema"]["schema"] = {{"type", "object"}, {"properties", {{"n", {{"type", "lots"}}}}}};
+  check("/v1/chat/completions", b.dump(), 400, "at /properties/n/type: unknown type 'lots'", "response_format.json_schema.schema");
+  b["response_format"]["json_schema"]["schema"] = {{"type", "string"}, {"maxLength", 5000000}};
+  check("/v1/chat/completions", b.dump(), 400, "too large", "response_format.json_schema.schema");
+  // Ollama's errors are {"error": "…"}.
+  auto check_ollama = [&](const json& body, const std::string& needle) {
+    const json e = s.post("/api/generate", body.dump(), 400);
+    EXPECT_NE(e.value("error", "").find(needle), std::string::npos) << e.dump();
+  };
+  check_ollama({{"model", "tiny"}, {"prompt", "x"}, {"format", 7}}, "'format' must be");
+  check_ollama({{"model", "tiny"}, {"prompt", "x"}, {"format", {{"type", "integer"}, {"minimum", 3}, {"maximum", 1}}}},
+               "no integer lies between 3 and 1");
   b = chat_body("hi", 4);
   b["n"] = 0;
   check("/v1/chat/completions", b.dump(), 400, "'n' must be an integer from 1 to 16", "n");

@@ -43,6 +43,8 @@ class GrammarMatcher {
   // when refused).
   uint32_t closing_length() const;
   const Grammar& grammar() const { return *grammar_; }
+  // The stacks, as stored (each its length then its positions): the state's identity.
+  const std::vector<uint32_t>& stacks() const { return words_; }
 
  private:
   void step(std::vector<uint32_t>& stack, unsigned char c, std::vector<uint32_t>& out, size_t& stacks) const;

@@ -60,14 +60,13 @@ uint32_t JsonRules::remember(const std::string& key, uint32_t rule) {
 
 uint32_t JsonRules::ws() {
   if (uint32_t r = memo("ws"); r != UINT32_MAX) return r;
-  const uint32_t indent = b_.add_rule("indent");
-  b_.add_alternative(indent, {});
-  // ws ::= "" | " " | "\n" [ \t]{0,20}
+  // ws ::= [ \t\n\r]{0,20}
   ByteSet blank = ByteSet::of(' ');
   blank.add('\t');
+  blank.add('\n');
+  blank.add('\r');
   const uint32_t blank_rule = b_.add_rule("blank", {{Sym::bytes(blank)}});
-  b_.add_alternative(indent, repeat(blank_rule, 0, 20));
-  return remember("ws", b_.add_rule("ws", {{}, {byte(' ')}, {byte('\n'), Sym::ref(indent)}}));
+  return remember("ws", b_.add_rule("ws", {repeat(blank_rule, 0, 20)}));
 }
 
 uint32_t JsonRules::character() {
@@ -177,15 +176,15 @@ uint32_t JsonRules::digits(uint32_t min, uint32_t max) {
 
 uint32_t JsonRules::integer() {
   if (uint32_t r = memo("integer"); r != UINT32_MAX) return r;
-  // integer ::= "-"? ("0" | [1-9] [0-9]{0,15})
-  const uint32_t magnitude = b_.add_rule("natural", {{byte('0')}, {range('1', '9'), Sym::ref(digits(0, 15))}});
+  // integer ::= "-"? ("0" | [1-9] [0-9]{0,19})
+  const uint32_t magnitude = b_.add_rule("natural", {{byte('0')}, {range('1', '9'), Sym::ref(digits(0, 19))}});
   return remember("integer", b_.add_rule("integer", {{Sym::ref(magnitude)}, {byte('-'), Sym::ref(magnitude)}}));
 }
 
 uint32_t JsonRules::number() {
   if (uint32_t r = memo("number"); r != UINT32_MAX) return r;
-  // number ::= integer ("." [0-9]{1,15})? ([eE] [-+]? [0-9]{1,2})?  (stays inside a double)
-  const uint32_t fraction = b_.add_rule("fraction", {{}, {byte('.'), Sym::ref(digits(1, 15))}});
+  // number ::= integer ("." [0-9]{1,20})? ([eE] [-+]? [0-9]{1,2})?  (stays inside a double)
+  const uint32_t fraction = b_.add_rule("fraction", {{}, {byte('.'), Sym::ref(digits(1, 20))}});
   ByteSet e = ByteSet::of('e'), sign = ByteSet::of('-');
   e.add('E');
   sign.add('+');
@@ -196,7 +195,7 @@ uint32_t JsonRules::number() {
 
 uint32_t JsonRules::nonneg_range(uint64_t lo, std::optional<uint64_t> hi) {
   const std::string lo_text = std::to_string(lo);
-  const size_t top = hi ? std::to_string(*hi).size() : std::max<size_t>(lo_text.size(), 16);
+  const size_t top = hi ? std::to_string(*hi).size() : std::max<size_t>(lo_text.size(), 20);
   std::vector<Seq> alts;
   for (size_t n = lo_text.size(); n <= top; ++n) {
     std::string a = n == lo_text.size() ? lo_text : "1" + std::string(n - 1, '0');
@@ -245,7 +244,7 @@ uint32_t JsonRules::number_range(std::optional<double> lo, bool lo_exclusive, st
     b_.add_alternative(rule, {Sym::ref(integer_range(clamp(whole_lo), clamp(whole_hi)))});
     any = true;
   }
-  const uint32_t fraction = b_.add_rule("fraction-nonzero", {{byte('.'), Sym::ref(digits(0, 14)), range('1', '9')}});
+  const uint32_t fraction = b_.add_rule("fraction-nonzero", {{byte('.'), Sym::ref(digits(0, 19)), range('1', '9')}});
   // I in [max(0, ceil lo), floor hi - 1]
   const double i_lo = std::max(0.0, lo ? std::ceil(*lo) : 0.0);
   const std::optional<double> i_hi = hi ? std::optional<double>(std::floor(*hi) - 1) : std::nullopt;

@@ -3,9 +3,9 @@
 // strings (well-formed UTF-8, escapes, a length range in characters), integers in a range,
 // numbers, any value, any object, and repetitions. The JSON-schema compiler builds on these.
 //
-// Whitespace between tokens is bounded ("", " ", or a newline and up to 20 spaces or tabs), and
-// so are digits (an integer up to 16, fraction up to 15, exponent up to 2), so a sampled model
-// cannot fill its whole budget with blanks or digits.
+// Whitespace between tokens is bounded (20 blanks in a row), and so are digits (20 in an
+// integer or a fraction, 2 in an exponent), so a sampled model cannot fill its whole budget with
+// blanks or digits, and every number fits a double.
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -28,7 +28,7 @@ class JsonRules {
   uint32_t string(uint32_t min_chars = 0, uint32_t max_chars = kUnbounded);
   uint32_t boolean();
   uint32_t null();
-  uint32_t integer();  // unbounded (16 digits at most)
+  uint32_t integer();  // unbounded (20 digits at most)
   uint32_t number();
   // Integers lo ≤ n ≤ hi; an absent bound is open.
   uint32_t integer_range(std::optional<int64_t> lo, std::optional<int64_t> hi);

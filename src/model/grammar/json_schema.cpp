@@ -372,4 +372,9 @@ json Compiler::merge_all_of(const json& s, const std::string& path) {
 
 Grammar json_schema_grammar(const nlohmann::json& schema) { return Compiler(schema).run(); }
 
+std::shared_ptr<const Grammar> json_object_grammar() {
+  static const auto grammar = std::make_shared<const Grammar>(json_schema_grammar({{"type", "object"}}));
+  return grammar;
+}
+
 }  // namespace orchard

@@ -15,6 +15,7 @@
 //
 // Properties come out in the order the object gives them, required ones always, optional ones
 // or not; no key twice.
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -39,5 +40,8 @@ constexpr size_t kMaxSchemaSymbols = 200'000;
 
 // The grammar of the JSON texts `schema` accepts (leading whitespace allowed, none after).
 Grammar json_schema_grammar(const nlohmann::json& schema);
+
+// Any one JSON object (OpenAI's JSON mode, Ollama's format "json"): made once, shared.
+std::shared_ptr<const Grammar> json_object_grammar();
 
 }  // namespace orchard

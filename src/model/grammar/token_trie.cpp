@@ -22,7 +22,6 @@ TokenTrie::TokenTrie(const std::vector<std::string>& pieces) {
   while (!todo.empty()) {
     const Pending p = todo.back();
     todo.pop_back();
-    depth_ = std::max(depth_, p.depth);
     size_t i = p.begin;
     while (i < p.end && pieces[order[i]].size() == p.depth) ++i;
     nodes_[p.node].first_token = static_cast<uint32_t>(p.begin);
@@ -43,8 +42,9 @@ TokenTrie::TokenTrie(const std::vector<std::string>& pieces) {
       nodes_.emplace_back();
       child_byte_.push_back(static_cast<unsigned char>(pieces[order[k.begin]][p.depth]));
       child_node_.push_back(k.node);
-      todo.push_back(k);
     }
+    // First child on top: the walk's depth-first order then reads the nodes nearly in sequence.
+    todo.insert(todo.end(), kids.rbegin(), kids.rend());
   }
 }
 

@@ -1,12 +1,13 @@
 #pragma once
 // A vocabulary's token pieces as a trie, so a constraint checks each shared prefix once: the
-// tokens a GrammarMatcher admits are found by walking the trie and feeding one byte per edge,
-// pruning a whole subtree at the first byte refused (most of the vocabulary, between values).
+// tokens a grammar state admits are found by walking the trie one byte per edge through the
+// grammar's automaton (grammar_dfa.h), pruning a whole subtree at the first byte refused (most
+// of the vocabulary, between values).
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "model/grammar/grammar_matcher.h"
+#include "model/grammar/grammar_dfa.h"
 
 namespace orchard {
 
@@ -16,12 +17,10 @@ class TokenTrie {
   // pieces[id] is token id's text; tokens with empty text are left out.
   explicit TokenTrie(const std::vector<std::string>& pieces);
 
-  // Calls visit(id, matcher after the token) for every token whose whole text `from` admits.
+  // Calls visit(id, state after the token) for every token whose whole text state `from` admits.
   template <class Visit>
-  void for_each_admitted(const GrammarMatcher& from, Visit&& visit) const {
-    if (nodes_.empty()) return;
-    if (states_.size() < depth_ + 1) states_.resize(depth_ + 1);
-    walk(0, from, 0, visit);
+  void for_each_admitted(GrammarDfa& dfa, uint32_t from, Visit&& visit) const {
+    if (!nodes_.empty() && from != GrammarDfa::kDead) walk(0, dfa, from, visit);
   }
 
   size_t node_count() const { return nodes_.size(); }
@@ -33,14 +32,14 @@ class TokenTrie {
   };
 
   template <class Visit>
-  void walk(uint32_t node, const GrammarMatcher& state, size_t depth, Visit& visit) const {
+  void walk(uint32_t node, GrammarDfa& dfa, uint32_t state, Visit& visit) const {
     const Node& n = nodes_[node];
-    GrammarMatcher& next = states_[depth];
     for (uint32_t i = n.first_child; i < n.first_child + n.children; ++i) {
-      if (!state.feed_into(child_byte_[i], next)) continue;
+      const uint32_t next = dfa.next(state, child_byte_[i]);
+      if (next == GrammarDfa::kDead) continue;
       const Node& child = nodes_[child_node_[i]];
       for (uint32_t t = child.first_token; t < child.first_token + child.tokens; ++t) visit(tokens_[t], next);
-      if (child.children) walk(child_node_[i], next, depth + 1, visit);
+      if (child.children) walk(child_node_[i], dfa, next, visit);
     }
   }
 
@@ -48,8 +47,6 @@ class TokenTrie {
   std::vector<unsigned char> child_byte_;
   std::vector<uint32_t> child_node_;
   std::vector<int32_t> tokens_;
-  size_t depth_ = 0;  // the longest piece
-  mutable std::vector<GrammarMatcher> states_;  // one per depth, reused between walks
 };
 
 }  // namespace orchard
