@@ -5,8 +5,10 @@
 #include <cstdint>
 #include <string>
 
+#include "model/grammar/grammar_matcher.h"
 #include "serve/openai.h"
 #include "serve/request_params.h"
+#include "serve/structured_output.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace orchard::serve;
@@ -25,12 +27,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (j.contains("prompt")) read_string(j, "prompt");
   } catch (const ApiError&) {
   }
-  // OpenAI's whole request, both routes: n, logprobs, response_format, stream_options, model.
+  // OpenAI's whole request, both routes: n, logprobs, response_format (schemas compiled to
+  // grammars), stream_options, model. A grammar then reads the body itself, byte by byte.
   for (const bool chat : {true, false}) {
     try {
-      read_openai_request(parse_body(body), chat, orchard::GenerateOptions{});
+      const OpenAIRequest r = read_openai_request(parse_body(body), chat, orchard::GenerateOptions{});
+      if (r.options.grammar) {
+        orchard::GrammarMatcher m(r.options.grammar);
+        for (size_t i = 0; i < body.size() && m.feed(static_cast<unsigned char>(body[i])); ++i) m.closing_length();
+        m.complete();
+        m.can_continue();
+      }
     } catch (const ApiError&) {
     }
+  }
+  // Ollama's format: "json" or a schema.
+  try {
+    const nlohmann::json j = parse_body(body);
+    if (j.contains("format")) read_ollama_format(j["format"]);
+  } catch (const ApiError&) {
   }
   return 0;
 }
