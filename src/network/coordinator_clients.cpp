@@ -95,6 +95,8 @@ void generate(Coordinator::State& s, bool chat, const httplib::Request& req, htt
   const serve::OpenAIRequest r = serve::read_openai_request(body, chat, defaults);
   if (r.n != 1)
     throw ApiError::bad_request("the network runs one choice per job: send n = 1 (or n requests)", "n");
+  if (!r.tools.tools.empty())
+    throw ApiError::bad_request("the network does not run tool calls yet: call `orchard serve` directly for tools", "tools");
   if (r.model.empty())
     throw ApiError::bad_request("'model' is required: it says which nodes can run the job (GET /v1/models lists them)",
                                 "model");

@@ -7,6 +7,7 @@
 #include "serve/http_util.h"
 #include "serve/request_params.h"
 #include "serve/structured_output.h"
+#include "serve/tool_request.h"
 
 namespace orchard::serve {
 namespace {
@@ -73,17 +74,58 @@ void respond(Service& service, httplib::Response& res, std::shared_ptr<Stream> s
       });
 }
 
+json ollama_calls(const std::vector<ToolCall>& calls) {
+  json out = json::array();
+  for (const ToolCall& c : calls) out.push_back({{"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  return out;
+}
+
 void chat(Service& service, const httplib::Request& req, httplib::Response& res) {
   const json body = parse_body(req.body);
   if (!body.contains("messages")) throw ApiError::bad_request("'messages' is required", "messages");
   GenerateOptions o = read_options(body, service);
-  auto prompt = service.chat_prompt(read_messages(body["messages"]), o);
+  const ToolRequest tools = read_function_tools(body);
+  auto prompt = service.chat_prompt(read_messages(body["messages"]), o, tools);
   auto stream = service.start(std::move(prompt), o);
   const std::string model = service.model().id;
-  respond(service, res, stream, read_bool(body, "stream", true), [=](const std::string& t) {
+  auto message = [=](const std::string& t) {
     return json{{"model", model}, {"created_at", iso_now()}, {"message", {{"role", "assistant"}, {"content", t}}},
                 {"done", false}};
-  });
+  };
+  const bool streaming = read_bool(body, "stream", true);
+  if (!tools.active()) return respond(service, res, stream, streaming, message);
+  // Tools: calls go in the message's tool_calls; streamed, text that may be a call is held
+  // back and the calls come in one line before the last.
+  const ToolFormat format = service.tool_format();
+  if (!streaming) {
+    const Completion& done = stream->wait_done();
+    const ToolReply reply = parse_tool_calls(format, done.text, tools.tools);
+    json out = message(reply.calls.empty() ? done.text : reply.content);
+    if (!reply.calls.empty()) out["message"]["tool_calls"] = ollama_calls(reply.calls);
+    out.update(final_fields(done));
+    send_json(res, out);
+    return;
+  }
+  auto tool_stream = std::make_shared<ToolStream>(format, tools.tools);
+  stream_to(
+      res, stream, "application/x-ndjson",
+      [=](const std::string& t) {
+        const std::string out = tool_stream->push(t);
+        return out.empty() ? std::string() : line(message(out));
+      },
+      [=](const Completion& done) {
+        if (done.finish_reason == "error") return line({{"error", "generation failed: " + done.error}});
+        const ToolReply reply = tool_stream->finish();
+        std::string out;
+        if (!reply.content.empty() || !reply.calls.empty()) {
+          json m = message(reply.content);
+          if (!reply.calls.empty()) m["message"]["tool_calls"] = ollama_calls(reply.calls);
+          out += line(m);
+        }
+        json last = message("");
+        last.update(final_fields(done));
+        return out + line(last);
+      });
 }
 
 void generate(Service& service, const httplib::Request& req, httplib::Response& res) {

@@ -5,6 +5,7 @@
 #include "serve/openai.h"
 #include "serve/request_params.h"
 #include "serve/structured_output.h"
+#include "serve/tool_request.h"
 
 namespace orchard::serve {
 namespace {
@@ -59,6 +60,13 @@ json completion_logprobs(const std::vector<TokenLogprob>& v, size_t offset) {
           {"text_offset", std::move(offsets)}};
 }
 
+// A call as OpenAI writes it: arguments as JSON text.
+json openai_call(const ToolCall& c) {
+  return {{"id", new_id("call_")},
+          {"type", "function"},
+          {"function", {{"name", c.name}, {"arguments", c.arguments.dump(-1, ' ', false, json::error_handler_t::replace)}}}};
+}
+
 // OpenAI knows "stop" and "length"; a generation that failed is reported as an error instead.
 json finish_reason(const Completion& c) {
   if (c.finish_reason == "error") throw ApiError(500, "server_error", "generation failed: " + c.error);
@@ -85,7 +93,8 @@ std::vector<std::shared_ptr<Stream>> start_choices(Service& service, const OpenA
 
 void chat(Service& service, const httplib::Request& req, httplib::Response& res) {
   OpenAIRequest r = read_openai_request(parse_body(req.body), true, service.defaults());
-  const auto prompt = service.chat_prompt(r.messages, r.options);
+  r.tool_format = service.tool_format();
+  const auto prompt = service.chat_prompt(r.messages, r.options, r.tools);
   respond_openai(res, r, start_choices(service, r, prompt), service.model().id);
 }
 
@@ -103,10 +112,22 @@ void respond_chat(httplib::Response& res, const OpenAIRequest& r, std::vector<st
     json choices = json::array();
     for (size_t i = 0; i < streams.size(); ++i) {
       const Completion& done = streams[i]->wait_done();
+      json message = {{"role", "assistant"}, {"content", done.text}};
+      json reason = finish_reason(done);
+      if (r.tools.active()) {
+        const ToolReply reply = parse_tool_calls(r.tool_format, done.text, r.tools.tools);
+        if (!reply.calls.empty()) {
+          message["content"] = reply.content.empty() ? json(nullptr) : json(reply.content);
+          json calls = json::array();
+          for (const ToolCall& c : reply.calls) calls.push_back(openai_call(c));
+          message["tool_calls"] = std::move(calls);
+          reason = "tool_calls";
+        }
+      }
       choices.push_back({{"index", i},
-                         {"message", {{"role", "assistant"}, {"content", done.text}}},
+                         {"message", std::move(message)},
                          {"logprobs", asked ? chat_logprobs(done.logprobs) : json(nullptr)},
-                         {"finish_reason", finish_reason(done)}});
+                         {"finish_reason", std::move(reason)}});
     }
     send_json(res, {{"id", id},
                     {"object", "chat.completion"},
@@ -135,16 +156,39 @@ void respond_chat(httplib::Response& res, const OpenAIRequest& r, std::vector<st
   };
   const bool include_usage = r.include_usage;
   auto failed = std::make_shared<bool>(false);
+  // With tools: text that may be a call is held back, and the calls go out at the end, each as
+  // a delta with its id and name, then one with its arguments.
+  auto tool_streams = std::make_shared<std::vector<std::unique_ptr<ToolStream>>>();
+  if (r.tools.active())
+    for (size_t i = 0; i < streams.size(); ++i)
+      tool_streams->push_back(std::make_unique<ToolStream>(r.tool_format, r.tools.tools));
   stream_each(
       res, streams, "text/event-stream",
-      [=](size_t i, const std::string& text) { return lead(i) + sse(chunk(i, {{"content", text}}, nullptr)); },
+      [=](size_t i, const std::string& text) {
+        const std::string out = tool_streams->empty() ? text : (*tool_streams)[i]->push(text);
+        return out.empty() ? std::string() : lead(i) + sse(chunk(i, {{"content", out}}, nullptr));
+      },
       [=](size_t i, const Completion& done) {
         std::string out = lead(i);
         if (done.finish_reason == "error") {
           *failed = true;
           return out + sse(openai_error(ApiError(500, "server_error", "generation failed: " + done.error)));
         }
-        return out + sse(chunk(i, json::object(), finish_reason(done)));
+        json reason = finish_reason(done);
+        if (!tool_streams->empty()) {
+          const ToolReply reply = (*tool_streams)[i]->finish();
+          if (!reply.content.empty()) out += sse(chunk(i, {{"content", reply.content}}, nullptr));
+          for (size_t k = 0; k < reply.calls.size(); ++k) {
+            const json call = openai_call(reply.calls[k]);
+            out += sse(chunk(i, {{"tool_calls", json::array({{{"index", k}, {"id", call["id"]}, {"type", "function"},
+                                                              {"function", {{"name", call["function"]["name"]}, {"arguments", ""}}}}})}},
+                             nullptr));
+            out += sse(chunk(i, {{"tool_calls", json::array({{{"index", k}, {"function", {{"arguments", call["function"]["arguments"]}}}}})}},
+                             nullptr));
+          }
+          if (!reply.calls.empty()) reason = "tool_calls";
+        }
+        return out + sse(chunk(i, json::object(), std::move(reason)));
       },
       [=] {
         std::string out;
@@ -269,6 +313,7 @@ OpenAIRequest read_openai_request(const json& body, bool chat, const GenerateOpt
   }
   if (chat) {
     r.messages = read_messages(body["messages"]);
+    r.tools = read_function_tools(body);
     return r;
   }
   if (!body.contains("prompt")) throw ApiError::bad_request("'prompt' is required", "prompt");

@@ -5,6 +5,7 @@
 #include "model/gguf.h"
 #include "model/tokenizer/tokenizer.h"
 #include "serve/chat_families.h"
+#include "serve/tool_calls.h"
 
 namespace orchard::serve {
 namespace {
@@ -64,21 +65,71 @@ void ChatTemplate::set_today(int year, int month, int day) {
   today_ = tm;
 }
 
-std::string ChatTemplate::interpret(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+std::string ChatTemplate::interpret(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                    const std::vector<ToolSpec>& tools) const {
+  using ojson = nlohmann::ordered_json;
   const std::tm now = today_ ? *today_ : today_local();
   char date[64];
   const size_t n = std::strftime(date, sizeof date, "%d %b %Y", &now);
-  nlohmann::ordered_json list = nlohmann::ordered_json::array();
-  for (const ChatMessage& m : messages) list.push_back({{"role", m.role}, {"content", m.content}});
-  const nlohmann::ordered_json globals = {
+  ojson list = ojson::array();
+  for (const ChatMessage& m : messages) {
+    ojson msg = {{"role", m.role}, {"content", m.content}};
+    if (!m.tool_calls.empty()) {
+      ojson calls = ojson::array();
+      for (const ToolCall& c : m.tool_calls)
+        calls.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", ojson(c.arguments)}}}});
+      msg["tool_calls"] = std::move(calls);
+    }
+    if (!m.tool_call_id.empty()) msg["tool_call_id"] = m.tool_call_id;
+    if (!m.name.empty()) msg["name"] = m.name;
+    list.push_back(std::move(msg));
+  }
+  ojson tool_list = nullptr;
+  if (!tools.empty()) {
+    tool_list = ojson::array();
+    for (const ToolSpec& t : tools)
+      tool_list.push_back({{"type", "function"},
+                           {"function", {{"name", t.name}, {"description", t.description}, {"parameters", ojson(t.parameters)}}}});
+  }
+  const ojson globals = {
       {"messages", std::move(list)},
       {"add_generation_prompt", add_generation_prompt},
       {"bos_token", bos_},
       {"eos_token", eos_},
-      {"tools", nullptr},
+      {"tools", std::move(tool_list)},
       {"date_string", std::string(date, n)},
   };
   return program_->render(globals, now);
+}
+
+std::string ChatTemplate::tool_format() const {
+  if (!program_) return "generic";
+  return tool_format_name(detect_tool_format(source_, family_));
+}
+
+std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                 const std::vector<ToolSpec>& tools) const {
+  if (tools.empty()) return render(messages, add_generation_prompt);
+  if (tool_format() != "generic") return interpret(messages, add_generation_prompt, tools);
+  // Generic: the tools at the head of the system message, calls as the JSON the model is asked
+  // to write, results as user turns (every template has those).
+  std::vector<ChatMessage> plain;
+  const std::string prompt = generic_tool_prompt(tools);
+  const bool has_system = !messages.empty() && messages[0].role == "system";
+  plain.push_back({"system", has_system ? messages[0].content + "\n\n" + prompt : prompt});
+  for (size_t i = has_system ? 1 : 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "assistant" && !m.tool_calls.empty()) {
+      std::string text = m.content;
+      for (const ToolCall& c : m.tool_calls) text += (text.empty() ? "" : "\n") + generic_call_text(c);
+      plain.push_back({"assistant", text});
+    } else if (m.role == "tool") {
+      plain.push_back({"user", "Result of tool " + (m.name.empty() ? m.tool_call_id : m.name) + ": " + m.content});
+    } else {
+      plain.push_back({m.role, m.content});
+    }
+  }
+  return render(plain, add_generation_prompt);
 }
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "serve/jinja/template.h"
+#include "serve/tool_call.h"
 
 namespace orchard {
 class GGUFFile;
@@ -39,8 +40,14 @@ class Tokenizer;
 namespace orchard::serve {
 
 struct ChatMessage {
+  ChatMessage() = default;
+  ChatMessage(std::string r, std::string c) : role(std::move(r)), content(std::move(c)) {}
+
   std::string role;  // system | user | assistant | tool
   std::string content;
+  std::vector<ToolCall> tool_calls;  // assistant: the calls it made
+  std::string tool_call_id;          // tool: the call this answers
+  std::string name;                  // tool: the tool's name
 };
 
 class ChatTemplate {
@@ -57,6 +64,17 @@ class ChatTemplate {
   // when the template itself refused the conversation) if neither the template nor a
   // built-in renderer can produce the prompt.
   std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
+  // The same with tools offered. A template that writes tools in a format tool_calls.h knows
+  // (tool_format() other than "generic") gets them as Hugging Face passes them: `tools` as
+  // [{"type": "function", "function": {name, description, parameters}}], assistant messages'
+  // `tool_calls` as [{"id", "type": "function", "function": {name, arguments}}], tool messages
+  // with `tool_call_id` and `name`. Any other gets the generic format: the tools described at
+  // the head of the system message, calls written as JSON, results as user turns.
+  std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                     const std::vector<ToolSpec>& tools) const;
+  // How this model writes tool calls (serve/tool_calls.h), as a name: "hermes", "llama3",
+  // "mistral", "deepseek" or "generic".
+  std::string tool_format() const;
 
   // "llama2", "llama3", "chatml", "mistral", "gemma", "phi3", "zephyr", "jinja" (unknown
   // family, interpreted only) or "plain" (no template).
@@ -75,7 +93,8 @@ class ChatTemplate {
   std::string parse_error_;
   std::optional<std::tm> today_;
 
-  std::string interpret(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
+  std::string interpret(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                        const std::vector<ToolSpec>& tools = {}) const;
 };
 
 }  // namespace orchard::serve

@@ -12,6 +12,7 @@
 #include "model/engine.h"
 #include "serve/chat_template.h"
 #include "serve/stream.h"
+#include "serve/tool_calls.h"
 
 namespace orchard::serve {
 
@@ -28,6 +29,8 @@ struct OpenAIRequest {
   std::string model;                  // as the client named it; empty when absent
   std::vector<ChatMessage> messages;  // chat
   std::string prompt;                 // completions
+  ToolRequest tools;                  // chat: tools and tool_choice
+  ToolFormat tool_format = ToolFormat::Generic;  // how the model writes calls (set by the server)
 };
 
 OpenAIRequest read_openai_request(const nlohmann::json& body, bool chat, const GenerateOptions& defaults);

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include "serve/tool_request.h"
+
 namespace orchard::serve {
 
 using nlohmann::json;
@@ -141,6 +143,15 @@ std::vector<ChatMessage> read_messages(const json& messages, const std::string& 
       }
     } else if (!content.is_null()) {
       throw ApiError::bad_request("'" + where + ".content' must be a string or a list of text parts", where + ".content");
+    }
+    // Tool use: the calls an assistant made, and which call a tool message answers (OpenAI's
+    // tool_call_id; Ollama's tool_name, or name).
+    if (msg.role == "assistant" && m.contains("tool_calls") && !m["tool_calls"].is_null())
+      msg.tool_calls = read_tool_calls(m["tool_calls"], where + ".tool_calls");
+    for (const char* key : {"tool_call_id", "tool_name", "name"}) {
+      if (!m.contains(key) || m[key].is_null()) continue;
+      if (!m[key].is_string()) throw ApiError::bad_request("'" + where + "." + key + "' must be a string", where + "." + key);
+      (std::string(key) == "tool_call_id" ? msg.tool_call_id : msg.name) = m[key].get<std::string>();
     }
     out.push_back(std::move(msg));
   }

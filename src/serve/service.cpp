@@ -10,10 +10,11 @@ Service::Service(Scheduler& scheduler, const Tokenizer& tok, ChatTemplate chat, 
       cluster_(std::move(cluster)), defaults_(std::move(defaults)) {}
 
 std::vector<TokenId> chat_prompt_tokens(const ChatTemplate& chat, const Tokenizer& tok,
-                                        const std::vector<ChatMessage>& messages, GenerateOptions& o) {
+                                        const std::vector<ChatMessage>& messages, GenerateOptions& o,
+                                        const ToolRequest& tools) {
   std::string prompt;
   try {
-    prompt = chat.render(messages, true);
+    prompt = tools.active() ? chat.render(messages, true, tools.tools) : chat.render(messages, true);
   } catch (const Error& e) {
     // The model's own template refused the conversation (e.g. roles that must alternate).
     throw ApiError::bad_request(std::string("the chat template refused these messages: ") + e.what(), "messages");
@@ -26,7 +27,15 @@ std::vector<TokenId> chat_prompt_tokens(const ChatTemplate& chat, const Tokenize
   if (tokens.size() >= 2 && tok.bos() >= 0 && tokens[0] == tok.bos() && tokens[1] == tok.bos())
     tokens.erase(tokens.begin());
   if (tokens.empty()) throw ApiError::bad_request("the conversation renders to an empty prompt", "messages");
+  if (tools.forced()) o.grammar = forced_call_grammar(tool_format_of(chat), tools);
   return tokens;
+}
+
+ToolFormat tool_format_of(const ChatTemplate& chat) {
+  const std::string name = chat.tool_format();
+  for (ToolFormat f : {ToolFormat::Hermes, ToolFormat::Llama3, ToolFormat::Mistral, ToolFormat::DeepSeek})
+    if (name == tool_format_name(f)) return f;
+  return ToolFormat::Generic;
 }
 
 std::vector<TokenId> text_prompt_tokens(const Tokenizer& tok, const std::string& text) {
@@ -35,9 +44,12 @@ std::vector<TokenId> text_prompt_tokens(const Tokenizer& tok, const std::string&
   return t;
 }
 
-std::vector<TokenId> Service::chat_prompt(const std::vector<ChatMessage>& messages, GenerateOptions& o) const {
-  return chat_prompt_tokens(chat_, tok_, messages, o);
+std::vector<TokenId> Service::chat_prompt(const std::vector<ChatMessage>& messages, GenerateOptions& o,
+                                          const ToolRequest& tools) const {
+  return chat_prompt_tokens(chat_, tok_, messages, o, tools);
 }
+
+ToolFormat Service::tool_format() const { return tool_format_of(chat_); }
 
 std::vector<TokenId> Service::text_prompt(const std::string& text) const { return text_prompt_tokens(tok_, text); }
 

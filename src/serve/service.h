@@ -9,6 +9,7 @@
 
 #include "serve/api_error.h"
 #include "serve/chat_template.h"
+#include "serve/tool_calls.h"
 #include "serve/scheduler.h"
 
 namespace orchard::serve {
@@ -44,8 +45,14 @@ struct ClusterView {
 // A conversation's prompt as `chat` renders it, tokenized with its turn markers as special
 // tokens and BOS once; adds the template's end-of-turn markers to `o.stop`. A conversation the
 // template refuses, or one that renders to nothing, is a 400.
+// With tools offered (and not declined: tool_choice none), they are rendered as the template
+// writes them (ChatTemplate::render), and a choice that forces a call sets o.grammar to one
+// well-formed call.
 std::vector<TokenId> chat_prompt_tokens(const ChatTemplate& chat, const Tokenizer& tok,
-                                        const std::vector<ChatMessage>& messages, GenerateOptions& o);
+                                        const std::vector<ChatMessage>& messages, GenerateOptions& o,
+                                        const ToolRequest& tools = {});
+// How the template's model writes tool calls.
+ToolFormat tool_format_of(const ChatTemplate& chat);
 // A completion prompt: BOS as the vocabulary asks, no special-token parsing; empty is a 400.
 std::vector<TokenId> text_prompt_tokens(const Tokenizer& tok, const std::string& text);
 
@@ -55,7 +62,10 @@ class Service {
           ClusterView cluster, GenerateOptions defaults = {});
 
   // The chat template's prompt; adds its end-of-turn markers to `o.stop`.
-  std::vector<TokenId> chat_prompt(const std::vector<ChatMessage>& messages, GenerateOptions& o) const;
+  std::vector<TokenId> chat_prompt(const std::vector<ChatMessage>& messages, GenerateOptions& o,
+                                   const ToolRequest& tools = {}) const;
+  // How the model writes tool calls (from its chat template).
+  ToolFormat tool_format() const;
   std::vector<TokenId> text_prompt(const std::string& text) const;
   // Queues a generation; refusals become ApiErrors (429 queue full, 503 stopping, 400 too long).
   std::shared_ptr<Stream> start(std::vector<TokenId> prompt, const GenerateOptions& o);

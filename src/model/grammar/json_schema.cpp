@@ -33,19 +33,9 @@ std::string pointer_token(const std::string& key) {
 
 class Compiler {
  public:
-  explicit Compiler(const json& root) : root_(root), rules_(b_) {}
+  Compiler(const json& root, GrammarBuilder& b, JsonRules& rules) : root_(root), b_(b), rules_(rules) {}
 
-  Grammar run() {
-    const uint32_t value = compile(root_, "", 0);
-    const uint32_t top = b_.add_rule("root", {{Sym::ref(rules_.ws()), Sym::ref(value)}});
-    try {
-      return b_.build(top);
-    } catch (const SchemaError&) {
-      throw;
-    } catch (const Error& e) {
-      throw SchemaError("", e.what());
-    }
-  }
+  uint32_t run() { return compile(root_, "", 0); }
 
  private:
   uint32_t compile(const json& s, const std::string& path, int depth);
@@ -70,8 +60,8 @@ class Compiler {
   }
 
   const json& root_;
-  GrammarBuilder b_;
-  JsonRules rules_;
+  GrammarBuilder& b_;
+  JsonRules& rules_;
   std::map<std::string, uint32_t> refs_;
 };
 
@@ -370,7 +360,26 @@ json Compiler::merge_all_of(const json& s, const std::string& path) {
 
 }  // namespace
 
-Grammar json_schema_grammar(const nlohmann::json& schema) { return Compiler(schema).run(); }
+uint32_t add_json_schema(GrammarBuilder& b, JsonRules& rules, const nlohmann::json& schema) {
+  return Compiler(schema, b, rules).run();
+}
+
+Grammar build_schema_grammar(const GrammarBuilder& b, uint32_t root) {
+  try {
+    return b.build(root);
+  } catch (const SchemaError&) {
+    throw;
+  } catch (const Error& e) {
+    throw SchemaError("", e.what());
+  }
+}
+
+Grammar json_schema_grammar(const nlohmann::json& schema) {
+  GrammarBuilder b;
+  JsonRules rules(b);
+  const uint32_t value = add_json_schema(b, rules, schema);
+  return build_schema_grammar(b, b.add_rule("root", {{GrammarSymbol::ref(rules.ws()), GrammarSymbol::ref(value)}}));
+}
 
 std::shared_ptr<const Grammar> json_object_grammar() {
   static const auto grammar = std::make_shared<const Grammar>(json_schema_grammar({{"type", "object"}}));

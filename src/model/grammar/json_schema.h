@@ -41,6 +41,13 @@ constexpr size_t kMaxSchemaSymbols = 200'000;
 // The grammar of the JSON texts `schema` accepts (leading whitespace allowed, none after).
 Grammar json_schema_grammar(const nlohmann::json& schema);
 
+class JsonRules;
+// For grammars with JSON inside (tool calls): adds `schema`'s rules to `b`, sharing `rules`'
+// pieces, and returns the rule of its values; then build_schema_grammar(b, root) freezes it
+// (its errors as SchemaError too).
+uint32_t add_json_schema(GrammarBuilder& b, JsonRules& rules, const nlohmann::json& schema);
+Grammar build_schema_grammar(const GrammarBuilder& b, uint32_t root);
+
 // Any one JSON object (OpenAI's JSON mode, Ollama's format "json"): made once, shared.
 std::shared_ptr<const Grammar> json_object_grammar();
 
