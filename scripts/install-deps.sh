@@ -17,6 +17,7 @@ packages=(
   curl                                 # the demo's request to orchard serve
   openssl                              # certificates for the TLS end-to-end test
   chromium                             # the web page's end-to-end test (headless)
+  python3-jinja2                       # the reference renderer tool-calling templates are checked against
 )
 # node and npm run the end-to-end tests (tests/e2e, node 18 or newer). Debian's packages only
 # when one is missing: a NodeSource nodejs already bundles npm and conflicts with Debian's.

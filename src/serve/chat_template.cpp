@@ -31,6 +31,16 @@ std::vector<ChatMessage> fold_system(const std::vector<ChatMessage>& messages) {
   return out;
 }
 
+// The same 9 letters and digits for the same id (FNV-1a, in base 62).
+std::string nine_char_id(const std::string& id) {
+  static const char* digits = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : id) h = (h ^ c) * 1099511628211ull;
+  std::string out;
+  for (int i = 0; i < 9; ++i, h /= 62) out += digits[h % 62];
+  return out;
+}
+
 }  // namespace
 
 ChatTemplate ChatTemplate::from_gguf(const GGUFFile& file, const Tokenizer& tok) {
@@ -110,6 +120,15 @@ std::string ChatTemplate::tool_format() const {
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                                  const std::vector<ToolSpec>& tools) const {
   if (tools.empty()) return render(messages, add_generation_prompt);
+  if (tool_format() == "mistral") {
+    // Mistral's template insists on call ids of 9 letters and digits: the API's ids, mapped.
+    std::vector<ChatMessage> renamed = messages;
+    for (ChatMessage& m : renamed) {
+      for (ToolCall& c : m.tool_calls) c.id = nine_char_id(c.id);
+      if (!m.tool_call_id.empty()) m.tool_call_id = nine_char_id(m.tool_call_id);
+    }
+    return interpret(renamed, add_generation_prompt, tools);
+  }
   if (tool_format() != "generic") return interpret(messages, add_generation_prompt, tools);
   // Generic: the tools at the head of the system message, calls as the JSON the model is asked
   // to write, results as user turns (every template has those).
