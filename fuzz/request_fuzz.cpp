@@ -9,6 +9,7 @@
 #include "serve/openai.h"
 #include "serve/request_params.h"
 #include "serve/structured_output.h"
+#include "serve/tool_request.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace orchard::serve;
@@ -41,10 +42,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } catch (const ApiError&) {
     }
   }
-  // Ollama's format: "json" or a schema.
+  // Ollama's format: "json" or a schema; Anthropic's tools and tool_choice; a forced call's
+  // grammar for whatever tools were read.
   try {
     const nlohmann::json j = parse_body(body);
     if (j.contains("format")) read_ollama_format(j["format"]);
+    const ToolRequest tools = read_anthropic_tools(j);
+    if (tools.forced()) forced_call_grammar(ToolFormat::Hermes, tools);
+  } catch (const ApiError&) {
+  }
+  try {
+    const ToolRequest tools = read_function_tools(parse_body(body));
+    if (tools.forced()) forced_call_grammar(ToolFormat::DeepSeek, tools);
   } catch (const ApiError&) {
   }
   return 0;
