@@ -30,6 +30,7 @@ struct ServeOpts {
   std::string model, name, host = "127.0.0.1", api_key, parallel, mem, tls_cert, tls_key;
   int port = 8080, slots = 4, threads = 0, max_queue = 64, http_threads = 64, tp = 0;
   int64_t ctx = 0, step_tokens = 256, chunk = 64;
+  double step_ms = 0;
   double stream_interval_ms = 0;
   bool mmap = false, no_repack = false, insecure = false, no_prompt_cache = false;
   KVType kv_type = KVType::F16;  // as llama.cpp's server: half the memory per slot, faster batches
@@ -78,6 +79,7 @@ void serve_http(serve::Executor& exec, Engine& engine, const ServeOpts& o, const
   serve::SchedulerOptions so;
   so.max_queue = o.max_queue;
   so.max_step_tokens = o.step_tokens;
+  so.step_ms = o.step_ms;
   so.prompt_cache = !o.no_prompt_cache;
   so.stream_interval = std::chrono::microseconds(static_cast<int64_t>(o.stream_interval_ms * 1000));
   serve::Scheduler scheduler(exec, engine.tokenizer(), metrics, so);
@@ -177,6 +179,10 @@ void register_serve(CLI::App& app) {
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--step-tokens", o->step_tokens, "Prompt tokens fed per step (shared by new requests)")->capture_default_str();
+  cmd->add_option("--step-ms", o->step_ms,
+                  "While requests generate, size steps that also feed prompts to take about this long (ms; 0: --step-tokens alone)")
+      ->check(CLI::Range(0.0, 60000.0))
+      ->capture_default_str();
   cmd->add_flag("--no-prompt-cache", o->no_prompt_cache,
                 "Compute every prompt whole (by default a request starts from the longest prefix of its "
                 "prompt a slot still holds: earlier turns, a shared system prompt)");

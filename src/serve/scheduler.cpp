@@ -279,6 +279,11 @@ void Scheduler::loop() {
       feeds.push_back({j->slot, -1, -1, {j->next}});
       stepped.push_back(j);
     }
+    const size_t generating = feeds.size();
+    // With a step time to keep to and requests generating: as many prompt tokens as fit in it.
+    if (opts_.step_ms > 0 && generating > 0 && prompt_token_ms_ > 0)
+      budget = std::clamp<int64_t>(static_cast<int64_t>((opts_.step_ms - generating_step_ms_) / prompt_token_ms_), 1,
+                                   opts_.max_step_tokens);
     // (A request's first feed always runs in the step after it was placed: it prepares the slot
     // while the slot it may copy from still holds what place() saw.)
     for (auto& j : running) {
@@ -293,8 +298,17 @@ void Scheduler::loop() {
       stepped.push_back(j);
       budget -= static_cast<int64_t>(n);
     }
+    const auto step_start = Clock::now();
     try {
       executor_.step(feeds, logits);
+      // The costs step_ms sizes steps by, smoothed: a generating-only step, and each prompt
+      // token beyond it.
+      const double ms = ms_between(step_start, Clock::now());
+      size_t prompt_tokens = 0;
+      for (size_t i = generating; i < feeds.size(); ++i) prompt_tokens += feeds[i].tokens.size();
+      auto smooth = [](double& avg, double v) { avg = avg > 0 ? 0.8 * avg + 0.2 * v : v; };
+      if (prompt_tokens == 0) smooth(generating_step_ms_, ms);
+      else smooth(prompt_token_ms_, std::max(0.0, ms - (generating > 0 ? generating_step_ms_ : 0.0)) / static_cast<double>(prompt_tokens));
     } catch (const std::exception& e) {
       std::lock_guard lock(mu_);
       for (auto& j : stepped) {

@@ -24,6 +24,10 @@ namespace orchard::serve {
 struct SchedulerOptions {
   int max_queue = 64;               // requests waiting for a slot before new ones are refused
   int64_t max_step_tokens = 256;    // prompt tokens fed per step, shared by the new requests
+  // > 0: while some requests generate, a step that also feeds prompts is sized to take about
+  // this many milliseconds (from the measured cost of a prompt token and of a generating step),
+  // so running streams keep flowing while a long prompt goes in; 0: max_step_tokens alone.
+  double step_ms = 0;
   // Least time between two writes to one stream (0: every token at once). A few milliseconds
   // put several tokens in one write when tokens come faster than readers can see them, which
   // saves the wakes, system calls and parsing that otherwise cost each token.
@@ -99,6 +103,8 @@ class Scheduler {
   std::vector<std::pair<const Grammar*, std::weak_ptr<GrammarVocab>>> grammar_vocabs_;
   std::deque<std::shared_ptr<GrammarVocab>> recent_grammar_vocabs_;
   uint64_t placements_ = 0;
+  // Measured, for step_ms: a step with only generating requests, and each prompt token more (ms).
+  double generating_step_ms_ = 0, prompt_token_ms_ = 0;
   bool stopping_ = false;
   StreamWaker waker_;
   std::vector<std::shared_ptr<Stream>> to_wake_;  // the scheduler thread's, per step

@@ -256,3 +256,52 @@ TEST(Scheduler, StreamIntervalKeepsEveryTextWhole) {
 
 }  // namespace
 }  // namespace orchard::serve
+
+namespace orchard::serve {
+namespace {
+
+// Records each step's feeds: (slot, tokens).
+class RecordingExecutor : public LocalExecutor {
+ public:
+  using LocalExecutor::LocalExecutor;
+  void step(std::span<const SlotFeed> feeds, std::vector<float>& logits) override {
+    auto& step = steps.emplace_back();
+    for (const SlotFeed& f : feeds) step.emplace_back(f.slot, f.tokens.size());
+    LocalExecutor::step(feeds, logits);
+  }
+  std::vector<std::vector<std::pair<int, size_t>>> steps;
+};
+
+// With a step time far below what any step takes, a long prompt arriving while another request
+// generates goes in one token per step (the floor), and both answers stay what they are alone.
+TEST(Scheduler, StepTimeKeepsPromptPiecesSmallWhileOthersGenerate) {
+  auto engine = load(tiny_model());
+  RecordingExecutor exec(*engine, 2);
+  Metrics metrics;
+  SchedulerOptions o;
+  o.step_ms = 0.001;
+  Scheduler sched(exec, engine->tokenizer(), metrics, o);
+  std::string long_prompt;
+  for (int i = 0; i < 20; ++i) long_prompt += "the cat sat on the mat ";
+  const auto ref_short = engine->generate("once upon a time", greedy(200));
+  const auto ref_long = engine->generate(long_prompt, greedy(4));
+  auto first = sched.submit({engine->tokenizer().encode("once upon a time", true, false), greedy(200)});
+  std::string piece;
+  ASSERT_EQ(first->wait(piece, std::chrono::milliseconds(5000)), Stream::Got::Text);  // generating now
+  auto second = sched.submit({engine->tokenizer().encode(long_prompt, true, false), greedy(4)});
+  EXPECT_EQ(second->wait_done().tokens, ref_long.tokens);
+  EXPECT_EQ(first->wait_done().tokens, ref_short.tokens);
+  // Steps feeding both: the first request's generated token and a piece of the second's prompt
+  // (the first request's own prompt step measured what a prompt token costs).
+  const int first_slot = exec.steps.at(0).at(0).first;
+  size_t mixed = 0;
+  for (const auto& step : exec.steps) {
+    if (step.size() != 2) continue;
+    ++mixed;
+    for (const auto& [slot, tokens] : step) EXPECT_EQ(tokens, 1u) << (slot == first_slot ? "generating" : "prompt piece");
+  }
+  EXPECT_GT(mixed, 100u);  // the long prompt went in a token a step
+}
+
+}  // namespace
+}  // namespace orchard::serve
