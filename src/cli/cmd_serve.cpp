@@ -30,7 +30,7 @@ struct ServeOpts {
   std::string model, name, host = "127.0.0.1", api_key, parallel, mem, tls_cert, tls_key;
   int port = 8080, slots = 4, threads = 0, max_queue = 64, http_threads = 64, tp = 0;
   int64_t ctx = 0, step_tokens = 256, chunk = 64;
-  double step_ms = 0;
+  double step_ms = 400;
   double stream_interval_ms = 0;
   bool mmap = false, no_repack = false, insecure = false, no_prompt_cache = false;
   KVType kv_type = KVType::F16;  // as llama.cpp's server: half the memory per slot, faster batches
