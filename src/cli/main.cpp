@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   orchard::cli::register_pull(app);
   orchard::cli::register_network(app);
   orchard::cli::register_node(app);
+  orchard::cli::register_doctor(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

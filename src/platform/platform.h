@@ -24,6 +24,19 @@ std::optional<double> load_average();
 std::optional<double> uptime_seconds();
 // The CPU's marketing name ("AMD EPYC 9B14"); empty when unknown.
 std::string cpu_model();
+// The operating system and its version ("Linux 6.1.0-18-amd64", "macOS 26.2").
+std::string os_version();
+
+// A network interface's IPv4 address (interfaces with several appear once for each).
+struct NetInterface {
+  std::string name;     // "eth0", "en0", "bridge0"
+  std::string address;  // dotted IPv4
+  int prefix = 0;       // netmask length
+  bool up = false, loopback = false;
+  bool bridge = false;  // a software bridge (macOS: bridge0 is the Thunderbolt Bridge)
+};
+std::vector<NetInterface> network_interfaces();
+
 // The running executable's absolute path; empty when it cannot be found.
 std::string executable_path();
 // This process's resident memory now and at its peak, in MiB (0 when unknown).

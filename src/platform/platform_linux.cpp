@@ -1,6 +1,9 @@
 // The platform interface (platform.h) on Linux: /proc, powercap, madvise, sched_*affinity,
 // accept4 and SOCK_CLOEXEC, MSG_NOSIGNAL, futex.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <linux/futex.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -8,6 +11,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 #if defined(__aarch64__)
 #include <asm/hwcap.h>
@@ -206,6 +210,35 @@ std::string energy_source() {
   if (f.empty()) return "unavailable: no RAPL energy counter (/sys/class/powercap/intel-rapl:0)";
   if (!read_u64(f)) return "unavailable: " + f.string() + " cannot be read (RAPL counters are root-only on many kernels)";
   return f.string();
+}
+
+std::string os_version() {
+  utsname u{};
+  if (::uname(&u) != 0) return "Linux";
+  return std::string(u.sysname) + " " + u.release;
+}
+
+std::vector<NetInterface> network_interfaces() {
+  std::vector<NetInterface> out;
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return out;
+  for (ifaddrs* a = list; a; a = a->ifa_next) {
+    if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
+    NetInterface n;
+    n.name = a->ifa_name;
+    char text[INET_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof text);
+    n.address = text;
+    if (a->ifa_netmask)
+      n.prefix = __builtin_popcount(reinterpret_cast<const sockaddr_in*>(a->ifa_netmask)->sin_addr.s_addr);
+    n.up = (a->ifa_flags & IFF_UP) != 0;
+    n.loopback = (a->ifa_flags & IFF_LOOPBACK) != 0;
+    std::error_code ec;
+    n.bridge = std::filesystem::exists("/sys/class/net/" + n.name + "/bridge", ec);
+    out.push_back(std::move(n));
+  }
+  ::freeifaddrs(list);
+  return out;
 }
 
 }  // namespace orchard::platform

@@ -205,4 +205,13 @@ class IbVerbs : public Verbs {
 
 std::unique_ptr<Verbs> open_ib_verbs(const std::string& device) { return std::make_unique<IbVerbs>(device); }
 
+std::vector<std::string> ib_device_names() {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  std::vector<std::string> names;
+  for (int i = 0; list && i < n; ++i) names.emplace_back(ibv_get_device_name(list[i]));
+  if (list) ibv_free_device_list(list);
+  return names;
+}
+
 }  // namespace orchard::dist::rdma

@@ -11,4 +11,5 @@ namespace orchard::dist::rdma {
 std::unique_ptr<Verbs> open_ib_verbs(const std::string&) {
   throw CommError("this orchard was built without RDMA: install libibverbs-dev and rebuild");
 }
+std::vector<std::string> ib_device_names() { return {}; }
 }  // namespace orchard::dist::rdma

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace orchard::dist::rdma {
 
@@ -64,5 +65,7 @@ class Verbs {
 // Opens the named device (first one when empty); throws CommError when
 // libibverbs or the device is missing.
 std::unique_ptr<Verbs> open_ib_verbs(const std::string& device);
+// The RDMA devices libibverbs sees (`ibv_devices`); empty without any, or in a build without it.
+std::vector<std::string> ib_device_names();
 
 }  // namespace orchard::dist::rdma

@@ -1,0 +1,96 @@
+#include "dist/link_probe.h"
+
+#include <algorithm>
+#include <thread>
+#include <vector>
+
+#include "dist/group.h"
+
+namespace orchard::dist {
+namespace {
+
+using Clock = net::Clock;
+
+// One probe connection: 'p' is echoed; 'b' then 8 bytes of length, then that many bytes, is
+// answered with one byte once read; anything else ends the connection.
+void answer(net::Fd fd, const std::atomic<bool>& stop) {
+  std::vector<char> buf(1 << 20);
+  try {
+    while (!stop.load()) {
+      char op = 0;
+      net::read_all(fd.get(), &op, 1, Clock::now() + std::chrono::seconds(30), "probe request");
+      if (op == 'p') {
+        net::write_all(fd.get(), &op, 1, Clock::now() + std::chrono::seconds(5), "probe answer");
+      } else if (op == 'b') {
+        uint64_t n = 0;
+        net::read_all(fd.get(), &n, sizeof n, Clock::now() + std::chrono::seconds(5), "probe size");
+        while (n > 0) {
+          const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, buf.size()));
+          net::read_all(fd.get(), buf.data(), chunk, Clock::now() + std::chrono::seconds(60), "probe data");
+          n -= chunk;
+        }
+        net::write_all(fd.get(), &op, 1, Clock::now() + std::chrono::seconds(5), "probe answer");
+      } else {
+        return;
+      }
+    }
+  } catch (const CommError&) {
+    // The prober left or stalled: nothing to report on this side.
+  }
+}
+
+}  // namespace
+
+void serve_link_probes(int listen_fd, const std::atomic<bool>& stop) {
+  std::vector<std::thread> probes;
+  while (!stop.load()) {
+    std::string from;
+    net::Fd fd = net::accept_until(listen_fd, Clock::now() + std::chrono::milliseconds(200), &from);
+    if (!fd) continue;
+    net::set_nodelay(fd.get());
+    probes.emplace_back(answer, std::move(fd), std::cref(stop));
+  }
+  for (auto& t : probes) t.join();
+}
+
+LinkMeasurement measure_link(const net::Endpoint& peer, std::chrono::milliseconds timeout, int pings, uint64_t bytes) {
+  const auto deadline = Clock::now() + timeout;
+  net::Fd fd = net::connect_to(peer, deadline);
+  net::set_nodelay(fd.get());
+  const std::string what = "probe of " + peer.str();
+  LinkMeasurement m;
+  std::vector<double> rtts;
+  for (int i = 0; i < pings; ++i) {
+    char op = 'p';
+    const auto t0 = Clock::now();
+    net::write_all(fd.get(), &op, 1, deadline, what);
+    net::read_all(fd.get(), &op, 1, deadline, what);
+    rtts.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  std::sort(rtts.begin(), rtts.end());
+  m.rtt_us = rtts.empty() ? 0 : rtts[rtts.size() / 2];
+  if (bytes > 0) {
+    std::vector<char> buf(1 << 20, 'x');
+    const auto t0 = Clock::now();
+    char op = 'b';
+    net::write_all(fd.get(), &op, 1, deadline, what);
+    net::write_all(fd.get(), &bytes, sizeof bytes, deadline, what);
+    for (uint64_t left = bytes; left > 0;) {
+      const size_t chunk = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
+      net::write_all(fd.get(), buf.data(), chunk, deadline, what);
+      left -= chunk;
+    }
+    net::read_all(fd.get(), &op, 1, deadline, what);
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    m.bytes = bytes;
+    m.mbit_s = s > 0 ? static_cast<double>(bytes) * 8 / s / 1e6 : 0;
+  }
+  char bye = 'q';
+  try {
+    net::write_all(fd.get(), &bye, 1, Clock::now() + std::chrono::seconds(1), what);
+  } catch (const CommError&) {
+  }
+  return m;
+}
+
+}  // namespace orchard::dist
