@@ -11,9 +11,18 @@ namespace {
 
 using Clock = net::Clock;
 
+// Probe connections answered at once, and the most one transfer may send: a diagnostic listener
+// anyone on the network can reach must not become a way to tie up the machine.
+constexpr int kMaxProbes = 16;
+constexpr uint64_t kMaxProbeBytes = 4ull << 30;
+
 // One probe connection: 'p' is echoed; 'b' then 8 bytes of length, then that many bytes, is
 // answered with one byte once read; anything else ends the connection.
-void answer(net::Fd fd, const std::atomic<bool>& stop) {
+void answer(net::Fd fd, const std::atomic<bool>& stop, std::atomic<int>& active) {
+  struct Leave {
+    std::atomic<int>& n;
+    ~Leave() { --n; }
+  } leave{active};
   std::vector<char> buf(1 << 20);
   try {
     while (!stop.load()) {
@@ -24,6 +33,7 @@ void answer(net::Fd fd, const std::atomic<bool>& stop) {
       } else if (op == 'b') {
         uint64_t n = 0;
         net::read_all(fd.get(), &n, sizeof n, Clock::now() + std::chrono::seconds(5), "probe size");
+        if (n > kMaxProbeBytes) return;
         while (n > 0) {
           const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, buf.size()));
           net::read_all(fd.get(), buf.data(), chunk, Clock::now() + std::chrono::seconds(60), "probe data");
@@ -43,12 +53,14 @@ void answer(net::Fd fd, const std::atomic<bool>& stop) {
 
 void serve_link_probes(int listen_fd, const std::atomic<bool>& stop) {
   std::vector<std::thread> probes;
+  std::atomic<int> active{0};
   while (!stop.load()) {
     std::string from;
     net::Fd fd = net::accept_until(listen_fd, Clock::now() + std::chrono::milliseconds(200), &from);
-    if (!fd) continue;
+    if (!fd || active.load() >= kMaxProbes) continue;  // (over the limit: closed unanswered)
     net::set_nodelay(fd.get());
-    probes.emplace_back(answer, std::move(fd), std::cref(stop));
+    ++active;
+    probes.emplace_back(answer, std::move(fd), std::cref(stop), std::ref(active));
   }
   for (auto& t : probes) t.join();
 }

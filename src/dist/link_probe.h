@@ -18,7 +18,8 @@ struct LinkMeasurement {
   uint64_t bytes = 0;
 };
 
-// Answers probes on `listen_fd` until `stop` is set (checked at least every 200 ms).
+// Answers probes on `listen_fd` until `stop` is set (checked at least every 200 ms); at most 16
+// at once (more are closed unanswered), at most 4 GiB a transfer.
 void serve_link_probes(int listen_fd, const std::atomic<bool>& stop);
 
 // Probes the peer: `pings` round trips, then `bytes` one way. Throws CommError naming the peer
