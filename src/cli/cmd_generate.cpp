@@ -1,7 +1,10 @@
 // `orchard generate`: streams a completion of a prompt, then a stats line. With --parallel it
 // is one rank of a split model (under `orchard launch` or `orchard run`).
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "cli/args.h"
@@ -9,6 +12,7 @@
 #include "dist/config.h"
 #include "dist/make_group.h"
 #include "model/engine.h"
+#include "model/grammar/json_schema.h"
 #include "model/synthetic/synthetic.h"
 #include "parallel/memory.h"
 #include "parallel/session.h"
@@ -29,6 +33,8 @@ struct GenerateOpts {
   std::string parallel, mem, expert_attention = "split";
   int tp = 0;
   int64_t chunk = 64;
+  std::string json_schema;  // a schema's JSON text, or @FILE
+  bool json = false;
 };
 
 std::vector<uint64_t> parse_budgets(const std::string& text) {
@@ -54,6 +60,20 @@ GenerateOptions generate_options(const GenerateOpts& o) {
   go.sampling = o.s;
   go.add_special = !o.no_bos;
   go.parse_special = o.special;
+  // Structured output: the reply follows the schema (or is any one JSON object).
+  if (!o.json_schema.empty()) {
+    std::string text = o.json_schema;
+    if (text[0] == '@') {
+      std::ifstream in(text.substr(1));
+      if (!in) throw Error("--json-schema: cannot read " + text.substr(1));
+      text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    const nlohmann::json schema = nlohmann::json::parse(text, nullptr, false);
+    if (schema.is_discarded()) throw Error("--json-schema: not valid JSON");
+    go.grammar = std::make_shared<const Grammar>(json_schema_grammar(schema));
+  } else if (o.json) {
+    go.grammar = json_object_grammar();
+  }
   return go;
 }
 
@@ -133,6 +153,9 @@ void register_generate(CLI::App& app) {
   add_kv_type_option(cmd, o->kv_type);
   cmd->add_flag("--no-bos", o->no_bos, "Do not add BOS to the prompt");
   cmd->add_flag("--special", o->special, "Parse special-token text such as <|eot_id|> in the prompt");
+  cmd->add_option("--json-schema", o->json_schema,
+                  "Make the reply JSON following this schema (its JSON text, or @FILE; docs/serving.md lists what is kept)");
+  cmd->add_flag("--json", o->json, "Make the reply one JSON object");
   cmd->add_option("--parallel", o->parallel,
                   "Split the model over the ranks of this job (under orchard run or orchard launch): "
                   "auto (the planner picks from predicted speed and memory), pipeline, tensor, hybrid or expert "

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
+#include "model/grammar/grammar_mask.h"
 #include "model/text_output.h"
 #include "tensor/error.h"
 #include "tensor/threadpool.h"
@@ -88,6 +90,16 @@ GenerateResult Engine::run(Forward& fwd, const std::vector<TokenId>& prompt, con
   for (TokenId t : prompt) sampler.accept(t);
 
   const int64_t n_vocab = hparams().n_vocab;
+  // A grammar (structured output): tokens it refuses are masked before each draw, as the
+  // server's scheduler does (model/grammar/grammar_mask.h).
+  std::optional<GrammarVocab> gv;
+  uint32_t state = 0;
+  std::vector<float> masked;
+  if (opts.grammar && fwd.is_sampler()) {
+    std::call_once(pieces_once_, [&] { pieces_ = std::make_shared<const VocabPieces>(VocabPieces::of(*tok_, n_vocab)); });
+    gv.emplace(opts.grammar, pieces_->trie);
+    state = gv->dfa().start();
+  }
   std::vector<float> logits;
   auto t0 = std::chrono::steady_clock::now();
   fwd.feed(prompt, logits);
@@ -106,8 +118,26 @@ GenerateResult Engine::run(Forward& fwd, const std::vector<TokenId>& prompt, con
     // The sampler decides; everyone else follows its decision (-1: stop here).
     TokenId decision = -1;
     if (fwd.is_sampler()) {
-      TokenId next = sampler.sample(logits.data(), n_vocab);
+      const float* row = logits.data();
+      if (gv) {
+        const int64_t left = std::min<int64_t>(opts.max_tokens - i, fwd.capacity() - fwd.positions());
+        row = mask_logits(*gv, state, row, n_vocab, left, pieces_->eog, masked);
+      }
+      if (!row) {
+        r.finish_reason = "stop";  // the grammar admits nothing more
+        decision = fwd.agree(-1);
+        break;
+      }
+      TokenId next = sampler.sample(row, n_vocab);
       bool go_on = true;
+      if (gv && !tok_->is_eog(next)) {
+        state = advance(gv->dfa(), state, pieces_->pieces[static_cast<size_t>(next)]);
+        // Whole and nothing may follow: this token is the last.
+        if (state != GrammarDfa::kDead && gv->dfa().complete(state) && !gv->dfa().can_continue(state)) {
+          r.finish_reason = "stop";
+          go_on = false;
+        }
+      }
       if (opts.stop_at_eog && tok_->is_eog(next)) {
         r.finish_reason = "stop";
         go_on = false;

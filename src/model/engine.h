@@ -3,6 +3,7 @@
 // Kept free of I/O so the CLI, the HTTP server and the node agent all drive the same code.
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 namespace orchard {
 
 struct Grammar;
+struct VocabPieces;
 
 struct EngineOptions {
   std::string model_path;
@@ -101,6 +103,9 @@ class Engine {
   std::unique_ptr<GGUFFile> file_;
   std::unique_ptr<Tokenizer> tok_;
   std::unique_ptr<Model> model_;
+  // The vocabulary's pieces for grammars (GenerateOptions::grammar), made at the first use.
+  std::once_flag pieces_once_;
+  std::shared_ptr<const VocabPieces> pieces_;
   int64_t n_ctx_ = 0;
   KVType kv_type_ = KVType::F32;
   double load_ms_ = 0;

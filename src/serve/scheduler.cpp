@@ -370,20 +370,13 @@ TokenLogprob Scheduler::token_logprob(const float* logits, int64_t n_vocab, Toke
 // can continue.
 std::shared_ptr<GrammarVocab> Scheduler::grammar_vocab(const std::shared_ptr<const Grammar>& grammar) {
   constexpr size_t kKeep = 8;
-  if (!trie_) {
-    pieces_.resize(static_cast<size_t>(executor_.n_vocab()));
-    for (int64_t id = 0; id < std::min<int64_t>(executor_.n_vocab(), tok_.vocab_size()); ++id) {
-      if (tok_.is_eog(static_cast<TokenId>(id))) eog_.push_back(static_cast<TokenId>(id));
-      else pieces_[static_cast<size_t>(id)] = tok_.token_to_piece(static_cast<TokenId>(id));
-    }
-    trie_ = std::make_shared<const TokenTrie>(pieces_);
-  }
+  if (!vocab_) vocab_ = VocabPieces::of(tok_, executor_.n_vocab());
   std::shared_ptr<GrammarVocab> gv;
   std::erase_if(grammar_vocabs_, [](const auto& a) { return a.second.expired(); });
   for (const auto& [g, weak] : grammar_vocabs_)
     if (g == grammar.get()) gv = weak.lock();
   if (!gv) {
-    gv = std::make_shared<GrammarVocab>(grammar, trie_);
+    gv = std::make_shared<GrammarVocab>(grammar, vocab_->trie);
     grammar_vocabs_.emplace_back(grammar.get(), gv);
   }
   std::erase(recent_grammar_vocabs_, gv);
@@ -404,25 +397,10 @@ const float* Scheduler::grammar_mask(Job& j, const float* logits) {
     j.state = dfa.intern(j.grammar);
     j.dfa_epoch = dfa.epoch();
   }
-  // Tokens still to come: up to max_tokens, and up to a full slot. A token is admitted only if
-  // the reply can still be closed after it with what is left (every byte is a token in the
-  // vocabularies we serve, so a closing of n bytes takes at most n tokens, and one to spare);
-  // when not even that is possible, any admitted token, best effort.
+  // Tokens still to come: up to max_tokens, and up to a full slot.
   const int64_t left = std::min(j.req.options.max_tokens - static_cast<int64_t>(j.generated.size()),
                                 executor_.slot_capacity() - j.positions);
-  j.masked.assign(static_cast<size_t>(nv), -std::numeric_limits<float>::infinity());
-  for (const bool budget : {true, false}) {
-    bool any = false;
-    for (const GrammarVocab::Admitted& a : j.gv->admitted(j.state)) {
-      if (budget && !dfa.complete(a.after) && static_cast<int64_t>(dfa.closing_length(a.after)) + 1 >= left) continue;
-      j.masked[static_cast<size_t>(a.token)] = logits[a.token];
-      any = true;
-    }
-    if (dfa.complete(j.state))
-      for (TokenId id : eog_) j.masked[static_cast<size_t>(id)] = logits[id], any = true;
-    if (any) return j.masked.data();
-  }
-  return nullptr;
+  return mask_logits(*j.gv, j.state, logits, nv, left, vocab_->eog, j.masked);
 }
 
 void Scheduler::sample(Job& j, const float* logits) {
@@ -452,8 +430,7 @@ void Scheduler::sample(Job& j, const float* logits) {
   if (j.out.stopped()) return finish(j, "stop");
   if (o.grammar && !tok_.is_eog(t)) {
     // The mask admitted t, so its bytes lead somewhere (read from the automaton's table).
-    for (char c : pieces_[static_cast<size_t>(t)])
-      if (j.state != GrammarDfa::kDead) j.state = j.gv->dfa().next(j.state, static_cast<unsigned char>(c));
+    j.state = advance(j.gv->dfa(), j.state, vocab_->pieces[static_cast<size_t>(t)]);
     if (j.state == GrammarDfa::kDead) return finish(j, "stop");
     const GrammarDfa& dfa = j.gv->dfa();
     j.grammar = dfa.matcher(j.state);

@@ -8,11 +8,12 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "model/engine.h"
-#include "model/grammar/grammar_vocab.h"
+#include "model/grammar/grammar_mask.h"
 #include "model/text_output.h"
 #include "serve/executor.h"
 #include "serve/metrics.h"
@@ -94,11 +95,8 @@ class Scheduler {
   // when it last took a request (the least recently used free slot is the one overwritten).
   std::vector<std::vector<TokenId>> held_;
   std::vector<uint64_t> last_used_;
-  // Made at the first constrained request: every token's text (empty for end-of-generation
-  // tokens), the same as a trie, and the end-of-generation tokens.
-  std::vector<std::string> pieces_;
-  std::shared_ptr<const TokenTrie> trie_;
-  std::vector<TokenId> eog_;
+  // Made at the first constrained request.
+  std::optional<VocabPieces> vocab_;
   // Each grammar over the vocabulary, shared by the requests that use it; the last few stay
   // alive between requests (agents send the same schema every time).
   std::shared_ptr<GrammarVocab> grammar_vocab(const std::shared_ptr<const Grammar>& grammar);
