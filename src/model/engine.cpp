@@ -120,6 +120,9 @@ GenerateResult Engine::run(Forward& fwd, const std::vector<TokenId>& prompt, con
     if (fwd.is_sampler()) {
       const float* row = logits.data();
       if (gv) {
+        // Tables past their budget start over; the reply's state is kept as a matcher.
+        const GrammarMatcher keep = gv->dfa().matcher(state);
+        if (gv->trim(kMaxGrammarStates, kMaxGrammarListed)) state = gv->dfa().intern(keep);
         const int64_t left = std::min<int64_t>(opts.max_tokens - i, fwd.capacity() - fwd.positions());
         row = mask_logits(*gv, state, row, n_vocab, left, pieces_->eog, masked);
       }

@@ -386,13 +386,10 @@ std::shared_ptr<GrammarVocab> Scheduler::grammar_vocab(const std::shared_ptr<con
 }
 
 const float* Scheduler::grammar_mask(Job& j, const float* logits) {
-  // What a grammar's tables may hold before they start over: automaton states (1 KiB each) and
-  // listed tokens (8 bytes each).
-  constexpr size_t kMaxStates = 32768, kMaxListed = size_t{8} << 20;
   const int64_t nv = executor_.n_vocab();
   if (!j.gv) j.gv = grammar_vocab(j.req.options.grammar);
   GrammarDfa& dfa = j.gv->dfa();
-  j.gv->trim(kMaxStates, kMaxListed);
+  j.gv->trim(kMaxGrammarStates, kMaxGrammarListed);
   if (j.dfa_epoch != dfa.epoch()) {
     j.state = dfa.intern(j.grammar);
     j.dfa_epoch = dfa.epoch();

@@ -147,5 +147,19 @@ TEST(JsonObjectGrammar, TheClosingLengthIsAShortestCompletion) {
   }
 }
 
+// Nesting is bounded (GrammarMatcher::kMaxDepth positions a stack): a model cannot grow the
+// parse, and every automaton state holding it, without limit.
+TEST(JsonObjectGrammar, NestingDeeperThanTheBoundIsRefused) {
+  GrammarMatcher shallow = object_matcher();
+  EXPECT_TRUE(shallow.feed("{\"a\": " + std::string(50, '[') + std::string(50, ']') + "}"));
+  EXPECT_TRUE(shallow.complete());
+  GrammarMatcher deep = object_matcher();
+  size_t fed = 0;
+  const std::string text = "{\"a\": " + std::string(5000, '[');
+  while (fed < text.size() && deep.feed(static_cast<unsigned char>(text[fed]))) ++fed;
+  EXPECT_LT(fed, text.size());
+  EXPECT_GT(fed, 200u);  // a few frames a level: some hundreds of levels
+}
+
 }  // namespace
 }  // namespace orchard

@@ -15,6 +15,7 @@ uint32_t GrammarDfa::intern(const GrammarMatcher& m) {
   auto [it, added] = ids_.try_emplace(m.stacks(), static_cast<uint32_t>(states_.size()));
   if (added) {
     states_.push_back(m);
+    words_ += m.stacks().size();
     info_.push_back({m.closing_length(), m.complete(), m.can_continue()});
     transitions_.emplace_back();
     transitions_.back().fill(kUnknown);
@@ -32,6 +33,7 @@ void GrammarDfa::clear() {
   info_.clear();
   transitions_.clear();
   ids_.clear();
+  words_ = 0;
   ++epoch_;
 }
 

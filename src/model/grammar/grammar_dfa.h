@@ -41,6 +41,8 @@ class GrammarDfa {
   const GrammarMatcher& matcher(uint32_t s) const { return states_[s]; }
 
   size_t size() const { return states_.size(); }
+  // Stack positions held over all states (each kept twice: the state and its key).
+  size_t words() const { return words_; }
   // Forgets every state; ids from before are void (epoch() tells them apart).
   void clear();
   uint64_t epoch() const { return epoch_; }
@@ -64,6 +66,7 @@ class GrammarDfa {
   std::unordered_map<std::vector<uint32_t>, uint32_t, Hash> ids_;
   GrammarMatcher scratch_;
   uint64_t epoch_ = 0;
+  size_t words_ = 0;
 };
 
 }  // namespace orchard

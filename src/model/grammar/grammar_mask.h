@@ -22,6 +22,11 @@ struct VocabPieces {
   static VocabPieces of(const Tokenizer& tok, int64_t n_vocab);
 };
 
+// What a grammar's tables may hold before they start over (GrammarVocab::trim): automaton
+// states (1 KiB of transitions each) and listed tokens (8 bytes each).
+constexpr size_t kMaxGrammarStates = 32768;
+constexpr size_t kMaxGrammarListed = size_t{8} << 20;
+
 // The logits with every token the grammar refuses from `state` at −∞ (into `masked`): a token
 // only if the reply can still close after it within `left` tokens (every byte is a token in
 // the vocabularies served, so a closing of n bytes takes at most n, and one to spare; when not

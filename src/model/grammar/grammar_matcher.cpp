@@ -92,6 +92,7 @@ void GrammarMatcher::step(std::vector<uint32_t>& stack, unsigned char c, std::ve
 void GrammarMatcher::emit(std::vector<uint32_t>& stack, std::vector<uint32_t>& out, size_t& stacks) const {
   const Grammar& g = *grammar_;
   while (!stack.empty() && g.elements[stack.back()].kind == Kind::End) stack.pop_back();
+  if (stack.size() > kMaxDepth) return;  // nested too deep: this parse is dropped
   const auto len = static_cast<uint32_t>(stack.size());
   for (size_t i = 0; i < out.size(); i += 1 + out[i])
     if (out[i] == len && std::equal(stack.begin(), stack.end(), out.begin() + static_cast<std::ptrdiff_t>(i + 1)))

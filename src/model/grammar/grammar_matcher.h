@@ -19,6 +19,9 @@ class GrammarMatcher {
   // Stacks kept at most; a byte that would leave more is refused (a grammar that ambiguous is
   // a mistake in it, and checking thousands of parses per byte would stall sampling).
   static constexpr size_t kMaxStacks = 256;
+  // Positions one stack may hold; deeper is refused. A recursive grammar nests without bound
+  // (JSON: "[[[[…"), and every position is memory in each state an automaton keeps.
+  static constexpr size_t kMaxDepth = 1024;
 
   GrammarMatcher() = default;
   explicit GrammarMatcher(std::shared_ptr<const Grammar> grammar);

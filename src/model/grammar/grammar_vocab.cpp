@@ -22,7 +22,7 @@ std::span<const GrammarVocab::Admitted> GrammarVocab::admitted(uint32_t state) {
 }
 
 bool GrammarVocab::trim(size_t max_states, size_t max_entries) {
-  if (dfa_.size() <= max_states && entries_ <= max_entries) return false;
+  if (dfa_.size() <= max_states && dfa_.words() <= 16 * max_states && entries_ <= max_entries) return false;
   dfa_.clear();
   lists_.clear();
   listed_.clear();

@@ -27,8 +27,9 @@ class GrammarVocab {
 
   GrammarDfa& dfa() { return dfa_; }
   std::span<const Admitted> admitted(uint32_t state);
-  // Forgets every state when the automaton holds more than max_states or the lists more than
-  // max_entries tokens; true when it did (state ids from before are void, dfa().epoch() moved).
+  // Forgets every state when the automaton holds more than max_states (or their stacks more
+  // than 16 positions a state on average) or the lists more than max_entries tokens; true when
+  // it did (state ids from before are void, dfa().epoch() moved).
   bool trim(size_t max_states, size_t max_entries);
 
  private:
