@@ -1,6 +1,7 @@
 #include "dist/link_probe.h"
 
 #include <algorithm>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -27,14 +28,15 @@ void answer(net::Fd fd, const std::atomic<bool>& stop, std::atomic<int>& active)
   try {
     while (!stop.load()) {
       char op = 0;
-      net::read_all(fd.get(), &op, 1, Clock::now() + std::chrono::seconds(30), "probe request");
+      // (A prober does not pause; a connection quiet for 2 s is closed, so stopping never waits long.)
+      net::read_all(fd.get(), &op, 1, Clock::now() + std::chrono::seconds(2), "probe request");
       if (op == 'p') {
         net::write_all(fd.get(), &op, 1, Clock::now() + std::chrono::seconds(5), "probe answer");
       } else if (op == 'b') {
         uint64_t n = 0;
         net::read_all(fd.get(), &n, sizeof n, Clock::now() + std::chrono::seconds(5), "probe size");
         if (n > kMaxProbeBytes) return;
-        while (n > 0) {
+        while (n > 0 && !stop.load()) {
           const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, buf.size()));
           net::read_all(fd.get(), buf.data(), chunk, Clock::now() + std::chrono::seconds(60), "probe data");
           n -= chunk;
@@ -52,17 +54,42 @@ void answer(net::Fd fd, const std::atomic<bool>& stop, std::atomic<int>& active)
 }  // namespace
 
 void serve_link_probes(int listen_fd, const std::atomic<bool>& stop) {
-  std::vector<std::thread> probes;
+  struct Probe {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<Probe> probes;
   std::atomic<int> active{0};
-  while (!stop.load()) {
-    std::string from;
-    net::Fd fd = net::accept_until(listen_fd, Clock::now() + std::chrono::milliseconds(200), &from);
-    if (!fd || active.load() >= kMaxProbes) continue;  // (over the limit: closed unanswered)
-    net::set_nodelay(fd.get());
-    ++active;
-    probes.emplace_back(answer, std::move(fd), std::cref(stop), std::ref(active));
+  auto reap = [&](bool all) {
+    for (auto it = probes.begin(); it != probes.end();) {
+      if (all || it->done->load()) {
+        it->thread.join();
+        it = probes.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  };
+  try {
+    while (!stop.load()) {
+      reap(false);
+      std::string from;
+      net::Fd fd = net::accept_until(listen_fd, Clock::now() + std::chrono::milliseconds(200), &from);
+      if (!fd || active.load() >= kMaxProbes) continue;  // (over the limit: closed unanswered)
+      net::set_nodelay(fd.get());
+      auto done = std::make_shared<std::atomic<bool>>(false);
+      ++active;
+      probes.push_back({std::thread([fd = std::move(fd), &stop, &active, done]() mutable {
+                          answer(std::move(fd), stop, active);
+                          done->store(true);
+                        }),
+                        done});
+    }
+  } catch (...) {
+    reap(true);
+    throw;
   }
-  for (auto& t : probes) t.join();
+  reap(true);
 }
 
 LinkMeasurement measure_link(const net::Endpoint& peer, std::chrono::milliseconds timeout, int pings, uint64_t bytes) {

@@ -135,8 +135,8 @@ GenerateResult Engine::run(Forward& fwd, const std::vector<TokenId>& prompt, con
       bool go_on = true;
       if (gv && !tok_->is_eog(next)) {
         state = advance(gv->dfa(), state, pieces_->pieces[static_cast<size_t>(next)]);
-        // Whole and nothing may follow: this token is the last.
-        if (state != GrammarDfa::kDead && gv->dfa().complete(state) && !gv->dfa().can_continue(state)) {
+        // Whole and nothing may follow (or, with NaN logits, refused): this token is the last.
+        if (state == GrammarDfa::kDead || (gv->dfa().complete(state) && !gv->dfa().can_continue(state))) {
           r.finish_reason = "stop";
           go_on = false;
         }

@@ -10,12 +10,21 @@ namespace orchard::serve {
 using nlohmann::json;
 
 json parse_body(const std::string& body) {
+  // Nesting is bounded before anything walks the document: copies, dumps and destructors of a
+  // 100,000-deep "[[[…" recurse once a level (and so does the schema compiler).
+  constexpr int kMaxNesting = 128;
+  bool too_deep = false;
+  const json::parser_callback_t depth_check = [&](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxNesting) too_deep = true;
+    return !too_deep;
+  };
   json j;
   try {
-    j = json::parse(body);
+    j = json::parse(body, depth_check);
   } catch (const json::exception& e) {  // parse errors, and numbers too large for any type
     throw ApiError::bad_request(std::string("the request body is not valid JSON: ") + e.what());
   }
+  if (too_deep) throw ApiError::bad_request("the request body nests deeper than " + std::to_string(kMaxNesting) + " levels");
   if (!j.is_object()) throw ApiError::bad_request("the request body must be a JSON object");
   return j;
 }

@@ -27,7 +27,13 @@ std::vector<TokenId> chat_prompt_tokens(const ChatTemplate& chat, const Tokenize
   if (tokens.size() >= 2 && tok.bos() >= 0 && tokens[0] == tok.bos() && tokens[1] == tok.bos())
     tokens.erase(tokens.begin());
   if (tokens.empty()) throw ApiError::bad_request("the conversation renders to an empty prompt", "messages");
-  if (tools.forced()) o.grammar = forced_call_grammar(tool_format_of(chat), tools);
+  if (tools.forced()) {
+    try {
+      o.grammar = forced_call_grammar(tool_format_of(chat), tools);
+    } catch (const Error& e) {  // each tool compiled alone; together they can still be too much
+      throw ApiError::bad_request(std::string("the tools together: ") + e.what(), "tools");
+    }
+  }
   return tokens;
 }
 

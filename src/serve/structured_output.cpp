@@ -39,6 +39,8 @@ std::shared_ptr<const Grammar> schema_grammar(const json& schema, const std::str
     grammar = std::make_shared<const Grammar>(json_schema_grammar(schema));
   } catch (const SchemaError& e) {
     throw ApiError::bad_request("'" + field + "': " + e.what(), field);
+  } catch (const json::exception& e) {  // a value of an unexpected type the compiler read
+    throw ApiError::bad_request("'" + field + "': " + e.what(), field);
   }
   std::lock_guard lock(cache_mu);
   cache.emplace_front(key, grammar);

@@ -255,10 +255,12 @@ void check_tools(const ToolRequest& r, const std::string& field, const std::stri
       throw ApiError::bad_request("'" + at + "' has name '" + t.name + "': tool names are 1–64 letters, digits, '_', '-' or '.'", at);
     if (!names.insert(t.name).second) throw ApiError::bad_request("'" + at + "': a second tool named '" + t.name + "'", at);
     if (!t.parameters.is_object()) throw ApiError::bad_request("'" + at + "': the parameters must be a JSON schema object", at);
+    if (t.parameters.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).size() > 256 * 1024)
+      throw ApiError::bad_request("'" + at + "': the parameters schema is larger than 256 KiB", at);
     try {
       GrammarBuilder b;
       JsonRules rules(b);
-      add_json_schema(b, rules, t.parameters);
+      build_schema_grammar(b, add_json_schema(b, rules, t.parameters));
     } catch (const SchemaError& e) {
       throw ApiError::bad_request("'" + at + "' parameters: " + e.what(), at);
     }

@@ -3,6 +3,8 @@
 // nlohmann's parser and the schema's own constraints; refusals against hand-picked texts.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -244,9 +246,52 @@ TEST(JsonSchemaGrammar, RefusesWhatItCannotKeepNamingWhere) {
   json deep = {{"type", "string"}};
   for (int i = 0; i < 100; ++i) deep = {{"type", "array"}, {"items", deep}};
   EXPECT_NE(where(deep).find("nested more than"), std::string::npos);
+  json optional = {{"type", "object"}, {"properties", json::object()}};
+  for (int i = 0; i < 101; ++i) optional["properties"]["p" + std::to_string(i)] = {{"type", "integer"}};
+  EXPECT_NE(where(optional).find("101 optional properties"), std::string::npos);
+  EXPECT_NE(where({{"allOf", {{{"required", {"a"}}}}}, {"anyOf", {{{"type", "string"}}}}}).find("allOf beside anyOf"),
+            std::string::npos);
+  EXPECT_NE(where({{"type", "integer"}, {"minimum", 1e16}}).find("beyond"), std::string::npos);
+  EXPECT_NE(where({{"type", "number"}, {"maximum", -1e17}, {"minimum", -1e18}}).find("beyond"), std::string::npos);
+  EXPECT_NE(where({{"type", "array"}, {"prefixItems", {{{"type", "string"}}}}, {"items", false}, {"minItems", 3}})
+                .find("more items than items: false"),
+            std::string::npos);
+  EXPECT_NE(where({{"type", "string"}, {"nullable", "yes"}}).find("/nullable: must be a boolean"), std::string::npos);
+  EXPECT_NE(where({{"type", {"array", "array", "array", "array", "array", "array", "array", "array", "array", "array"}},
+                   {"maxItems", 10000}})
+                .find("too large"),
+            std::string::npos);
   json wide = {{"type", "object"}, {"properties", json::object()}};
-  for (int i = 0; i < 30000; ++i) wide["properties"]["p" + std::to_string(i)] = {{"type", "string"}, {"maxLength", 40}};
+  for (int i = 0; i < 30000; ++i) {
+    wide["properties"]["p" + std::to_string(i)] = {{"type", "string"}, {"maxLength", 40}};
+    wide["required"].push_back("p" + std::to_string(i));
+  }
   EXPECT_NE(where(wide).find("too large"), std::string::npos);
+}
+
+// anyOf of the same $ref twice, nested: followed naively every byte would take 2^22 steps. The
+// compiler merges the duplicates, and the matcher's work per byte is bounded anyway.
+TEST(JsonSchemaGrammar, DuplicatedAlternativesDoNotMultiplyTheWork) {
+  json defs = json::object();
+  for (int k = 0; k < 22; ++k)
+    defs["L" + std::to_string(k)] = {{"anyOf", {{{"$ref", "#/$defs/L" + std::to_string(k + 1)}}, {{"$ref", "#/$defs/L" + std::to_string(k + 1)}}}}};
+  defs["L22"] = {{"type", "integer"}};
+  auto g = schema({{"$defs", defs}, {"$ref", "#/$defs/L0"}});
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(accepts(g, "12345"));
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0);  // a hang, not a speed
+  // Distinct branches that share their start: the work bound refuses rather than stalls.
+  json wide = json::object();
+  for (int k = 0; k < 16; ++k)
+    wide["W" + std::to_string(k)] = {{"anyOf", {{{"$ref", "#/$defs/W" + std::to_string(k + 1)}}, {{"allOf", {{{"$ref", "#/$defs/W" + std::to_string(k + 1)}}}}}}}};
+  wide["W16"] = {{"type", "object"}};
+  try {
+    auto g2 = schema({{"$defs", wide}, {"$ref", "#/$defs/W0"}});
+    GrammarMatcher m(g2);
+    m.feed("{}");
+  } catch (const SchemaError&) {
+    // refused at compile time is fine too
+  }
 }
 
 TEST(TokenTrie, AdmitsExactlyTheTokensAWholeFeedAdmits) {

@@ -443,6 +443,8 @@ TEST(Server, BadRequestsGetTheRightErrors) {
   check("/v1/chat/completions", "[1,2]", 400, "JSON object");
   check("/v1/completions", "{\"prompt\": \"x\", \"max_tokens\": 77777785656e7777}", 400, "not valid JSON");  // found by request_fuzz
   check("/v1/chat/completions", "{}", 400, "'messages' is required", "messages");
+  check("/v1/chat/completions", "{\"messages\": " + std::string(300, '[') + std::string(300, ']') + "}", 400,
+        "nests deeper than 128 levels");
   json b = chat_body("hi", 4);
   b["temperature"] = "hot";
   check("/v1/chat/completions", b.dump(), 400, "'temperature' must be a number", "temperature");

@@ -24,14 +24,14 @@ bool GrammarMatcher::feed(unsigned char c) {
 bool GrammarMatcher::feed_into(unsigned char c, GrammarMatcher& out) const {
   if (out.grammar_ != grammar_) out.grammar_ = grammar_;
   out.words_.clear();
-  size_t stacks = 0;
+  size_t stacks = 0, work = 0;
   for (size_t i = 0; i < words_.size();) {
     const uint32_t len = words_[i];
     if (len > 0) {
       scratch_.assign(words_.begin() + static_cast<std::ptrdiff_t>(i + 1),
                       words_.begin() + static_cast<std::ptrdiff_t>(i + 1 + len));
-      step(scratch_, c, out.words_, stacks);
-      if (stacks > kMaxStacks) {
+      step(scratch_, c, out.words_, stacks, work);
+      if (stacks > kMaxStacks || work > kMaxWork) {
         out.words_.clear();
         return false;
       }
@@ -46,10 +46,10 @@ bool GrammarMatcher::feed_into(unsigned char c, GrammarMatcher& out) const {
 // passing over the rule when it may be empty; positions after a rule that ends its alternative
 // are not kept (a tail call), which keeps right-recursive repetitions flat.
 void GrammarMatcher::step(std::vector<uint32_t>& stack, unsigned char c, std::vector<uint32_t>& out,
-                          size_t& stacks) const {
+                          size_t& stacks, size_t& work) const {
   const Grammar& g = *grammar_;
   for (;;) {
-    if (stack.empty()) return;
+    if (stack.empty() || ++work > kMaxWork || stack.size() > kMaxDepth) return;
     const uint32_t e = stack.back();
     const Grammar::Element el = g.elements[e];
     if (el.kind == Kind::End) {
@@ -75,13 +75,13 @@ void GrammarMatcher::step(std::vector<uint32_t>& stack, unsigned char c, std::ve
         if (tail) stack.pop_back();
         else stack.back() = e + 1;
         stack.push_back(g.alts[a]);
-        return step(stack, c, out, stacks);
+        return step(stack, c, out, stacks, work);
       }
       std::vector<uint32_t> branch(stack);
       if (tail) branch.pop_back();
       else branch.back() = e + 1;
       branch.push_back(g.alts[a]);
-      step(branch, c, out, stacks);
+      step(branch, c, out, stacks, work);
     }
     if (!skip) return;
     if (tail) stack.pop_back();

@@ -22,6 +22,9 @@ class GrammarMatcher {
   // Positions one stack may hold; deeper is refused. A recursive grammar nests without bound
   // (JSON: "[[[[…"), and every position is memory in each state an automaton keeps.
   static constexpr size_t kMaxDepth = 1024;
+  // Expansion steps one byte may take; more is refused. Alternatives sharing a prefix are
+  // followed one by one, so a grammar can make them multiply (anyOf of anyOf …).
+  static constexpr size_t kMaxWork = 4096;
 
   GrammarMatcher() = default;
   explicit GrammarMatcher(std::shared_ptr<const Grammar> grammar);
@@ -50,7 +53,7 @@ class GrammarMatcher {
   const std::vector<uint32_t>& stacks() const { return words_; }
 
  private:
-  void step(std::vector<uint32_t>& stack, unsigned char c, std::vector<uint32_t>& out, size_t& stacks) const;
+  void step(std::vector<uint32_t>& stack, unsigned char c, std::vector<uint32_t>& out, size_t& stacks, size_t& work) const;
   void emit(std::vector<uint32_t>& stack, std::vector<uint32_t>& out, size_t& stacks) const;
 
   std::shared_ptr<const Grammar> grammar_;

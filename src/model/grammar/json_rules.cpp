@@ -232,7 +232,8 @@ uint32_t JsonRules::number_range(std::optional<double> lo, bool lo_exclusive, st
   // lo ≤ I and I + 1 ≤ hi, and "-M.f" for M ≥ 0 where lo ≤ -(M + 1) and -M ≤ hi.
   constexpr double kLimit = 1e15;
   auto clamp = [&](std::optional<double> v) -> std::optional<int64_t> {
-    if (!v || std::fabs(*v) > kLimit) return std::nullopt;
+    if (!v) return std::nullopt;
+    if (std::fabs(*v) > kLimit) throw Error("bounds beyond ±1e15 are not supported");
     return static_cast<int64_t>(*v);
   };
   std::optional<double> whole_lo, whole_hi;

@@ -1,5 +1,6 @@
 #include "model/grammar/json_schema.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -51,7 +52,7 @@ class Compiler {
     if (!v.is_number_integer() && !v.is_number_unsigned()) throw SchemaError(path + "/" + key, "must be a whole number");
     if (v.is_number_integer() && v.get<int64_t>() < 0) throw SchemaError(path + "/" + key, "must not be negative");
     const auto n = v.get<uint64_t>();
-    if (n > 100'000) throw SchemaError(path + "/" + key, "is too large (the grammar would be)");
+    if (n > 10'000) throw SchemaError(path + "/" + key, "is above 10000 (the grammar would be too large)");
     return static_cast<uint32_t>(n);
   }
   void check_size(const std::string& path) {
@@ -80,7 +81,10 @@ uint32_t Compiler::compile(const json& s, const std::string& path, int depth) {
     if (!s["$ref"].is_string()) throw SchemaError(path + "/$ref", "must be a string");
     return compile_ref(s["$ref"].get<std::string>(), path, depth);
   }
-  if (s.contains("allOf")) return compile(merge_all_of(s, path), path, depth + 1);
+  if (s.contains("allOf")) {
+    if (s.contains("anyOf") || s.contains("oneOf")) throw SchemaError(path, "allOf beside anyOf or oneOf is not supported");
+    return compile(merge_all_of(s, path), path, depth + 1);
+  }
 
   std::vector<uint32_t> alternatives;
   for (const char* key : {"anyOf", "oneOf"}) {
@@ -122,10 +126,22 @@ uint32_t Compiler::compile(const json& s, const std::string& path, int depth) {
         types.push_back("number");
       }
       if (types.empty()) return rules_.value();
-      for (const std::string& t : types) alternatives.push_back(compile_type(t, s, path, depth));
+      for (const std::string& t : types) {
+        alternatives.push_back(compile_type(t, s, path, depth));
+        check_size(path);
+      }
     }
   }
-  if (s.value("nullable", false) == true) alternatives.push_back(rules_.null());
+  if (s.contains("nullable")) {
+    if (!s["nullable"].is_boolean()) throw SchemaError(path + "/nullable", "must be a boolean");
+    if (s["nullable"].get<bool>()) alternatives.push_back(rules_.null());
+  }
+  // The same rule twice (anyOf of one $ref twice) would only make the matcher follow both.
+  std::vector<uint32_t> distinct;
+  for (uint32_t r : alternatives)
+    if (std::find(distinct.begin(), distinct.end(), r) == distinct.end()) distinct.push_back(r);
+  alternatives.swap(distinct);
+  check_size(path);
   if (alternatives.size() == 1) return alternatives[0];
   std::vector<Seq> alts;
   for (uint32_t r : alternatives) alts.push_back({Sym::ref(r)});
@@ -167,8 +183,9 @@ uint32_t Compiler::compile_type(const std::string& type, const json& s, const st
   try {
     if (type == "integer") {
       if (!lo && !hi) return rules_.integer();
-      auto whole = [](std::optional<double> v, bool ex, bool low) -> std::optional<int64_t> {
-        if (!v || std::fabs(*v) > 1e15) return std::nullopt;
+      auto whole = [&](std::optional<double> v, bool ex, bool low) -> std::optional<int64_t> {
+        if (!v) return std::nullopt;
+        if (std::fabs(*v) > 1e15) throw SchemaError(path, "bounds beyond ±1e15 are not supported");
         return static_cast<int64_t>(low ? (ex ? std::floor(*v) + 1 : std::ceil(*v)) : (ex ? std::ceil(*v) - 1 : std::floor(*v)));
       };
       return rules_.integer_range(whole(lo, lo_ex, true), whole(hi, hi_ex, false));
@@ -205,15 +222,23 @@ uint32_t Compiler::compile_object(const json& s, const std::string& path, int de
   const json any = json::object();
   for (const std::string& name : required)
     if (!props.contains(name)) keys.push_back({name, &any, path + "/required"});
+  // Other properties are written only when none are declared: a free key could repeat a declared
+  // one (the last copy wins in most parsers), and leaving the allowed extras out is still valid.
   const json* extra = nullptr;
   const json yes = true;
   if (s.contains("additionalProperties")) {
     const json& a = s["additionalProperties"];
     if (!(a.is_boolean() || a.is_object())) throw SchemaError(path + "/additionalProperties", "must be a boolean or a schema");
-    if (!(a.is_boolean() && !a.get<bool>())) extra = &a;
-  } else if (props.empty() && required.empty()) {
+    if (!(a.is_boolean() && !a.get<bool>()) && keys.empty()) extra = &a;
+  } else if (keys.empty()) {
     extra = &yes;
   }
+  // Each optional property is one more way the next key may begin; past this many the matcher
+  // would hold too many parses at once (GrammarMatcher::kMaxStacks).
+  size_t optional_count = 0;
+  for (const Key& k : keys) optional_count += !required.count(k.name);
+  if (optional_count > 100)
+    throw SchemaError(path, std::to_string(optional_count) + " optional properties: at most 100 are supported (make some required)");
 
   const uint32_t ws = rules_.ws();
   // R(i, first): the members from key i on, `first` when none came before (no comma due).
@@ -271,17 +296,21 @@ uint32_t Compiler::compile_array(const json& s, const std::string& path, int dep
   if (min > max) throw SchemaError(path, "minItems is above maxItems");
   if (prefix.size() > max) prefix.resize(max);
   // Past the prefix, items follow `rest`; any value when the schema left them open.
-  if (!rest && min > prefix.size()) rest = rules_.value();
+  if (!rest && min > prefix.size()) {
+    if (s.contains("items") && s["items"] == false) throw SchemaError(path, "minItems asks for more items than items: false allows");
+    rest = rules_.value();
+  }
   const uint32_t ws = rules_.ws();
   const auto fixed = static_cast<uint32_t>(std::max<size_t>(prefix.size(), min));  // elements spelled out
   auto item = [&](uint32_t k) { return k < prefix.size() ? prefix[k] : *rest; };
   // T(k): what follows the k-th element; from `fixed` on, up to max - fixed more of `rest`.
   Seq tail;
-  if (rest && max > fixed) {
+  if (fixed > 0 && rest && max > fixed) {
     const uint32_t more = b_.add_rule("more-items", {{Sym::byte(','), Sym::ref(ws), Sym::ref(*rest), Sym::ref(ws)}});
     tail = rules_.repeat(more, 0, max == JsonRules::kUnbounded ? JsonRules::kUnbounded : max - fixed);
   }
   uint32_t next = b_.add_rule("items-tail", {tail});
+  check_size(path);
   for (uint32_t k = fixed; k-- > 1;) {
     const uint32_t t = b_.add_rule("items", {{Sym::byte(','), Sym::ref(ws), Sym::ref(item(k)), Sym::ref(ws), Sym::ref(next)}});
     if (k >= min) b_.add_alternative(t, {});
@@ -297,6 +326,7 @@ uint32_t Compiler::compile_array(const json& s, const std::string& path, int dep
     const Seq more_items = rules_.repeat(more, 0, max == JsonRules::kUnbounded ? JsonRules::kUnbounded : max - 1);
     s0.insert(s0.end(), more_items.begin(), more_items.end());
     b_.add_alternative(body, s0);
+    check_size(path);
   }
   if (min == 0) b_.add_alternative(body, {});
   return b_.add_rule("array", {{Sym::byte('['), Sym::ref(ws), Sym::ref(body), Sym::byte(']')}});
@@ -342,6 +372,7 @@ json Compiler::merge_all_of(const json& s, const std::string& path) {
         for (const auto& [name, sub] : v.items()) merged["properties"][name] = sub;
       } else if (key == "required") {
         if (!v.is_array()) throw SchemaError(at + "/required", "must be an array of names");
+        if (merged.contains("required") && !merged["required"].is_array()) throw SchemaError(path + "/required", "must be an array of names");
         for (const json& name : v) merged["required"].push_back(name);
       } else if (key == "type") {
         if (v != "object") throw SchemaError(at, "allOf is supported for object schemas only");
