@@ -357,7 +357,13 @@ size_t tool_safe_prefix(ToolFormat f, std::string_view text) {
 
 std::string ToolStream::push(const std::string& piece) {
   text_ += piece;
-  const size_t safe = std::max(sent_, tool_safe_prefix(format_, text_));
+  // Only the unsent tail is looked at (the text sent holds no marker), except where a call must
+  // be the whole reply: there, once some text went out, the rest is text too.
+  size_t safe;
+  if (format_ == ToolFormat::Llama3 || format_ == ToolFormat::Generic)
+    safe = sent_ > 0 ? text_.size() : tool_safe_prefix(format_, text_);
+  else
+    safe = sent_ + tool_safe_prefix(format_, std::string_view(text_).substr(sent_));
   std::string out = text_.substr(sent_, safe - sent_);
   sent_ = safe;
   return out;
