@@ -112,15 +112,16 @@ std::string ChatTemplate::interpret(const std::vector<ChatMessage>& messages, bo
   return program_->render(globals, now);
 }
 
-std::string ChatTemplate::tool_format() const {
-  if (!program_) return "generic";
-  return tool_format_name(detect_tool_format(source_, family_));
+ToolFormat ChatTemplate::calls_format() const {
+  if (!program_) return ToolFormat::Generic;
+  return detect_tool_format(source_, family_);
 }
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                                  const std::vector<ToolSpec>& tools) const {
   if (tools.empty()) return render(messages, add_generation_prompt);
-  if (tool_format() == "mistral") {
+  const ToolFormat format = calls_format();
+  if (format == ToolFormat::Mistral) {
     // Mistral's template insists on call ids of 9 letters and digits: the API's ids, mapped.
     std::vector<ChatMessage> renamed = messages;
     for (ChatMessage& m : renamed) {
@@ -129,7 +130,7 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool 
     }
     return interpret(renamed, add_generation_prompt, tools);
   }
-  if (tool_format() != "generic") return interpret(messages, add_generation_prompt, tools);
+  if (format != ToolFormat::Generic) return interpret(messages, add_generation_prompt, tools);
   // Generic: the tools at the head of the system message, calls as the JSON the model is asked
   // to write, results as user turns (every template has those).
   std::vector<ChatMessage> plain;

@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "serve/jinja/template.h"
-#include "serve/tool_call.h"
+#include "serve/tool_calls.h"
 
 namespace orchard {
 class GGUFFile;
@@ -72,9 +72,10 @@ class ChatTemplate {
   // the head of the system message, calls written as JSON, results as user turns.
   std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                      const std::vector<ToolSpec>& tools) const;
-  // How this model writes tool calls (serve/tool_calls.h), as a name: "hermes", "llama3",
-  // "mistral", "deepseek" or "generic".
-  std::string tool_format() const;
+  // How this model writes tool calls (serve/tool_calls.h); generic without a template.
+  ToolFormat calls_format() const;
+  // The same as a name: "hermes", "llama3", "mistral", "deepseek" or "generic".
+  std::string tool_format() const { return tool_format_name(calls_format()); }
 
   // "llama2", "llama3", "chatml", "mistral", "gemma", "phi3", "zephyr", "jinja" (unknown
   // family, interpreted only) or "plain" (no template).

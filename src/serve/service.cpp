@@ -29,7 +29,7 @@ std::vector<TokenId> chat_prompt_tokens(const ChatTemplate& chat, const Tokenize
   if (tokens.empty()) throw ApiError::bad_request("the conversation renders to an empty prompt", "messages");
   if (tools.forced()) {
     try {
-      o.grammar = forced_call_grammar(tool_format_of(chat), tools);
+      o.grammar = forced_call_grammar(chat.calls_format(), tools);
     } catch (const Error& e) {  // each tool compiled alone; together they can still be too much
       throw ApiError::bad_request(std::string("the tools together: ") + e.what(), "tools");
     }
@@ -37,12 +37,6 @@ std::vector<TokenId> chat_prompt_tokens(const ChatTemplate& chat, const Tokenize
   return tokens;
 }
 
-ToolFormat tool_format_of(const ChatTemplate& chat) {
-  const std::string name = chat.tool_format();
-  for (ToolFormat f : {ToolFormat::Hermes, ToolFormat::Llama3, ToolFormat::Mistral, ToolFormat::DeepSeek})
-    if (name == tool_format_name(f)) return f;
-  return ToolFormat::Generic;
-}
 
 std::vector<TokenId> text_prompt_tokens(const Tokenizer& tok, const std::string& text) {
   auto t = tok.encode(text, true, false);
@@ -55,7 +49,7 @@ std::vector<TokenId> Service::chat_prompt(const std::vector<ChatMessage>& messag
   return chat_prompt_tokens(chat_, tok_, messages, o, tools);
 }
 
-ToolFormat Service::tool_format() const { return tool_format_of(chat_); }
+ToolFormat Service::tool_format() const { return chat_.calls_format(); }
 
 std::vector<TokenId> Service::text_prompt(const std::string& text) const { return text_prompt_tokens(tok_, text); }
 

@@ -51,8 +51,6 @@ struct ClusterView {
 std::vector<TokenId> chat_prompt_tokens(const ChatTemplate& chat, const Tokenizer& tok,
                                         const std::vector<ChatMessage>& messages, GenerateOptions& o,
                                         const ToolRequest& tools = {});
-// How the template's model writes tool calls.
-ToolFormat tool_format_of(const ChatTemplate& chat);
 // A completion prompt: BOS as the vocabulary asks, no special-token parsing; empty is a 400.
 std::vector<TokenId> text_prompt_tokens(const Tokenizer& tok, const std::string& text);
 

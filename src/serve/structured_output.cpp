@@ -1,22 +1,15 @@
 #include "serve/structured_output.h"
 
-#include <list>
-#include <mutex>
-#include <utility>
-
 #include "model/grammar/json_schema.h"
 #include "serve/api_error.h"
+#include "serve/grammar_cache.h"
 
 namespace orchard::serve {
 namespace {
 
 using json = nlohmann::json;
 
-constexpr size_t kKept = 32;
-
-// Most recently used first.
-std::mutex cache_mu;
-std::list<std::pair<std::string, std::shared_ptr<const Grammar>>> cache;
+GrammarCache schemas(32);
 
 }  // namespace
 
@@ -26,26 +19,13 @@ std::shared_ptr<const Grammar> schema_grammar(const json& schema, const std::str
     throw ApiError::bad_request("'" + field + "' is too large (" + std::to_string(key.size()) + " bytes; at most " +
                                     std::to_string(kMaxSchemaBytes) + ")",
                                 field);
-  {
-    std::lock_guard lock(cache_mu);
-    for (auto it = cache.begin(); it != cache.end(); ++it)
-      if (it->first == key) {
-        cache.splice(cache.begin(), cache, it);
-        return it->second;
-      }
-  }
-  std::shared_ptr<const Grammar> grammar;
   try {
-    grammar = std::make_shared<const Grammar>(json_schema_grammar(schema));
+    return schemas.get(key, [&] { return json_schema_grammar(schema); });
   } catch (const SchemaError& e) {
     throw ApiError::bad_request("'" + field + "': " + e.what(), field);
   } catch (const json::exception& e) {  // a value of an unexpected type the compiler read
     throw ApiError::bad_request("'" + field + "': " + e.what(), field);
   }
-  std::lock_guard lock(cache_mu);
-  cache.emplace_front(key, grammar);
-  if (cache.size() > kKept) cache.pop_back();
-  return grammar;
 }
 
 std::shared_ptr<const Grammar> read_response_format(const json& f) {

@@ -1,13 +1,12 @@
 #include "serve/tool_calls.h"
 
-#include <list>
-#include <mutex>
 #include <optional>
 #include <set>
 
 #include "model/grammar/json_rules.h"
 #include "model/grammar/json_schema.h"
 #include "serve/api_error.h"
+#include "serve/grammar_cache.h"
 
 namespace orchard::serve {
 namespace {
@@ -110,32 +109,24 @@ ToolReply parse_hermes(std::string_view text, const std::vector<ToolSpec>& tools
 }
 
 // One or more JSON objects, separated by blanks or ';', all calls; else the text stays text.
+// The generic format wraps them: {"tool_call": {…}} or {"tool_calls": [{…}, …]}.
 ToolReply parse_json_calls(std::string_view text, const std::vector<ToolSpec>& tools, bool generic) {
   std::string_view t = trim(text);
   if (!generic && starts_with(t, kPythonTag)) t = trim(t.substr(kPythonTag.size()));
+  const ToolReply as_text{std::string(trim(text)), {}};
   ToolReply r;
-  size_t pos = 0;
-  while (pos < t.size()) {
-    if (t[pos] != '{') return {std::string(trim(text)), {}};
-    const size_t end = json_end(t, pos);
-    if (end == std::string_view::npos) return {std::string(trim(text)), {}};
-    auto j = parse(t.substr(pos, end - pos));
-    if (!j) return {std::string(trim(text)), {}};
-    if (generic && j->contains("tool_call")) {
-      j = (*j)["tool_call"];
-    } else if (generic && j->contains("tool_calls") && (*j)["tool_calls"].is_array()) {
-      for (const json& one : (*j)["tool_calls"]) {
-        auto call = call_from(one, tools);
-        if (!call) return {std::string(trim(text)), {}};
-        r.calls.push_back(std::move(*call));
-      }
-      pos = end;
-      while (pos < t.size() && (t[pos] == ';' || t[pos] == ' ' || t[pos] == '\n' || t[pos] == '\t' || t[pos] == '\r')) ++pos;
-      continue;
+  for (size_t pos = 0; pos < t.size();) {
+    const size_t end = t[pos] == '{' ? json_end(t, pos) : std::string_view::npos;
+    auto j = end == std::string_view::npos ? std::nullopt : parse(t.substr(pos, end - pos));
+    if (!j) return as_text;
+    json objects = json::array({*j});
+    if (generic && j->contains("tool_call")) objects = json::array({(*j)["tool_call"]});
+    else if (generic && j->contains("tool_calls") && (*j)["tool_calls"].is_array()) objects = (*j)["tool_calls"];
+    for (const json& one : objects) {
+      auto call = call_from(one, tools);
+      if (!call) return as_text;
+      r.calls.push_back(std::move(*call));
     }
-    auto call = call_from(*j, tools);
-    if (!call) return {std::string(trim(text)), {}};
-    r.calls.push_back(std::move(*call));
     pos = end;
     while (pos < t.size() && (t[pos] == ';' || t[pos] == ' ' || t[pos] == '\n' || t[pos] == '\t' || t[pos] == '\r')) ++pos;
   }
@@ -220,8 +211,7 @@ size_t before_marker(std::string_view text, std::string_view marker) {
   return text.size();
 }
 
-std::mutex cache_mu;
-std::list<std::pair<std::string, std::shared_ptr<const Grammar>>> cache;  // most recent first
+GrammarCache forced_calls(32);
 
 }  // namespace
 
@@ -282,19 +272,8 @@ ToolReply parse_tool_calls(ToolFormat f, std::string_view text, const std::vecto
   return {std::string(text), {}};
 }
 
-std::shared_ptr<const Grammar> forced_call_grammar(ToolFormat f, const ToolRequest& r) {
-  json key_tools = json::array();
-  for (const ToolSpec& t : r.tools)
-    if (r.choice != ToolChoice::Named || t.name == r.named) key_tools.push_back({t.name, t.parameters});
-  const std::string key = std::string(tool_format_name(f)) + key_tools.dump();
-  {
-    std::lock_guard lock(cache_mu);
-    for (auto it = cache.begin(); it != cache.end(); ++it)
-      if (it->first == key) {
-        cache.splice(cache.begin(), cache, it);
-        return it->second;
-      }
-  }
+// One call in format f to any of `key_tools` ([name, parameters schema] pairs).
+static Grammar compile_forced_call(ToolFormat f, const json& key_tools) {
   GrammarBuilder b;
   JsonRules rules(b);
   std::vector<GrammarSequence> calls;
@@ -331,11 +310,15 @@ std::shared_ptr<const Grammar> forced_call_grammar(ToolFormat f, const ToolReque
     seq.insert(seq.end(), tail.begin(), tail.end());
     calls.push_back(std::move(seq));
   }
-  auto grammar = std::make_shared<const Grammar>(build_schema_grammar(b, b.add_rule("root", std::move(calls))));
-  std::lock_guard lock(cache_mu);
-  cache.emplace_front(key, grammar);
-  if (cache.size() > 32) cache.pop_back();
-  return grammar;
+  return build_schema_grammar(b, b.add_rule("root", std::move(calls)));
+}
+
+std::shared_ptr<const Grammar> forced_call_grammar(ToolFormat f, const ToolRequest& r) {
+  json key_tools = json::array();
+  for (const ToolSpec& t : r.tools)
+    if (r.choice != ToolChoice::Named || t.name == r.named) key_tools.push_back({t.name, t.parameters});
+  return forced_calls.get(std::string(tool_format_name(f)) + key_tools.dump(),
+                          [&] { return compile_forced_call(f, key_tools); });
 }
 
 size_t tool_safe_prefix(ToolFormat f, std::string_view text) {

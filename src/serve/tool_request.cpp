@@ -22,29 +22,32 @@ json schema_at(const json& o, const char* key, const std::string& field) {
   return o[key];
 }
 
-void check_list(const json& body) {
+// Every entry of the body's "tools", each an object, read by read(tool, "tools[i]").
+template <class Read>
+void read_tool_list(const json& body, ToolRequest& r, Read read) {
+  if (!body.contains("tools") || body["tools"].is_null()) return;
   if (!body["tools"].is_array()) throw ApiError::bad_request("'tools' must be a list of tools", "tools");
+  for (size_t i = 0; i < body["tools"].size(); ++i) {
+    const json& t = body["tools"][i];
+    const std::string at = "tools[" + std::to_string(i) + "]";
+    if (!t.is_object()) throw ApiError::bad_request("'" + at + "' must be an object", at);
+    r.tools.push_back(read(t, at));
+  }
 }
 
 }  // namespace
 
 ToolRequest read_function_tools(const json& body) {
   ToolRequest r;
-  if (body.contains("tools") && !body["tools"].is_null()) {
-    check_list(body);
-    for (size_t i = 0; i < body["tools"].size(); ++i) {
-      const json& t = body["tools"][i];
-      const std::string at = "tools[" + std::to_string(i) + "]";
-      if (!t.is_object()) throw ApiError::bad_request("'" + at + "' must be an object", at);
-      if (t.contains("type") && t["type"] != "function")
-        throw ApiError::bad_request("'" + at + ".type' must be \"function\"", at + ".type");
-      if (!t.contains("function") || !t["function"].is_object())
-        throw ApiError::bad_request("'" + at + ".function' must be an object with a name", at + ".function");
-      const json& f = t["function"];
-      r.tools.push_back({string_at(f, "name", at + ".function", true), string_at(f, "description", at + ".function", false),
-                         schema_at(f, "parameters", at + ".function")});
-    }
-  }
+  read_tool_list(body, r, [](const json& t, const std::string& at) {
+    if (t.contains("type") && t["type"] != "function")
+      throw ApiError::bad_request("'" + at + ".type' must be \"function\"", at + ".type");
+    if (!t.contains("function") || !t["function"].is_object())
+      throw ApiError::bad_request("'" + at + ".function' must be an object with a name", at + ".function");
+    const json& f = t["function"];
+    return ToolSpec{string_at(f, "name", at + ".function", true), string_at(f, "description", at + ".function", false),
+                    schema_at(f, "parameters", at + ".function")};
+  });
   if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
     const json& c = body["tool_choice"];
     if (c == "auto") r.choice = ToolChoice::Auto;
@@ -65,18 +68,12 @@ ToolRequest read_function_tools(const json& body) {
 
 ToolRequest read_anthropic_tools(const json& body) {
   ToolRequest r;
-  if (body.contains("tools") && !body["tools"].is_null()) {
-    check_list(body);
-    for (size_t i = 0; i < body["tools"].size(); ++i) {
-      const json& t = body["tools"][i];
-      const std::string at = "tools[" + std::to_string(i) + "]";
-      if (!t.is_object()) throw ApiError::bad_request("'" + at + "' must be an object", at);
-      if (t.contains("type") && t["type"].is_string() && t["type"] != "custom")
-        throw ApiError::bad_request("'" + at + ".type' " + t["type"].dump() + ": only custom tools (with an input_schema) are supported",
-                                    at + ".type");
-      r.tools.push_back({string_at(t, "name", at, true), string_at(t, "description", at, false), schema_at(t, "input_schema", at)});
-    }
-  }
+  read_tool_list(body, r, [](const json& t, const std::string& at) {
+    if (t.contains("type") && t["type"].is_string() && t["type"] != "custom")
+      throw ApiError::bad_request("'" + at + ".type' " + t["type"].dump() + ": only custom tools (with an input_schema) are supported",
+                                  at + ".type");
+    return ToolSpec{string_at(t, "name", at, true), string_at(t, "description", at, false), schema_at(t, "input_schema", at)};
+  });
   if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
     const json& c = body["tool_choice"];
     const json type = c.is_object() && c.contains("type") ? c["type"] : json();
