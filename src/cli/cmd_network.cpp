@@ -158,6 +158,11 @@ void register_network(CLI::App& app) {
   simulate->add_option("--nodes", sim->nodes, "Simulated nodes")->capture_default_str()->check(CLI::Range(1, 10'000'000));
   simulate->add_option("--jobs", sim->jobs, "Jobs to place")->capture_default_str()->check(CLI::Range(1, 100'000'000));
   simulate->add_option("--seed", sim->seed, "Seed of the nodes' machines and the jobs' models")->capture_default_str();
+  simulate->add_option("--batch", sim->batch, "Jobs the clients submit between two scheduler passes; each pass places them in one transaction")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100'000));
+  simulate->add_flag("!--no-disk-wait", sim->wait_for_disk,
+                     "Commit without waiting for the disk's flush, as `network serve --no-disk-wait`");
   simulate->add_option("--data", *sim_dir, "Folder for its job store (default: a fresh temporary one)")->type_name("DIR");
   simulate->add_option("--db,--database", *sim_db, "A PostgreSQL database for its job store instead")->type_name("URL");
   simulate->footer("Example:\n  orchard network simulate --nodes 10000 --jobs 2000");
@@ -170,8 +175,8 @@ void register_network(CLI::App& app) {
       throw Error(sim->store + " exists: simulate in an empty folder (its nodes would mix with the store's)");
     const network::SimulateReport r =
         network::simulate(*sim, [](const std::string& line) { std::fprintf(stderr, "simulate: %s\n", line.c_str()); });
-    std::printf("%d nodes registered in %.2f s; %d jobs: %d placed, %d waiting, %d failed\n", r.nodes, r.register_s, r.jobs,
-                r.placed, r.waiting, r.failed);
+    std::printf("%d nodes registered in %.2f s, indexed in %.2f s; %d jobs: %d placed, %d waiting, %d failed\n", r.nodes,
+                r.register_s, r.index_s, r.jobs, r.placed, r.waiting, r.failed);
     std::printf("placement: %.0f placements/s, p50 %.3f ms, p99 %.3f ms, max %.3f ms; peak resident memory %.0f MiB\n",
                 r.placements_per_s, r.p50_ms, r.p99_ms, r.max_ms, r.peak_rss_mib);
     std::printf("store: %s\n", sim->store.c_str());
@@ -214,6 +219,10 @@ void register_network(CLI::App& app) {
   srv->add_option("--audit-rate", so->c.audit_rate,
                   "Share of completed jobs another owner's node re-checks (docs/verification.md; 0: none)")
       ->capture_default_str();
+  srv->add_flag("!--no-disk-wait", so->c.store.wait_for_disk,
+                "The job store commits without waiting for the disk's flush: many more placements a second "
+                "where a flush takes milliseconds; a power cut may lose the last moments' placements and "
+                "completions (never the ledger, which always waits)");
   srv->add_option("--audit-window", so->audit_window_s,
                   "Seconds a completed job's payment waits for an audit before it is paid (0: at once when not audited)")
       ->capture_default_str();

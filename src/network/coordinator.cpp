@@ -131,7 +131,10 @@ Coordinator::State::State(CoordinatorOptions o)
       keys(ApiKeys::open(files.api_keys)),
       nonces(DatabaseNonceStore::open(files.nonces)),
       pins(ModelPins::open(files.model_pins)),
-      http(serve::make_http_server(opts.tls)) {}
+      http(serve::make_http_server(opts.tls)) {
+  // A network's nodes read and planned before the first client waits on it (100,000: seconds).
+  store.warm_index();
+}
 
 Payment pay(Coordinator::State& s, const Completion& c) {
   Payment p;

@@ -185,15 +185,19 @@ void create_or_check(Connection& c, const FileKind& kind) {
     return v.step() ? v.text(0) : std::string();
   };
   std::string version = version_now();
-  if (kind.upgrade_from && version == kind.upgrade_from)
+  for (size_t i = 0; i < kind.upgrades.size(); ++i) {
+    const FileKind::Upgrade& step = kind.upgrades[i];
+    if (version != step.from) continue;
+    const std::string to = i + 1 < kind.upgrades.size() ? kind.upgrades[i + 1].from : kind.version;
     version = c.write([&] {
       // Another process may have upgraded it since: read again under the write lock.
-      if (version_now() != kind.upgrade_from) return version_now();
-      c.exec(c.dialect() == Dialect::SQLite ? std::string(kind.upgrade) : to_postgres_ddl(kind.upgrade));
+      if (version_now() != step.from) return version_now();
+      c.exec(c.dialect() == Dialect::SQLite ? std::string(step.sql) : to_postgres_ddl(step.sql));
       Stmt m(c, "UPDATE meta SET value = ?1 WHERE key = 'version'");
-      m.bind(1, std::string(kind.version)).step();
-      return std::string(kind.version);
+      m.bind(1, to).step();
+      return to;
     });
+  }
   if (version != kind.version)
     throw Error(c.name() + ": Orchard " + kind.noun + " version '" + version + "' is not supported (this build reads " +
                 kind.version + ")");

@@ -11,7 +11,9 @@
 // deadlock or serialization failure, the whole function runs again, so a function given to
 // write() must only touch the database and its own locals until it returns.
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -80,6 +82,13 @@ class Connection {
     return transaction(false, std::move(body));
   }
   bool in_transaction() const { return depth_ > 0; }
+  // Whether a commit returns only once it is on disk (the default), or as soon as it is in the
+  // operating system's hands: a process killed loses nothing either way, a power cut may lose
+  // the last moments' commits (never the database: SQLite's WAL, PostgreSQL's own log).
+  virtual void set_wait_for_disk(bool wait) = 0;
+  // Called after a transaction was rolled back: for a cache of what it may have read of its
+  // own writes (the job store's placement index).
+  std::function<void()> on_rollback;
 
  protected:
   virtual void begin(bool write) = 0;
@@ -117,9 +126,11 @@ auto Connection::transaction(bool write, F body) -> decltype(body()) {
       }
     } catch (const SqlError& e) {
       rollback();
+      if (on_rollback) on_rollback();
       if (!e.retryable() || attempt >= transaction_tries()) throw;
     } catch (...) {
       rollback();
+      if (on_rollback) on_rollback();
       throw;
     }
     backoff(attempt);
@@ -164,10 +175,14 @@ struct FileKind {
   const char* version;  // meta.version
   const char* schema;
   const char* postgres_schema = nullptr;
-  // A store of `upgrade_from` (meta.version) is brought to `version` by `upgrade` (SQLite's
-  // words, as `schema`), once, in one transaction, when opened.
-  const char* upgrade_from = nullptr;
-  const char* upgrade = nullptr;
+  // Older versions it upgrades, oldest first: a store at `from` (meta.version) runs `sql`
+  // (SQLite's words, as `schema`) and is then at the next step's `from`, or at `version` after
+  // the last — each step once, in one transaction, when opened.
+  struct Upgrade {
+    const char* from;
+    const char* sql;
+  };
+  std::span<const Upgrade> upgrades = {};
 };
 
 // True for "postgresql://…" and "postgres://…".

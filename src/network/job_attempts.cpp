@@ -88,8 +88,8 @@ void JobStore::fail_job(const std::string& job_id, const std::string& error, int
 
 AssignResult JobStore::assign_in(const std::string& job_id, int64_t now_ms) {
   sql::Stmt j(db(),
-              "SELECT model, n_ctx, prompt_tokens, max_tokens, state, model_sha256, exclude_owners, only_node, kind "
-              "FROM jobs WHERE id = ?1");
+              "SELECT model, n_ctx, prompt_tokens, max_tokens, state, model_sha256, exclude_owners, only_node, kind, "
+              "(SELECT coalesce(max(attempt), 0) + 1 FROM attempts WHERE job_id = ?1) FROM jobs WHERE id = ?1");
   j.bind(1, job_id);
   if (!j.step()) throw Error(where() + ": no job '" + job_id + "'");
   AssignResult r;
@@ -110,8 +110,8 @@ AssignResult JobStore::assign_in(const std::string& job_id, int64_t now_ms) {
   demand.verification = j.text(8) != kClientJob;
   // A JSON list of owners the store wrote itself (audit jobs); empty for a client's job.
   if (!j.text(6).empty()) demand.exclude_owners = nlohmann::json::parse(j.text(6)).get<std::vector<std::string>>();
-  const std::vector<NodeView> views = nodes();
-  const PlacementResult placed = place(demand, views, {now_ms, options_.heartbeat_timeout_ms});
+  NodeIndex& index = index_in();
+  const PlacementResult placed = index.place(demand, {now_ms, options_.heartbeat_timeout_ms});
   if (!placed.choice) {
     r.reason = placed.why_not(demand);
     if (placed.hopeless()) {
@@ -124,24 +124,20 @@ AssignResult JobStore::assign_in(const std::string& job_id, int64_t now_ms) {
     return r;
   }
   const Choice& c = *placed.choice;
-  const NodeView& node = *std::find_if(views.begin(), views.end(), [&](const NodeView& v) { return v.info.id == c.node_id; });
+  const NodeView& node = *index.find(c.node_id);
   // The price classes are fixed now: what the job will cost does not change if the node
   // re-registers with other hardware while it runs.
   const SizeClass size = size_class(cost_of(*node.info.find_model(demand.model)).params);
   // The price class is what a canary measured the node deliver, not the class it names itself.
-  sql::Stmt measured(db(), "SELECT measured_gbs FROM nodes WHERE id = ?1");
-  measured.bind(1, c.node_id).step();
-  const HardwareClass hardware =
-      measured.null(0) ? HardwareClass::Laptop : measured_hardware_class(measured.f64(0));
-  sql::Stmt next(db(), "SELECT coalesce(max(attempt), 0) + 1 FROM attempts WHERE job_id = ?1");
-  next.bind(1, job_id).step();
-  r.attempt = next.i64(0);
+  const HardwareClass hardware = node.measured_gbs ? measured_hardware_class(*node.measured_gbs) : HardwareClass::Laptop;
+  r.attempt = j.i64(9);
   sql::Stmt ins(db(),
                 "INSERT INTO attempts(job_id, attempt, node_id, state, plan, size_class, hardware, dedicated, started_at, "
                 "lease_deadline, predicted_tps) VALUES(?1, ?2, ?3, 'assigned', ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
   ins.bind(1, job_id).bind(2, r.attempt).bind(3, c.node_id).bind(4, c.plan.candidate.label()).bind(5, to_string(size));
   ins.bind(6, to_string(hardware)).bind(7, int64_t{node.info.lending == Lending::Dedicated});
   ins.bind(8, now_ms).bind(9, now_ms + options_.lease_ms).bind(10, c.plan.tg_tps).step();
+  touch_node_in(c.node_id);
   sql::Stmt up(db(), "UPDATE jobs SET state = 'assigned', waiting = '' WHERE id = ?1");
   up.bind(1, job_id).step();
   r.state = JobState::Assigned;
@@ -164,10 +160,14 @@ std::vector<std::string> JobStore::queued_jobs() {
 }
 
 std::vector<AssignResult> JobStore::assign_queued(int64_t now_ms) {
-  // One transaction per job: another coordinator may take some in between; assign_in sees that.
-  std::vector<AssignResult> out;
-  for (const std::string& id : queued_jobs()) out.push_back(assign(id, now_ms));
-  return out;
+  // The batch in one transaction: one commit (one fsync) for all of them, which is what lets a
+  // coordinator place thousands a second. The batch is small (assign_batch), so the write lock
+  // is not held long against another coordinator.
+  return db().write([&] {
+    std::vector<AssignResult> out;
+    for (const std::string& id : queued_jobs()) out.push_back(assign_in(id, now_ms));
+    return out;
+  });
 }
 
 std::optional<Work> JobStore::next_job_for(const std::string& node_id, int64_t now_ms) {
@@ -175,7 +175,7 @@ std::optional<Work> JobStore::next_job_for(const std::string& node_id, int64_t n
 }
 
 std::optional<Work> JobStore::next_job_in(const std::string& node_id, int64_t now_ms) {
-  sql::Stmt alive(db(), "UPDATE nodes SET last_heartbeat = ?2 WHERE id = ?1");
+  sql::Stmt alive(db(), std::string("UPDATE nodes SET last_heartbeat = ?2, ") + kNextSeq + " WHERE id = ?1");
   alive.bind(1, node_id).bind(2, now_ms);
   if (alive.changes() == 0) throw Error(where() + ": poll from unknown node '" + node_id + "' (register it first)");
   check_not_banned(node_id);
@@ -271,7 +271,8 @@ Completion JobStore::complete(const std::string& job_id, int64_t attempt, const 
       job.bind(1, job_id).bind(2, billed.prompt_tokens).bind(3, billed.generated_tokens).bind(4, now_ms);
       job.bind(5, usage.finish_reason).step();
       // Reliability recovers slowly with finished work, so one old abandonment is not forever.
-      sql::Stmt rel(db(), "UPDATE nodes SET reliability = reliability + (1.0 - reliability) * ?2 WHERE id = ?1");
+      sql::Stmt rel(db(), std::string("UPDATE nodes SET reliability = reliability + (1.0 - reliability) * ?2, ") + kNextSeq +
+                              " WHERE id = ?1");
       rel.bind(1, node_id).bind(2, options_.recover_share).step();
       a.prompt_tokens = billed.prompt_tokens;
       a.generated_tokens = billed.generated_tokens;
@@ -355,6 +356,7 @@ void JobStore::fail(const std::string& job_id, int64_t attempt, const std::strin
     check_live(where, a.state, a.lease_deadline, now_ms);
     sql::Stmt at(db(), "UPDATE attempts SET state = 'failed', ended_at = ?3 WHERE job_id = ?1 AND attempt = ?2");
     at.bind(1, job_id).bind(2, attempt).bind(3, now_ms).step();
+    touch_node_in(node_id);
     fail_job(job_id, "node '" + node_id + "' cannot run this job: " + error, now_ms);
   });
 }
@@ -370,6 +372,7 @@ void JobStore::hand_back(const std::string& job_id, int64_t attempt, const std::
                        ": the attempt is " + a.state);
     sql::Stmt at(db(), "UPDATE attempts SET state = 'handed_back', ended_at = ?3 WHERE job_id = ?1 AND attempt = ?2");
     at.bind(1, job_id).bind(2, attempt).bind(3, now_ms).step();
+    touch_node_in(node_id);
     sql::Stmt job(db(), "UPDATE jobs SET state = 'queued', queued_at = ?2 WHERE id = ?1");
     job.bind(1, job_id).bind(2, now_ms).step();
   });
@@ -382,6 +385,7 @@ bool JobStore::cancel(const std::string& job_id, int64_t now_ms) {
     if (!j.step()) throw Error(where() + ": cancelling job '" + job_id + "': no such job");
     const std::string state = j.text(0);
     if (state == "done" || state == "failed" || state == "cancelled") return false;
+    touch_job_nodes_in(job_id);
     sql::Stmt at(db(),
                  "UPDATE attempts SET state = 'cancelled', ended_at = ?2 WHERE job_id = ?1 AND state IN ('assigned', 'running')");
     at.bind(1, job_id).bind(2, now_ms).step();
@@ -416,7 +420,7 @@ ExpireReport JobStore::expire(int64_t now_ms) {
     for (const Lost& l : lost) {
       sql::Stmt at(db(), "UPDATE attempts SET state = 'abandoned', ended_at = ?3 WHERE job_id = ?1 AND attempt = ?2");
       at.bind(1, l.job_id).bind(2, l.attempt).bind(3, now_ms).step();
-      sql::Stmt rel(db(), "UPDATE nodes SET reliability = reliability * ?2 WHERE id = ?1");
+      sql::Stmt rel(db(), std::string("UPDATE nodes SET reliability = reliability * ?2, ") + kNextSeq + " WHERE id = ?1");
       rel.bind(1, l.node_id).bind(2, options_.abandon_factor).step();
       report.abandoned.emplace_back(l.job_id, l.attempt);
       sql::Stmt count(db(), "SELECT count(*) FROM attempts WHERE job_id = ?1 AND state = 'abandoned'");

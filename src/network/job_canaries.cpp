@@ -144,7 +144,7 @@ void JobStore::record_canary(const CanaryRun& run, const Verdict& v, int64_t now
       if (n.step())
         for (const MachineInfo& m : node_info_from_json(nlohmann::json::parse(n.text(0))).machines)
           reported = std::max(reported, m.mem_bw_gbs);
-      sql::Stmt sp(db(), "UPDATE nodes SET speed_ratio = ?2, measured_gbs = ?3 WHERE id = ?1");
+      sql::Stmt sp(db(), std::string("UPDATE nodes SET speed_ratio = ?2, measured_gbs = ?3, ") + kNextSeq + " WHERE id = ?1");
       sp.bind(1, run.node_id).bind(2, ratio).bind(3, std::min(1.0, ratio) * reported).step();
     }
   });

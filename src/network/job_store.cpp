@@ -12,7 +12,8 @@ namespace {
 constexpr const char* kFormat = "orchard-jobs";
 // 2: node keys, token ids per output chunk, the finish reason, failed attempts.
 // 3: audits and settlements (docs/verification.md); a version 2 store is upgraded when opened.
-constexpr const char* kVersion = "3";
+// 4: nodes.seq, for the placement index (node_index.h); a version 2 or 3 store is upgraded.
+constexpr const char* kVersion = "4";
 
 // Live attempts ('assigned', 'running') are the ones holding a lease; the partial UNIQUE index
 // lets a job have one at a time whatever the code above does. `info` is the node's description
@@ -115,10 +116,24 @@ INSERT INTO settlements(job_id, node_id, due_at, state)
   WHERE a.state = 'done' AND j.state = 'done';
 )sql";
 
-const std::string& schema_v3() {
-  static const std::string s = std::string(kSchema) + kVerification;
+// What version 4 added: every write that changes what placement sees of a node (its row, its
+// live attempts, an audit of its work being confirmed) sets its `seq` above every other, so a
+// coordinator's placement index reads only the rows changed since it last looked.
+constexpr const char* kNodeSeq = R"sql(
+ALTER TABLE nodes ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX nodes_seq ON nodes(seq);
+)sql";
+
+const std::string& schema_v4() {
+  static const std::string s = std::string(kSchema) + kVerification + kNodeSeq;
   return s;
 }
+
+// What placement reads of a node, as NodeView fields (read_view below).
+constexpr const char* kViewColumns =
+    "id, seq, info, last_heartbeat, reliability, draining, "
+    "(SELECT count(*) FROM attempts a WHERE a.node_id = nodes.id AND a.state IN ('assigned', 'running')), banned, "
+    "(SELECT count(*) FROM settlements s WHERE s.node_id = nodes.id AND s.audit = 'confirming'), speed_ratio, measured_gbs";
 
 JobState parse_job_state(const std::string& s) {
   for (JobState st :
@@ -179,10 +194,12 @@ JobStore JobStore::open(const std::string& location, const StoreOptions& options
   if (options.lease_ms <= 0 || options.heartbeat_timeout_ms <= 0 || options.max_attempts < 1 ||
       options.queue_timeout_ms <= 0 || options.assign_batch < 1 || options.audit_window_ms < 0 || !(options.abandon_factor >= 0 && options.abandon_factor < 1))
     throw Error(location + ": job store options out of range (positive times and counts, abandon_factor in [0, 1))");
-  sql::FileKind kind{"job store", kFormat, kVersion, schema_v3().c_str()};
-  kind.upgrade_from = "2";
-  kind.upgrade = kVerification;
-  return JobStore(sql::open_database(location, kind), options);
+  sql::FileKind kind{"job store", kFormat, kVersion, schema_v4().c_str()};
+  static constexpr sql::FileKind::Upgrade kUpgrades[] = {{"2", kVerification}, {"3", kNodeSeq}};
+  kind.upgrades = kUpgrades;
+  auto db = sql::open_database(location, kind);
+  if (!options.wait_for_disk) db->set_wait_for_disk(false);
+  return JobStore(std::move(db), options);
 }
 
 void JobStore::register_node(const NodeInfo& info, int64_t now_ms, const std::string& public_key_hex) {
@@ -203,9 +220,9 @@ void JobStore::register_node(const NodeInfo& info, int64_t now_ms, const std::st
                     " ms ago); another agent on the same key cannot register it for '" + checked.owner +
                     "': give each agent its own key (orchard node --key)");
       sql::Stmt s(db(),
-                  "INSERT INTO nodes(id, owner, info, registered_at, last_heartbeat, draining, public_key) "
-                  "VALUES(?1, ?2, ?3, ?4, ?4, ?5, ?6) "
-                  "ON CONFLICT(id) DO UPDATE SET owner = excluded.owner, info = excluded.info, "
+                  "INSERT INTO nodes(id, owner, info, registered_at, last_heartbeat, draining, public_key, seq) "
+                  "VALUES(?1, ?2, ?3, ?4, ?4, ?5, ?6, (SELECT coalesce(max(seq), 0) + 1 FROM nodes)) "
+                  "ON CONFLICT(id) DO UPDATE SET owner = excluded.owner, info = excluded.info, seq = excluded.seq, "
                   "last_heartbeat = excluded.last_heartbeat, draining = excluded.draining, "
                   // What a canary measured held for the machines described then: measured again.
                   "speed_ratio = NULL, measured_gbs = NULL, "
@@ -234,7 +251,8 @@ void JobStore::heartbeat_in(const std::string& node_id, const HeartbeatState& st
   NodeInfo info = stored_node(get.text(0), where());
   info.state = state;
   info.state.running.reset();  // the lease renewal below uses it; the description keeps load and status
-  sql::Stmt up(db(), "UPDATE nodes SET info = ?2, last_heartbeat = ?3, draining = ?4 WHERE id = ?1");
+  sql::Stmt up(db(), std::string("UPDATE nodes SET info = ?2, last_heartbeat = ?3, draining = ?4, ") + kNextSeq +
+                         " WHERE id = ?1");
   up.bind(1, node_id).bind(2, to_json(info).dump()).bind(3, now_ms).bind(4, int64_t{state.status == NodeStatus::Draining});
   up.step();
   const int64_t deadline = now_ms + options_.lease_ms;
@@ -342,26 +360,58 @@ NodeStats JobStore::node_stats(const std::string& node_id) {
   return n;
 }
 
+NodeView JobStore::read_view(sql::Stmt& s, bool parse_info) {
+  NodeView v;
+  if (parse_info) v.info = stored_node(s.text(2), where());
+  v.info.id = s.text(0);
+  v.last_heartbeat_ms = s.i64(3);
+  v.reliability = s.f64(4);
+  v.draining = s.i64(5) != 0;
+  v.active_jobs = static_cast<int>(s.i64(6));
+  v.banned = s.text(7);
+  v.under_review = s.i64(8) > 0;
+  if (!s.null(9)) v.speed_ratio = s.f64(9);
+  if (!s.null(10)) v.measured_gbs = s.f64(10);
+  return v;
+}
+
 std::vector<NodeView> JobStore::nodes() {
-  sql::Stmt s(db(),
-              "SELECT info, last_heartbeat, reliability, draining, "
-              "(SELECT count(*) FROM attempts a WHERE a.node_id = nodes.id AND a.state IN ('assigned', 'running')), banned, "
-              "(SELECT count(*) FROM settlements s WHERE s.node_id = nodes.id AND s.audit = 'confirming'), speed_ratio "
-              "FROM nodes ORDER BY id");
+  sql::Stmt s(db(), std::string("SELECT ") + kViewColumns + " FROM nodes ORDER BY id");
   std::vector<NodeView> out;
-  while (s.step()) {
-    NodeView v;
-    v.info = stored_node(s.text(0), where());
-    v.last_heartbeat_ms = s.i64(1);
-    v.reliability = s.f64(2);
-    v.draining = s.i64(3) != 0;
-    v.active_jobs = static_cast<int>(s.i64(4));
-    v.banned = s.text(5);
-    v.under_review = s.i64(6) > 0;
-    if (!s.null(7)) v.speed_ratio = s.f64(7);
-    out.push_back(std::move(v));
-  }
+  while (s.step()) out.push_back(read_view(s));
   return out;
+}
+
+JobStore::JobStore(std::unique_ptr<sql::Connection> db, const StoreOptions& o) : db_(std::move(db)), options_(o) {
+  db_->on_rollback = [index = index_] { *index = IndexState{}; };
+}
+
+NodeIndex& JobStore::index_in() {
+  // Only the rows written since the last look; the same description text skips re-planning.
+  sql::Stmt s(db(), std::string("SELECT ") + kViewColumns + " FROM nodes WHERE seq > ?1 ORDER BY seq");
+  s.bind(1, index_->seq);
+  while (s.step()) {
+    index_->seq = std::max(index_->seq, s.i64(1));
+    std::string text = s.text(2);
+    const std::string* known = index_->nodes.info_text(s.text(0));
+    index_->nodes.update(read_view(s, !known || *known != text), text);
+  }
+  return index_->nodes;
+}
+
+void JobStore::touch_node_in(const std::string& node_id) {
+  sql::Stmt s(db(), std::string("UPDATE nodes SET ") + kNextSeq + " WHERE id = ?1");
+  s.bind(1, node_id).step();
+}
+
+void JobStore::touch_job_nodes_in(const std::string& job_id) {
+  sql::Stmt s(db(), std::string("UPDATE nodes SET ") + kNextSeq +
+                        " WHERE id IN (SELECT node_id FROM attempts WHERE job_id = ?1 AND state IN ('assigned', 'running'))");
+  s.bind(1, job_id).step();
+}
+
+void JobStore::warm_index() {
+  db().read([&] { index_in(); });
 }
 
 std::map<JobState, int64_t> JobStore::job_counts() {

@@ -34,6 +34,7 @@
 #include "network/protocol_names.h"
 #include "network/placement.h"
 #include "network/database.h"
+#include "network/node_index.h"
 #include "tensor/error.h"
 
 namespace orchard::network {
@@ -46,6 +47,10 @@ struct StoreOptions {
   double abandon_factor = 0.7;            // reliability × this per abandoned attempt
   double recover_share = 0.05;            // a completed job moves reliability this share toward 1
   int assign_batch = 64;                  // queued jobs one poll places at most (oldest first)
+  // false: placements and completions commit without waiting for the disk (database.h,
+  // set_wait_for_disk) — thousands of placements a second on a disk whose flush takes
+  // milliseconds. The ledger always waits.
+  bool wait_for_disk = true;
   // A completed job is paid once this much time has passed and no audit of it is running
   // (docs/verification.md); 0: as soon as no audit is running.
   int64_t audit_window_ms = 0;
@@ -297,6 +302,9 @@ class JobStore {
   NodeStats node_stats(const std::string& node_id);
   // Every registered node as placement sees it.
   std::vector<NodeView> nodes();
+  // Reads every node into the placement index now (else the first placement does): a
+  // coordinator starting on a network's store, a benchmark before it times placements.
+  void warm_index();
   // How many jobs are in each state (states with none are absent), for the world page.
   std::map<JobState, int64_t> job_counts();
 
@@ -305,7 +313,7 @@ class JobStore {
   const StoreOptions& options() const { return options_; }
 
  private:
-  JobStore(std::unique_ptr<sql::Connection> db, const StoreOptions& o) : db_(std::move(db)), options_(o) {}
+  JobStore(std::unique_ptr<sql::Connection> db, const StoreOptions& o);
   struct Attempt;
   // Inside an open transaction.
   AssignResult assign_in(const std::string& job_id, int64_t now_ms);
@@ -332,9 +340,27 @@ class JobStore {
   // The completion of the job's done attempt (the job must be done).
   Completion done_completion(const std::string& job_id);
 
+  // Placement's view of the nodes (node_index.h), brought up to date with the rows changed
+  // since it last looked; inside a transaction.
+  NodeIndex& index_in();
+  // Inside a write, after changing what placement sees of a node: its row, its live attempts
+  // (touch before they end), an audit of its work entering or leaving confirmation.
+  void touch_node_in(const std::string& node_id);
+  void touch_job_nodes_in(const std::string& job_id);  // the nodes holding the job's live attempts
+  static constexpr const char* kNextSeq = "seq = (SELECT coalesce(max(seq), 0) + 1 FROM nodes)";
+  // A row of `SELECT <kViewColumns>`; `parse_info` false leaves the description unread but its id.
+  NodeView read_view(sql::Stmt& s, bool parse_info = true);
+
   sql::Connection& db() const { return *db_; }
   std::unique_ptr<sql::Connection> db_;
   StoreOptions options_;
+  struct IndexState {
+    NodeIndex nodes;
+    int64_t seq = -1;  // the highest nodes.seq it has read
+  };
+  // Shared with the connection's rollback hook, which empties it: it may have read rows the
+  // rolled-back transaction wrote (their seq numbers are handed out again).
+  std::shared_ptr<IndexState> index_ = std::make_shared<IndexState>();
 };
 
 }  // namespace orchard::network

@@ -107,7 +107,7 @@ std::optional<AuditTask> JobStore::audit_task(const std::string& audit_job_id) {
 }
 
 bool JobStore::ban_in(const std::string& node_id, const std::string& reason, int64_t now_ms) {
-  sql::Stmt ban(db(), "UPDATE nodes SET banned = ?2, reliability = 0 WHERE id = ?1 AND banned = ''");
+  sql::Stmt ban(db(), std::string("UPDATE nodes SET banned = ?2, reliability = 0, ") + kNextSeq + " WHERE id = ?1 AND banned = ''");
   ban.bind(1, node_id).bind(2, reason).step();
   if (ban.changes() == 0) return false;  // banned already
   // What it holds goes to other nodes now, not when its lease runs out.
@@ -130,6 +130,10 @@ bool JobStore::ban_in(const std::string& node_id, const std::string& reason, int
                    "AND state IN ('queued', 'assigned', 'running') AND audit_of IN "
                    "(SELECT job_id FROM attempts WHERE node_id = ?1 AND state = 'done')");
   audits.bind(1, node_id).bind(2, now_ms).step();
+  sql::Stmt their_nodes(db(), std::string("UPDATE nodes SET ") + kNextSeq +
+                                   " WHERE id IN (SELECT node_id FROM attempts WHERE state IN ('assigned', 'running') "
+                                   "AND job_id IN (SELECT id FROM jobs WHERE state = 'cancelled'))");
+  their_nodes.step();
   sql::Stmt orphans(db(),
                     "UPDATE attempts SET state = 'cancelled', ended_at = ?1 WHERE state IN ('assigned', 'running') "
                     "AND job_id IN (SELECT id FROM jobs WHERE state = 'cancelled')");
@@ -149,6 +153,7 @@ AuditDecision JobStore::record_audit(const AuditTask& t, AuditOutcome outcome, c
     sql::Stmt now(db(), "SELECT audit, audit_job FROM settlements WHERE job_id = ?1");
     now.bind(1, t.audited_job);
     if (!now.step() || now.text(1) != t.audit_job || (now.text(0) != "running" && now.text(0) != "confirming")) return d;
+    touch_node_in(t.node_id);  // held while a failed audit is confirmed, free after
     auto set = [&](const char* audit, const std::string& note) {
       sql::Stmt up(db(), "UPDATE settlements SET audit = ?2, note = ?3 WHERE job_id = ?1");
       up.bind(1, t.audited_job).bind(2, std::string(audit)).bind(3, note).step();

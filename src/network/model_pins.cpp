@@ -50,8 +50,8 @@ void describe_as_pinned(std::vector<ModelInfo>& models,
 
 ModelPins ModelPins::open(const std::string& location) {
   sql::FileKind kind{"model pin store", "orchard-model-pins", "2", schema_v2().c_str()};
-  kind.upgrade_from = "1";
-  kind.upgrade = kDescription;
+  static constexpr sql::FileKind::Upgrade kUpgrades[] = {{"1", kDescription}};
+  kind.upgrades = kUpgrades;
   return ModelPins(sql::open_database(location, kind));
 }
 

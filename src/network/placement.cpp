@@ -39,7 +39,8 @@ void scale(parallel::BytesByType& b, double f) {
 }
 
 // Lasting reasons this node cannot run the job; the plan when it can.
-std::optional<std::string> cannot_run(const JobDemand& job, const NodeView& v, parallel::Prediction& plan) {
+std::optional<std::string> cannot_run(const JobDemand& job, const NodeView& v, parallel::Prediction& plan,
+                                      const parallel::ModelCost* cost) {
   const NodeInfo& n = v.info;
   if (!v.banned.empty()) return "caught by an audit (" + v.banned + ")";
   if (!job.only_node.empty() && n.id != job.only_node) return "the job is for node '" + job.only_node + "' alone";
@@ -56,7 +57,7 @@ std::optional<std::string> cannot_run(const JobDemand& job, const NodeView& v, p
   po.prompt = std::max<int64_t>(1, std::min(job.prompt_tokens, job.n_ctx));
   po.gen = std::max<int64_t>(1, job.max_tokens);
   try {
-    plan = parallel::choose_plan(cost_of(*model), cluster_of(n), po);
+    plan = parallel::choose_plan(cost ? *cost : cost_of(*model), cluster_of(n), po);
   } catch (const Error& e) {
     return std::string(e.what());
   }
@@ -127,53 +128,98 @@ bool PlacementResult::hopeless() const {
 std::string PlacementResult::why_not(const JobDemand& job) const {
   std::string s = "no node can take this job (model '" + job.model + "', context " + std::to_string(job.n_ctx) + "): ";
   if (rejected.empty()) return s + "no node is registered";
-  for (size_t i = 0; i < rejected.size(); ++i)
+  // A network's worth of nodes would make a message nobody reads: the first few, and a count.
+  constexpr size_t kNamed = 8;
+  for (size_t i = 0; i < rejected.size() && i < kNamed; ++i)
     s += (i ? "; " : "") + std::string("node '") + rejected[i].node_id + "': " + rejected[i].why;
+  if (rejected.size() > kNamed) s += "; and " + std::to_string(rejected.size() - kNamed) + " more nodes";
   return s;
+}
+
+double model_speed(const NodeInfo& n, const ModelInfo& m) {
+  parallel::PredictOptions po;
+  po.n_ctx = 1;
+  po.prompt = 1;
+  po.gen = 1;
+  try {
+    return parallel::choose_plan(cost_of(m), cluster_of(n), po).tg_tps;
+  } catch (const Error&) {
+    return -1;
+  }
+}
+
+Judged judge(const JobDemand& job, const NodeView& v, const PlacementOptions& o, const double* speed,
+             const parallel::ModelCost* cost) {
+  Judged j;
+  Choice c;
+  c.node_id = v.info.id;
+  if (auto why = cannot_run(job, v, c.plan, cost)) {
+    j.rejection = Rejection{v.info.id, *why, true};
+    return j;
+  }
+  if (auto why = cannot_start(job, v, o)) {
+    j.rejection = Rejection{v.info.id, *why, false};
+    return j;
+  }
+  c.load = load_of(v);
+  c.speed = speed ? *speed : model_speed(v.info, *v.info.find_model(job.model));
+  c.score = score_of(c.speed, v);
+  j.choice = std::move(c);
+  return j;
+}
+
+double score_of(double speed, const NodeView& v) {
+  return speed * measured_share(v) * (1 - load_of(v)) * std::clamp(v.reliability, 0.0, 1.0);
+}
+
+double load_of(const NodeView& v) {
+  // Jobs assigned since the last heartbeat are not in the reported load yet: count them.
+  return std::clamp(std::max(v.info.state.load, static_cast<double>(v.active_jobs) / std::max(1, v.info.max_jobs)), 0.0, 1.0);
+}
+
+double measured_share(const NodeView& v) {
+  // What the node's reported machines predict, no more than a canary measured it deliver.
+  return v.speed_ratio ? std::clamp(*v.speed_ratio, 0.0, 1.0) : 1.0;
+}
+
+bool ranks_before(const Choice& a, const Choice& b) {
+  if (a.score != b.score) return a.score > b.score;
+  return a.node_id < b.node_id;
+}
+
+void explain(Choice& best, const NodeView& best_view, const Choice* next, const NodeView* next_view) {
+  const auto reason = [](const Choice& c, const NodeView& v) {
+    return "node '" + c.node_id + "' (" + c.plan.candidate.label() + ", " + std::to_string(v.info.machines.size()) +
+           " machine(s)): " +
+           fmt("speed %.1f tokens/s × measured share %.2f × (1 − load %.2f) × reliability %.2f", c.speed,
+               measured_share(v), c.load, v.reliability) +
+           fmt(" = %.1f (this job: %.1f tokens/s predicted)", c.score, c.plan.tg_tps);
+  };
+  best.reason = reason(best, best_view);
+  if (next) best.reason += "; next best " + reason(*next, *next_view);
 }
 
 PlacementResult place(const JobDemand& job, const std::vector<NodeView>& nodes, const PlacementOptions& o) {
   PlacementResult r;
-  struct Candidate {
-    Choice c;
-    const NodeView* v;
-    double measured;
-  };
-  std::vector<Candidate> eligible;
+  // The best two: the winner, and the runner-up its reason names.
+  const NodeView *best_view = nullptr, *next_view = nullptr;
+  std::optional<Choice> best, next;
   for (const NodeView& v : nodes) {
-    Choice c;
-    c.node_id = v.info.id;
-    if (auto why = cannot_run(job, v, c.plan)) {
-      r.rejected.push_back({v.info.id, *why, true});
+    Judged j = judge(job, v, o);
+    if (j.rejection) {
+      r.rejected.push_back(std::move(*j.rejection));
       continue;
     }
-    if (auto why = cannot_start(job, v, o)) {
-      r.rejected.push_back({v.info.id, *why, false});
-      continue;
+    if (!best || ranks_before(*j.choice, *best)) {
+      next = std::move(best), next_view = best_view;
+      best = std::move(j.choice), best_view = &v;
+    } else if (!next || ranks_before(*j.choice, *next)) {
+      next = std::move(j.choice), next_view = &v;
     }
-    // Jobs assigned since the last heartbeat are not in the reported load yet: count them.
-    c.load = std::clamp(std::max(v.info.state.load, static_cast<double>(v.active_jobs) / v.info.max_jobs), 0.0, 1.0);
-    // What the node's reported machines predict, no more than a canary measured it deliver.
-    const double measured = v.speed_ratio ? std::clamp(*v.speed_ratio, 0.0, 1.0) : 1.0;
-    c.score = c.plan.tg_tps * measured * (1 - c.load) * std::clamp(v.reliability, 0.0, 1.0);
-    eligible.push_back({std::move(c), &v, measured});
   }
-  if (eligible.empty()) return r;
-  std::stable_sort(eligible.begin(), eligible.end(), [](const Candidate& a, const Candidate& b) {
-    if (a.c.score != b.c.score) return a.c.score > b.c.score;
-    return a.c.node_id < b.c.node_id;
-  });
-  // Written for the two that matter only: a network has many nodes and places many jobs.
-  const auto reason = [](const Candidate& e) {
-    return "node '" + e.c.node_id + "' (" + e.c.plan.candidate.label() + ", " + std::to_string(e.v->info.machines.size()) +
-           " machine(s)): " +
-           fmt("%.1f tokens/s predicted × measured share %.2f × (1 − load %.2f) × reliability %.2f", e.c.plan.tg_tps,
-               e.measured, e.c.load, e.v->reliability) +
-           fmt(" = %.1f", e.c.score);
-  };
-  r.choice = eligible.front().c;
-  r.choice->reason = reason(eligible.front());
-  if (eligible.size() > 1) r.choice->reason += "; next best " + reason(eligible[1]);
+  if (!best) return r;
+  explain(*best, *best_view, next ? &*next : nullptr, next_view);
+  r.choice = std::move(best);
   return r;
 }
 

@@ -11,8 +11,12 @@
 //      reasons: retrying later will not help.
 //   2. Of those, keep the ones that can start now: heartbeat fresh, not draining or busy, a free
 //      job slot, load below 1 — passing reasons.
-//   3. Score = predicted generation tokens/s × (1 − load) × reliability; the highest wins
-//      (ties: the lower node id, so two coordinators agree).
+//   3. Score = speed × measured share × (1 − load) × reliability; the highest wins (ties: the
+//      lower node id, so two coordinators agree). Speed is the generation tokens/s the planner
+//      predicts for the node on the model at a one-token context: how fast the node is, the
+//      same for every job, which lets an index keep the nodes in score order (node_index.h).
+//      The job's own plan (its context and lengths) decides whether it fits, and is what the
+//      attempt records as predicted (a canary's measured share compares with it).
 // A job that no node can ever take (every rejection lasting, or no node at all) is hopeless:
 // the store fails it with why_not() rather than let the client wait.
 #include <cstdint>
@@ -53,6 +57,7 @@ struct NodeView {
   // Its measured generation speed ÷ the speed its reported machines predict (a canary
   // measured it); placement scores by predicted × min(1, ratio). Unset until measured.
   std::optional<double> speed_ratio;
+  std::optional<double> measured_gbs;  // the bandwidth that ratio implies: the price class (unset: laptop)
 };
 
 struct PlacementOptions {
@@ -62,7 +67,8 @@ struct PlacementOptions {
 
 struct Choice {
   std::string node_id;
-  parallel::Prediction plan;
+  parallel::Prediction plan;  // for this job: its context and lengths
+  double speed = 0;   // model_speed(): the node on the model at a one-token context
   double load = 0;    // the load the score used: reported, or its share of job slots in use if higher
   double score = 0;
   std::string reason;  // the plan, its figures, and the runner-up
@@ -83,6 +89,28 @@ struct PlacementResult {
 };
 
 PlacementResult place(const JobDemand& job, const std::vector<NodeView>& nodes, const PlacementOptions& o);
+
+// The steps of place(), for an index that looks at a few nodes instead of all (node_index.h).
+// One node judged for one job: the choice it would be (score, plan; no reason yet) or why not.
+struct Judged {
+  std::optional<Choice> choice;
+  std::optional<Rejection> rejection;
+};
+// `speed`: model_speed() of the node on the job's model, `cost`: cost_of() that model, when the
+// caller has them already.
+Judged judge(const JobDemand& job, const NodeView& v, const PlacementOptions& o, const double* speed = nullptr,
+             const parallel::ModelCost* cost = nullptr);
+// Tokens/s the node's best plan for the model makes at a one-token context; −1 when not even
+// that fits (no job of this model ever can).
+double model_speed(const NodeInfo& n, const ModelInfo& m);
+// speed × measured share × (1 − load) × reliability: the score, computed one way everywhere.
+double score_of(double speed, const NodeView& v);
+double load_of(const NodeView& v);         // reported load, or its share of job slots in use if higher
+double measured_share(const NodeView& v);  // min(1, what a canary measured ÷ predicted); 1 unmeasured
+// Higher score first; ties: the lower node id, so two coordinators agree.
+bool ranks_before(const Choice& a, const Choice& b);
+// Writes the winner's reason: its figures and the runner-up's.
+void explain(Choice& best, const NodeView& best_view, const Choice* next, const NodeView* next_view);
 
 // The planner's view of a node: one NodeSpec per machine (one rank each), the group's cable
 // between them. A chip the catalog knows brings its efficiencies and compute; the node's own

@@ -1,8 +1,9 @@
 #pragma once
 // `orchard network simulate`: the real job store and placement, with simulated nodes — how
 // long registering N nodes takes, and placing M jobs among them (docs/network.md, "Scale").
-// Each job is submitted and placed as a client's is, then taken and completed at once by its
-// node so the next finds it free; only the placement is timed.
+// Clients submit jobs in batches of 64 with varied prompt and reply lengths; the scheduler
+// places each queued batch in one transaction, as the coordinator does; jobs run until half
+// the network's job slots are busy, then the oldest finish. Only the placements are timed.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -14,14 +15,17 @@ struct SimulateOptions {
   int jobs = 1000;
   std::string store;  // an SQLite file (made when absent) or a postgresql:// URL
   uint64_t seed = 1;
+  bool wait_for_disk = true;  // StoreOptions::wait_for_disk
+  int batch = 64;             // jobs submitted between two scheduler passes (StoreOptions::assign_batch)
 };
 
 struct SimulateReport {
   int nodes = 0, jobs = 0, placed = 0, waiting = 0, failed = 0;
   double register_s = 0;        // registering every node
-  double place_s = 0;           // the placements alone, summed
-  double placements_per_s = 0;  // jobs / place_s
-  double p50_ms = 0, p99_ms = 0, max_ms = 0;
+  double index_s = 0;           // reading them all into the placement index
+  double place_s = 0;           // the placement passes alone, summed
+  double placements_per_s = 0;  // placed / place_s
+  double p50_ms = 0, p99_ms = 0, max_ms = 0;  // per placed job: its pass's time, from start to commit
   double peak_rss_mib = 0;      // this process's, at the end
 };
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "network/database.h"
 
@@ -22,9 +23,30 @@ class SqliteConnection : public Connection {
     sqlite3_busy_timeout(db_, kBusyTimeoutMs);
     sqlite3_extended_result_codes(db_, 1);
   }
-  ~SqliteConnection() override { sqlite3_close_v2(db_); }
+  ~SqliteConnection() override {
+    for (auto& [sql, stmt] : prepared_) sqlite3_finalize(stmt);
+    sqlite3_close_v2(db_);
+  }
 
   Dialect dialect() const override { return Dialect::SQLite; }
+  void set_wait_for_disk(bool wait) override { exec(wait ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL"); }
+
+  // The stores run the same few dozen statements over and over: each is compiled once (a
+  // statement that the schema changed under is compiled again by SQLite itself).
+  sqlite3_stmt* prepared(const std::string& sql) {
+    if (auto it = prepared_.find(sql); it != prepared_.end()) return it->second;
+    if (prepared_.size() >= kMaxPrepared) {
+      for (auto& [text, stmt] : prepared_) sqlite3_finalize(stmt);
+      prepared_.clear();
+    }
+    sqlite3_stmt* raw = nullptr;
+    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &raw, nullptr) != SQLITE_OK) {
+      sqlite3_finalize(raw);
+      fail("preparing '" + sql + "'");
+    }
+    prepared_.emplace(sql, raw);
+    return raw;
+  }
   const std::string& name() const override { return name_; }
 
   void exec(const std::string& sql) override {
@@ -39,12 +61,14 @@ class SqliteConnection : public Connection {
 
   Result run(const std::string& sql, const std::vector<Param>& params) override {
     std::lock_guard lock(mu_);  // the change count below is this statement's
-    sqlite3_stmt* raw = nullptr;
-    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &raw, nullptr) != SQLITE_OK) fail("preparing '" + sql + "'");
-    struct Finalize {
+    sqlite3_stmt* raw = prepared(sql);
+    struct Reset {  // ready for the next run, whatever happens to this one
       sqlite3_stmt* s;
-      ~Finalize() { sqlite3_finalize(s); }
-    } finalize{raw};
+      ~Reset() {
+        sqlite3_reset(s);
+        sqlite3_clear_bindings(s);
+      }
+    } reset{raw};
     for (size_t i = 0; i < params.size(); ++i) {
       const int at = static_cast<int>(i) + 1;
       const Param& p = params[i];
@@ -100,6 +124,8 @@ class SqliteConnection : public Connection {
   std::string name_;
   sqlite3* db_ = nullptr;
   std::mutex mu_;  // one statement at a time (a transaction's callers keep theirs together)
+  static constexpr size_t kMaxPrepared = 256;
+  std::unordered_map<std::string, sqlite3_stmt*> prepared_;
 };
 
 // Runs `f` again while another connection holds a lock SQLite does not wait for on its own

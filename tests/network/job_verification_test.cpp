@@ -405,9 +405,11 @@ TEST_P(JobVerificationTest, AVersionTwoStoreIsUpgradedWithItsCompletedJobsDue) {
     run_job(st, "job-old", "n1", kT0);
   }
   {
-    // Back to version 2's shape.
-    auto db = sql::open_database(where, {"job store", "orchard-jobs", "3", ""});
+    // Back to version 2's shape: it is brought to 3 (audits), then to 4 (nodes.seq).
+    auto db = sql::open_database(where, {"job store", "orchard-jobs", "4", ""});
     db->write([&] {
+      db->exec("DROP INDEX nodes_seq");
+      db->exec("ALTER TABLE nodes DROP COLUMN seq");
       db->exec("DROP TABLE settlements");
       db->exec("DROP TABLE canaries");
       for (const char* c : {"kind", "audit_of", "exclude_owners", "model_sha256", "only_node"})
@@ -417,7 +419,7 @@ TEST_P(JobVerificationTest, AVersionTwoStoreIsUpgradedWithItsCompletedJobsDue) {
       db->exec("UPDATE meta SET value = '2' WHERE key = 'version'");
     });
   }
-  EXPECT_THROW(sql::open_database(where, {"job store", "orchard-jobs", "3", ""}), Error) << "it is version 2 now";
+  EXPECT_THROW(sql::open_database(where, {"job store", "orchard-jobs", "4", ""}), Error) << "it is version 2 now";
   auto st = JobStore::open(where, options(0));
   EXPECT_EQ(due_ids(st, kT0 + 10), std::vector<std::string>{"job-old"});
   EXPECT_EQ(st.job("job-old").state, JobState::Done);

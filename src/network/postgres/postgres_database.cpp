@@ -52,6 +52,7 @@ class PostgresConnection : public Connection {
   ~PostgresConnection() override { PQfinish(conn_); }
 
   Dialect dialect() const override { return Dialect::PostgreSQL; }
+  void set_wait_for_disk(bool wait) override { exec(wait ? "SET synchronous_commit = on" : "SET synchronous_commit = off"); }
   const std::string& name() const override { return name_; }
 
   void exec(const std::string& sql) override {
