@@ -19,6 +19,8 @@ void NodeIndex::update(NodeView view, const std::string& info_text) {
     for (const ModelInfo& m : view.info.models) {
       if (std::any_of(e.speed.begin(), e.speed.end(), [&](const auto& t) { return t.first == m.name; })) continue;
       e.speed.emplace_back(m.name, model_speed(view.info, m));
+      if (costs_.size() > kMaxCosts)  // descriptions no node holds any more
+        std::erase_if(costs_, [](const auto& c) { return c.second.expired(); });
       std::weak_ptr<const parallel::ModelCost>& known = costs_[to_json(m).dump()];
       auto cost = known.lock();
       if (!cost) known = cost = std::make_shared<const parallel::ModelCost>(cost_of(m));

@@ -59,6 +59,7 @@ class NodeIndex {
   std::unordered_map<std::string, Entry> nodes_;
   // cost_of() each distinct model description (its JSON), shared by the nodes that hold it.
   std::unordered_map<std::string, std::weak_ptr<const parallel::ModelCost>> costs_;
+  static constexpr size_t kMaxCosts = 4096;
   std::unordered_map<std::string, std::set<Key>> by_model_;
 };
 
