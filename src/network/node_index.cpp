@@ -6,7 +6,6 @@
 
 namespace orchard::network {
 
-
 void NodeIndex::update(NodeView view, const std::string& info_text) {
   auto [it, fresh] = nodes_.try_emplace(view.info.id);
   Entry& e = it->second;
@@ -18,12 +17,12 @@ void NodeIndex::update(NodeView view, const std::string& info_text) {
     e.cost.clear();
     for (const ModelInfo& m : view.info.models) {
       if (std::any_of(e.speed.begin(), e.speed.end(), [&](const auto& t) { return t.first == m.name; })) continue;
-      e.speed.emplace_back(m.name, model_speed(view.info, m));
       if (costs_.size() > kMaxCosts)  // descriptions no node holds any more
         std::erase_if(costs_, [](const auto& c) { return c.second.expired(); });
       std::weak_ptr<const parallel::ModelCost>& known = costs_[to_json(m).dump()];
       auto cost = known.lock();
       if (!cost) known = cost = std::make_shared<const parallel::ModelCost>(cost_of(m));
+      e.speed.emplace_back(m.name, model_speed(view.info, *cost));
       e.cost.push_back(std::move(cost));
     }
     e.info_text = info_text;
@@ -70,21 +69,14 @@ std::vector<NodeView> NodeIndex::views() const {
 
 PlacementResult NodeIndex::place(const JobDemand& job, const PlacementOptions& o, size_t* judged) const {
   size_t count = 0;
-  const NodeView *best_view = nullptr, *next_view = nullptr;
-  std::optional<Choice> best, next;
+  BestTwo best;
   auto consider = [&](const Entry& e) {
     ++count;
     const NodeView& v = e.view;
     const auto speed = std::find_if(e.speed.begin(), e.speed.end(), [&](const auto& m) { return m.first == job.model; });
     const bool held = speed != e.speed.end();
     Judged j = judge(job, v, o, held ? &speed->second : nullptr, held ? e.cost[speed - e.speed.begin()].get() : nullptr);
-    if (!j.choice) return;
-    if (!best || ranks_before(*j.choice, *best)) {
-      next = std::move(best), next_view = best_view;
-      best = std::move(j.choice), best_view = &v;
-    } else if (!next || ranks_before(*j.choice, *next)) {
-      next = std::move(j.choice), next_view = &v;
-    }
+    if (j.choice) best.offer(std::move(*j.choice), v);
   };
   if (!job.only_node.empty()) {
     // A canary: every other node is refused outright, so there is no runner-up to find.
@@ -94,19 +86,19 @@ PlacementResult NodeIndex::place(const JobDemand& job, const PlacementOptions& o
       if (k.score < 0) break;  // this and every later node cannot hold the model at all
       // Nothing from here on can reach the runner-up: its score is below, or equal with a
       // later node id. (A node's filed score is the one judge() gives it when eligible.)
+      const Choice* next = best.runner_up();
       if (next && (k.score < next->score || (k.score == next->score && k.node_id > next->node_id))) break;
       consider(nodes_.at(k.node_id));
     }
   }
   if (judged) *judged = count;
-  if (!best) {
+  PlacementResult r;
+  r.choice = best.winner();
+  if (!r.choice) {
     // Nobody can start it: every node judged, for the reasons and for waiting vs hopeless.
     if (judged) *judged += nodes_.size();
     return network::place(job, views(), o);
   }
-  PlacementResult r;
-  explain(*best, *best_view, next ? &*next : nullptr, next_view);
-  r.choice = std::move(best);
   return r;
 }
 

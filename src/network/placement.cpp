@@ -136,13 +136,13 @@ std::string PlacementResult::why_not(const JobDemand& job) const {
   return s;
 }
 
-double model_speed(const NodeInfo& n, const ModelInfo& m) {
+double model_speed(const NodeInfo& n, const parallel::ModelCost& cost) {
   parallel::PredictOptions po;
   po.n_ctx = 1;
   po.prompt = 1;
   po.gen = 1;
   try {
-    return parallel::choose_plan(cost_of(m), cluster_of(n), po).tg_tps;
+    return parallel::choose_plan(cost, cluster_of(n), po).tg_tps;
   } catch (const Error&) {
     return -1;
   }
@@ -162,7 +162,7 @@ Judged judge(const JobDemand& job, const NodeView& v, const PlacementOptions& o,
     return j;
   }
   c.load = load_of(v);
-  c.speed = speed ? *speed : model_speed(v.info, *v.info.find_model(job.model));
+  c.speed = speed ? *speed : model_speed(v.info, cost ? *cost : cost_of(*v.info.find_model(job.model)));
   c.score = score_of(c.speed, v);
   j.choice = std::move(c);
   return j;
@@ -182,44 +182,48 @@ double measured_share(const NodeView& v) {
   return v.speed_ratio ? std::clamp(*v.speed_ratio, 0.0, 1.0) : 1.0;
 }
 
+namespace {
+
 bool ranks_before(const Choice& a, const Choice& b) {
   if (a.score != b.score) return a.score > b.score;
   return a.node_id < b.node_id;
 }
 
-void explain(Choice& best, const NodeView& best_view, const Choice* next, const NodeView* next_view) {
-  const auto reason = [](const Choice& c, const NodeView& v) {
-    return "node '" + c.node_id + "' (" + c.plan.candidate.label() + ", " + std::to_string(v.info.machines.size()) +
-           " machine(s)): " +
-           fmt("speed %.1f tokens/s × measured share %.2f × (1 − load %.2f) × reliability %.2f", c.speed,
-               measured_share(v), c.load, v.reliability) +
-           fmt(" = %.1f (this job: %.1f tokens/s predicted)", c.score, c.plan.tg_tps);
-  };
-  best.reason = reason(best, best_view);
-  if (next) best.reason += "; next best " + reason(*next, *next_view);
+std::string reason(const Choice& c, const NodeView& v) {
+  return "node '" + c.node_id + "' (" + c.plan.candidate.label() + ", " + std::to_string(v.info.machines.size()) +
+         " machine(s)): " +
+         fmt("speed %.1f tokens/s × measured share %.2f × (1 − load %.2f) × reliability %.2f", c.speed, measured_share(v),
+             c.load, v.reliability) +
+         fmt(" = %.1f (this job: %.1f tokens/s predicted)", c.score, c.plan.tg_tps);
+}
+
+}  // namespace
+
+void BestTwo::offer(Choice c, const NodeView& v) {
+  if (!best_ || ranks_before(c, *best_)) {
+    next_ = std::move(best_), next_view_ = best_view_;
+    best_ = std::move(c), best_view_ = &v;
+  } else if (!next_ || ranks_before(c, *next_)) {
+    next_ = std::move(c), next_view_ = &v;
+  }
+}
+
+std::optional<Choice> BestTwo::winner() {
+  if (!best_) return std::nullopt;
+  best_->reason = reason(*best_, *best_view_);
+  if (next_) best_->reason += "; next best " + reason(*next_, *next_view_);
+  return std::move(best_);
 }
 
 PlacementResult place(const JobDemand& job, const std::vector<NodeView>& nodes, const PlacementOptions& o) {
   PlacementResult r;
-  // The best two: the winner, and the runner-up its reason names.
-  const NodeView *best_view = nullptr, *next_view = nullptr;
-  std::optional<Choice> best, next;
+  BestTwo best;
   for (const NodeView& v : nodes) {
     Judged j = judge(job, v, o);
-    if (j.rejection) {
-      r.rejected.push_back(std::move(*j.rejection));
-      continue;
-    }
-    if (!best || ranks_before(*j.choice, *best)) {
-      next = std::move(best), next_view = best_view;
-      best = std::move(j.choice), best_view = &v;
-    } else if (!next || ranks_before(*j.choice, *next)) {
-      next = std::move(j.choice), next_view = &v;
-    }
+    if (j.rejection) r.rejected.push_back(std::move(*j.rejection));
+    else best.offer(std::move(*j.choice), v);
   }
-  if (!best) return r;
-  explain(*best, *best_view, next ? &*next : nullptr, next_view);
-  r.choice = std::move(best);
+  r.choice = best.winner();
   return r;
 }
 

@@ -100,17 +100,26 @@ struct Judged {
 // caller has them already.
 Judged judge(const JobDemand& job, const NodeView& v, const PlacementOptions& o, const double* speed = nullptr,
              const parallel::ModelCost* cost = nullptr);
-// Tokens/s the node's best plan for the model makes at a one-token context; −1 when not even
-// that fits (no job of this model ever can).
-double model_speed(const NodeInfo& n, const ModelInfo& m);
+// Tokens/s the node's best plan for the model (`cost`: cost_of() it) makes at a one-token
+// context; −1 when not even that fits (no job of this model ever can).
+double model_speed(const NodeInfo& n, const parallel::ModelCost& cost);
 // speed × measured share × (1 − load) × reliability: the score, computed one way everywhere.
 double score_of(double speed, const NodeView& v);
 double load_of(const NodeView& v);         // reported load, or its share of job slots in use if higher
 double measured_share(const NodeView& v);  // min(1, what a canary measured ÷ predicted); 1 unmeasured
-// Higher score first; ties: the lower node id, so two coordinators agree.
-bool ranks_before(const Choice& a, const Choice& b);
-// Writes the winner's reason: its figures and the runner-up's.
-void explain(Choice& best, const NodeView& best_view, const Choice* next, const NodeView* next_view);
+// The winner and the runner-up its reason names, of the choices offered in any order: higher
+// score first; ties: the lower node id, so two coordinators agree.
+class BestTwo {
+ public:
+  void offer(Choice c, const NodeView& v);
+  const Choice* runner_up() const { return next_ ? &*next_ : nullptr; }
+  // The winner, its reason written (its figures and the runner-up's); nullopt if none. Once.
+  std::optional<Choice> winner();
+
+ private:
+  std::optional<Choice> best_, next_;
+  const NodeView *best_view_ = nullptr, *next_view_ = nullptr;
+};
 
 // The planner's view of a node: one NodeSpec per machine (one rank each), the group's cable
 // between them. A chip the catalog knows brings its efficiencies and compute; the node's own
