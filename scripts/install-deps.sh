@@ -8,6 +8,7 @@ packages=(
   libhwy-dev                           # bench/hwy_q8_0_bench: Highway beside our kernels
   libcli11-dev nlohmann-json3-dev libpcre2-dev
   libcpp-httplib-dev                   # orchard serve and orchard pull
+  libboost-dev                         # Asio and Beast: the coordinator's event-driven server
   libssl-dev                           # HMAC for authenticated rank connections
   libsqlite3-dev                       # the network layer's credit ledger
   libpq-dev postgresql                 # the network's PostgreSQL backend and its tests

@@ -234,7 +234,7 @@ void register_network(CLI::App& app) {
                   "Greedy audits: how far below the best logit a returned token may be (CPUs' rounding)")
       ->capture_default_str();
   srv->add_option("--max-tokens", so->c.default_max_tokens, "max_tokens when a client does not say")->capture_default_str();
-  srv->add_option("--http-threads", so->c.http_threads, "Connections served at once (long-polls and streams hold one)")
+  srv->add_option("--http-threads", so->c.http_threads, "Threads running request handlers (an open connection or a waiting long-poll holds none)")
       ->capture_default_str();
   srv->add_flag("--log", so->c.log, "Print a line per request");
   srv->footer(

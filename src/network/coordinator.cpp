@@ -2,8 +2,6 @@
 // authentication, and the background threads (the lease sweep and the stream pump).
 #include "network/coordinator.h"
 
-#include <sys/socket.h>
-
 #include <cstdio>
 
 #include "network/coordinator_state.h"
@@ -89,6 +87,17 @@ AuthResult authenticate(Coordinator::State& s, const httplib::Request& req, bool
   return verify_request(*headers, req.method, target, req.body, unix_ms(), lookup, *s.nonces, vo);
 }
 
+serve::EventServerOptions server_options(const CoordinatorOptions& o) {
+  serve::EventServerOptions so;
+  so.tls = o.tls;
+  so.max_body_bytes = o.max_body_bytes;
+  so.workers = std::max(4, o.http_threads);
+  // A node's connection idles between heartbeats and polls; a parked poll is not a read.
+  so.read_timeout = std::chrono::seconds(kMaxPollWaitS + 30);
+  so.write_timeout = std::chrono::seconds(30);
+  return so;
+}
+
 void sweep(Coordinator::State& s) {
   auto next_signing = std::chrono::steady_clock::now() + std::chrono::milliseconds(s.opts.sign_every_ms);
   while (!s.stopping) {
@@ -131,7 +140,7 @@ Coordinator::State::State(CoordinatorOptions o)
       keys(ApiKeys::open(files.api_keys)),
       nonces(DatabaseNonceStore::open(files.nonces)),
       pins(ModelPins::open(files.model_pins)),
-      http(serve::make_http_server(opts.tls)) {
+      http(std::make_unique<serve::EventServer>(server_options(opts))) {
   // A network's nodes read and planned before the first client waits on it (100,000: seconds).
   store.warm_index();
 }
@@ -147,7 +156,7 @@ Payment pay(Coordinator::State& s, const Completion& c) {
   return p;
 }
 
-httplib::Server::Handler node_endpoint(Coordinator::State& s, bool registering, NodeHandler h) {
+serve::Handler node_endpoint(Coordinator::State& s, bool registering, NodeHandler h) {
   return serve::guarded(serve::openai_error, [&s, registering, h = std::move(h)](const httplib::Request& req,
                                                                                   httplib::Response& res) {
     const AuthResult a = authenticate(s, req, registering);
@@ -176,20 +185,7 @@ Coordinator::Coordinator(CoordinatorOptions options) : s_(std::make_unique<State
   // Jobs whose window closed while the coordinator was down, or that it completed but did not
   // get to pay before it stopped: paid now, each exactly once (the ledger is checked first).
   settle_due(*s_);
-  httplib::Server& h = *s_->http;
-  const int threads = std::max(4, s_->opts.http_threads);
-  h.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  h.set_payload_max_length(s_->opts.max_body_bytes);
-  h.set_tcp_nodelay(true);  // streams are many small writes
-  h.set_socket_options([this](socket_t fd) {
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    s_->listen_fd = fd;
-  });
-  h.set_keep_alive_max_count(1000);
-  // A long-poll waits up to kMaxPollWaitS with nothing to read or write.
-  h.set_read_timeout(kMaxPollWaitS + 30, 0);
-  h.set_write_timeout(30, 0);
+  serve::EventServer& h = *s_->http;
   h.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     std::string msg = "no route " + req.method + " " + req.path;
@@ -202,6 +198,7 @@ Coordinator::Coordinator(CoordinatorOptions options) : s_(std::make_unique<State
       std::fprintf(stderr, "coordinator: %s %s → %d\n", req.method.c_str(), req.path.c_str(), res.status);
     });
   add_node_routes(*s_);
+  add_poll_route(*s_);
   add_client_routes(*s_);
   add_ledger_routes(*s_);
   add_world_routes(*s_);
@@ -211,16 +208,12 @@ Coordinator::~Coordinator() {
   stop();
   if (s_->sweeper.joinable()) s_->sweeper.join();
   if (s_->pump.joinable()) s_->pump.join();
+  if (s_->dispatcher.joinable()) s_->dispatcher.join();
 }
 
 int Coordinator::bind() {
   State& s = *s_;
-  s.port = s.opts.port == 0 ? s.http->bind_to_any_port(s.opts.host)
-                            : (s.http->bind_to_port(s.opts.host, s.opts.port) ? s.opts.port : -1);
-  if (s.port < 0)
-    throw Error("cannot listen on " + s.opts.host + ":" + std::to_string(s.opts.port) +
-                " (is the port in use, or the address not this machine's?)");
-  if (s.listen_fd >= 0) ::listen(s.listen_fd, 1024);  // the packaged httplib's backlog is 5
+  s.port = s.http->bind(s.opts.host, s.opts.port);
   return s.port;
 }
 
@@ -229,20 +222,21 @@ void Coordinator::run() {
   if (s.port < 0) bind();
   s.sweeper = std::thread([&s] { sweep(s); });
   s.pump = std::thread([&s] { run_pump(s); });
-  s.http->listen_after_bind();
-  // Long-polls and streams notice `stopping` within a fraction of a second; the pump ends the
-  // streams still open with an error.
+  s.dispatcher = std::thread([&s] { run_dispatcher(s); });
+  s.http->run();
+  // Parked polls are answered and streams ended (the pump) as the threads see `stopping`.
   s.stopping = true;
   s.sweeper.join();
   s.pump.join();
+  s.dispatcher.join();
   // What was paid last is signed before the coordinator goes: owners can check it while it is down.
   sign_head_if_moved(s);
 }
 
 void Coordinator::stop() {
-  // Only flags and closes the listening socket: safe from a signal handler's thread.
+  // Only sets flags: safe from a signal handler.
   s_->stopping = true;
-  if (s_->http->is_running()) s_->http->stop();
+  s_->http->stop();
 }
 
 }  // namespace orchard::network

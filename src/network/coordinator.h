@@ -34,7 +34,7 @@ struct CoordinatorOptions {
   std::filesystem::path signing_key;
   std::string host = "127.0.0.1";
   int port = 8090;                   // 0: any free port (see Coordinator::bind)
-  int http_threads = 64;             // connections served at once (long-polls and streams hold one)
+  int http_threads = 16;             // threads running request handlers (connections hold none: serve/event_server.h)
   size_t max_body_bytes = 8u << 20;
   StoreOptions store;                // lease, heartbeat timeout, queue timeout, attempts
   int64_t sweep_interval_ms = 1000;  // how often leases and heartbeats are checked

@@ -87,28 +87,6 @@ void heartbeat(Coordinator::State& s, const AuthResult& a, const httplib::Reques
   serve::send_json(res, {{"ok", true}});
 }
 
-// Waits up to `wait` seconds for a job for this node. Each round places queued jobs too
-// (next_job_for), so a job another node gave back finds a taker here.
-void poll_work(Coordinator::State& s, const AuthResult& a, const httplib::Request& req, httplib::Response& res) {
-  const json body = req.body.empty() ? json::object() : serve::parse_body(req.body);
-  const int wait_s = std::clamp(body.contains("wait") ? body_field<int>(body, "wait") : 0, 0, kMaxPollWaitS);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_s);
-  for (;;) {
-    const std::optional<Work> w = s.with_store([&](JobStore& st) { return st.next_job_for(a.node_id, unix_ms()); });
-    if (w) {
-      serve::send_json(res, to_json(*w));
-      return;
-    }
-    const auto now = std::chrono::steady_clock::now();
-    if (s.stopping || now >= deadline) {
-      res.status = 204;
-      return;
-    }
-    s.work.wait_for(std::min(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now),
-                             std::chrono::milliseconds(250)));
-  }
-}
-
 void append_output(Coordinator::State& s, const AuthResult& a, const httplib::Request& req, httplib::Response& res) {
   const std::string job = req.matches[1];
   const json body = serve::parse_body(req.body);
@@ -208,7 +186,6 @@ void add_node_routes(Coordinator::State& s) {
   const std::string job = R"(/v1/node/jobs/([A-Za-z0-9_.:-]+))";
   s.http->Post(kRegisterPath, route(register_node, true));
   s.http->Post(kHeartbeatPath, route(heartbeat));
-  s.http->Post(kWorkPath, route(poll_work));
   s.http->Post(job + "/output", route(append_output));
   s.http->Post(job + "/complete", route(complete));
   s.http->Post(job + "/fail", route(fail));

@@ -22,7 +22,10 @@
 #include "network/ledger.h"
 #include "network/protocol_names.h"
 #include "network/nonce_store.h"
+#include "network/parked_polls.h"
 #include "network/rate_meter.h"
+#include "serve/event_server.h"
+#include "serve/http_util.h"
 #include "serve/stream.h"
 
 namespace orchard::network {
@@ -32,6 +35,17 @@ namespace orchard::network {
 // the files cannot signal this one.
 class Signal {
  public:
+  uint64_t generation() {
+    std::lock_guard lock(mu_);
+    return generation_;
+  }
+  // Waits for a notify() after the one `seen` counted (at once when one came since), then
+  // counts it: a loop that works between its waits misses none.
+  void wait_since(uint64_t& seen, std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, timeout, [&] { return generation_ != seen; });
+    seen = generation_;
+  }
   void notify() {
     {
       std::lock_guard lock(mu_);
@@ -88,10 +102,15 @@ struct Coordinator::State {
   std::mutex feeds_mu;
   std::map<std::string, Feed> feeds;  // by job id
 
-  std::unique_ptr<httplib::Server> http;  // plain or TLS (serve/tls_server.h)
+  // Nodes' long-polls waiting for work (no thread each); the dispatcher answers them. A poll's
+  // look for work and its parking happen under dispatch_mu, as does each dispatching round, so
+  // work assigned in between is never missed.
+  ParkedPolls polls;
+  std::mutex dispatch_mu;
+
+  std::unique_ptr<serve::EventServer> http;  // plain or TLS
   int port = -1;
-  int listen_fd = -1;
-  std::thread sweeper, pump;
+  std::thread sweeper, pump, dispatcher;
 
   template <class F>
   auto with_store(F f) {
@@ -126,7 +145,7 @@ void send_canary(Coordinator::State& s, const std::string& node_id);
 using NodeHandler = std::function<void(const AuthResult& node, const httplib::Request&, httplib::Response&)>;
 // A signed node endpoint: refuses unauthenticated requests (401; 503 when the check itself
 // failed) and turns the store's refusals into statuses (403 not your job, 409 conflict).
-httplib::Server::Handler node_endpoint(Coordinator::State& s, bool registering, NodeHandler h);
+serve::Handler node_endpoint(Coordinator::State& s, bool registering, NodeHandler h);
 
 void add_node_routes(Coordinator::State& s);
 void add_client_routes(Coordinator::State& s);
@@ -139,5 +158,10 @@ void add_ledger_routes(Coordinator::State& s);
 void sign_head_if_moved(Coordinator::State& s);
 // Pushes stored output to the clients' streams until the coordinator stops.
 void run_pump(Coordinator::State& s);
+// Answers parked long-polls until the coordinator stops: a node's when work is assigned to it
+// (placing queued jobs first), 204 at a poll's deadline (coordinator_polls.cpp).
+void run_dispatcher(Coordinator::State& s);
+// POST /v1/node/work, the long-poll (coordinator_polls.cpp).
+void add_poll_route(Coordinator::State& s);
 
 }  // namespace orchard::network

@@ -170,6 +170,21 @@ std::vector<AssignResult> JobStore::assign_queued(int64_t now_ms) {
   });
 }
 
+std::vector<std::string> JobStore::nodes_with_assigned_work() {
+  // The condition is the live-attempt index's own (attempts_one_live), so the database reads
+  // the few live attempts, not the table.
+  sql::Stmt s(db(), "SELECT node_id, state FROM attempts WHERE state IN ('assigned', 'running')");
+  std::vector<std::string> out;
+  while (s.step())
+    if (s.text(1) == "assigned") out.push_back(s.text(0));
+  return out;
+}
+
+bool JobStore::has_queued() {
+  sql::Stmt s(db(), "SELECT 1 FROM jobs WHERE state = 'queued' LIMIT 1");
+  return s.step();
+}
+
 std::optional<Work> JobStore::next_job_for(const std::string& node_id, int64_t now_ms) {
   return db().write([&] { return next_job_in(node_id, now_ms); });
 }

@@ -220,6 +220,10 @@ class JobStore {
   // (now running, lease renewed). Polling is a sign of life, like a heartbeat.
   // Banned for a node an audit caught.
   std::optional<Work> next_job_for(const std::string& node_id, int64_t now_ms);
+  // The nodes with an attempt assigned and not yet fetched (whose parked long-polls can be
+  // answered now), and whether any job waits for a node.
+  std::vector<std::string> nodes_with_assigned_work();
+  bool has_queued();
 
   // Stores chunk `index` of the job's output: its text and the ids of the tokens it holds (what
   // a resuming node feeds after the prompt). Only the node holding `attempt` under a live lease

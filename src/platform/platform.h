@@ -67,6 +67,12 @@ void pin_to_cpus(const std::vector<int>& cpus);
 // non-blocking; -1 with errno set on failure. accept(2) likewise.
 int tcp_socket(bool nonblocking);
 int accept_connection(int listen_fd, sockaddr* addr, socklen_t* len);
+// Whether the peer of a connected TCP socket closed its side or the connection broke (a FIN or a
+// reset arrived), without reading any data (Linux: poll's POLLRDHUP; elsewhere a peek that reads 0).
+bool peer_closed(int fd);
+// Raises this process's open-file limit to the most it may have (a server holding tens of
+// thousands of connections needs one descriptor each); returns the limit now in force.
+uint64_t raise_open_file_limit();
 // A pipe whose ends are close-on-exec (and non-blocking if asked); false with errno on failure.
 bool make_pipe(int fds[2], bool nonblocking);
 // An exclusive lock on the file at `path` (created, mode 0600, when absent) held while the

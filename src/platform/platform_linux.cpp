@@ -7,9 +7,11 @@
 #include <linux/futex.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -151,6 +153,23 @@ int tcp_socket(bool nonblocking) {
 
 int accept_connection(int listen_fd, sockaddr* addr, socklen_t* len) {
   return ::accept4(listen_fd, addr, len, SOCK_CLOEXEC);
+}
+
+bool peer_closed(int fd) {
+  pollfd p{fd, POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
+uint64_t raise_open_file_limit() {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return 0;
+  if (r.rlim_cur < r.rlim_max) {
+    rlimit want = r;
+    want.rlim_cur = r.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &want) == 0) r = want;
+  }
+  return r.rlim_cur == RLIM_INFINITY ? UINT64_MAX : static_cast<uint64_t>(r.rlim_cur);
 }
 
 bool make_pipe(int fds[2], bool nonblocking) { return ::pipe2(fds, O_CLOEXEC | (nonblocking ? O_NONBLOCK : 0)) == 0; }

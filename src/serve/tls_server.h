@@ -13,6 +13,9 @@ struct TlsFiles {
   bool enabled() const { return !cert.empty() || !key.empty(); }
 };
 
+// Throws orchard::Error when only one of the two files is given or one is not a readable file.
+void check_tls_files(const TlsFiles& tls);
+
 // A plain server when `tls` is empty; else TLS with those files. Throws orchard::Error naming
 // the files when only one is given or OpenSSL cannot use them (unreadable, not PEM, the key not
 // the certificate's).
