@@ -150,6 +150,7 @@ void register_network(CLI::App& app) {
   net->require_subcommand(1);
 
   register_network_canary(*net);
+  register_network_load(*net);
 
   auto sim = std::make_shared<network::SimulateOptions>();
   auto sim_dir = std::make_shared<std::string>(), sim_db = std::make_shared<std::string>();

@@ -11,5 +11,7 @@ namespace orchard::cli {
 network::CoordinatorFiles offline_stores(const std::string& dir, const std::string& db);
 // `orchard network canary add|list|remove` (cmd_network_canary.cpp).
 void register_network_canary(CLI::App& network);
+// `orchard network load` (cmd_network_load.cpp).
+void register_network_load(CLI::App& network);
 
 }  // namespace orchard::cli

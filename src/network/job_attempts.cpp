@@ -190,8 +190,13 @@ std::optional<Work> JobStore::next_job_for(const std::string& node_id, int64_t n
 }
 
 std::optional<Work> JobStore::next_job_in(const std::string& node_id, int64_t now_ms) {
-  sql::Stmt alive(db(), std::string("UPDATE nodes SET last_heartbeat = ?2, ") + kNextSeq + " WHERE id = ?1");
-  alive.bind(1, node_id).bind(2, now_ms);
+  // A poll is a sign of life. Placement's copy of the node (the index) is refreshed only when
+  // the time it holds is a quarter of the heartbeat timeout old: ten thousand nodes polling
+  // would otherwise have every placement re-read hundreds of rows, and a copy at most that old
+  // still counts a node polling every half timeout as alive.
+  sql::Stmt alive(db(), std::string("UPDATE nodes SET last_heartbeat = ?2, seq = CASE WHEN ?2 - last_heartbeat >= ?3 THEN ") +
+                            kNextSeqValue + " ELSE seq END WHERE id = ?1");
+  alive.bind(1, node_id).bind(2, now_ms).bind(3, options_.heartbeat_timeout_ms / 4);
   if (alive.changes() == 0) throw Error(where() + ": poll from unknown node '" + node_id + "' (register it first)");
   check_not_banned(node_id);
   auto pick = [&]() -> std::optional<Work> {
@@ -213,8 +218,9 @@ std::optional<Work> JobStore::next_job_in(const std::string& node_id, int64_t no
   };
   std::optional<Work> w = pick();
   if (!w) {
-    for (const std::string& id : queued_jobs()) assign_in(id, now_ms);
-    w = pick();
+    const std::vector<std::string> queued = queued_jobs();
+    for (const std::string& id : queued) assign_in(id, now_ms);
+    if (!queued.empty()) w = pick();
   }
   if (w) {
     w->lease_deadline_ms = now_ms + options_.lease_ms;

@@ -351,6 +351,7 @@ class JobStore {
   // (touch before they end), an audit of its work entering or leaving confirmation.
   void touch_node_in(const std::string& node_id);
   void touch_job_nodes_in(const std::string& job_id);  // the nodes holding the job's live attempts
+  static constexpr const char* kNextSeqValue = "(SELECT coalesce(max(seq), 0) + 1 FROM nodes)";
   static constexpr const char* kNextSeq = "seq = (SELECT coalesce(max(seq), 0) + 1 FROM nodes)";
   // A row of `SELECT <kViewColumns>`; `parse_info` false leaves the description unread but its id.
   NodeView read_view(sql::Stmt& s, bool parse_info = true);
