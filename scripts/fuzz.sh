@@ -14,7 +14,7 @@ build="${FUZZ_BUILD_DIR:-build-fuzz}"
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DORCHARD_FUZZ=ON "${launcher[@]}" >/dev/null
-cmake --build "$build" --target gguf_fuzz handshake_fuzz hostfile_fuzz cluster_fuzz chat_template_fuzz request_fuzz node_register_fuzz -j "${FUZZ_JOBS:-$(nproc)}"
+cmake --build "$build" --target gguf_fuzz handshake_fuzz hostfile_fuzz cluster_fuzz chat_template_fuzz request_fuzz node_register_fuzz http_request_fuzz -j "${FUZZ_JOBS:-$(nproc)}"
 
 run_corpus=fuzz/corpus-run/gguf
 mkdir -p "$run_corpus" "$build/artifacts"
@@ -26,9 +26,10 @@ UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
   -artifact_prefix="$build/artifacts/" -print_final_stats=1
 
 # The rank handshake (what a stranger's bytes reach), hostfiles, cluster files, chat templates
-# (from model files), request bodies and node registrations, a third of the time each.
+# (from model files), request bodies, node registrations and HTTP requests as the coordinator
+# reads them, a third of the time each.
 short=$(( seconds / 3 > 5 ? seconds / 3 : 5 ))
-for target in handshake hostfile cluster chat_template request node_register; do
+for target in handshake hostfile cluster chat_template request node_register http_request; do
   dir=fuzz/corpus-run/$target
   mkdir -p "$dir"
   [[ -d fuzz/corpus-$target ]] && cp -n fuzz/corpus-$target/* "$dir"/ 2>/dev/null || true

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "platform/platform.h"
+#include "serve/http_target.h"
 #include "tensor/error.h"
 
 namespace orchard::serve {
@@ -38,40 +39,6 @@ struct Route {
   PlainHandler plain;
   DeferredHandler deferred;
 };
-
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// %XX escapes decoded (a malformed one is kept as it is); '+' is a space in a query only.
-std::string url_decode(std::string_view s, bool plus_is_space) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && hex_digit(s[i + 1]) >= 0 && hex_digit(s[i + 2]) >= 0) {
-      out += static_cast<char>(hex_digit(s[i + 1]) * 16 + hex_digit(s[i + 2]));
-      i += 2;
-    } else {
-      out += plus_is_space && s[i] == '+' ? ' ' : s[i];
-    }
-  }
-  return out;
-}
-
-void parse_query(std::string_view q, httplib::Params& out) {
-  while (!q.empty()) {
-    const size_t amp = q.find('&');
-    const std::string_view pair = q.substr(0, amp);
-    q = amp == std::string_view::npos ? std::string_view() : q.substr(amp + 1);
-    if (pair.empty()) continue;
-    const size_t eq = pair.find('=');
-    out.emplace(url_decode(pair.substr(0, eq), true),
-                eq == std::string_view::npos ? std::string() : url_decode(pair.substr(eq + 1), true));
-  }
-}
 
 std::string chunk(const char* data, size_t n) {
   char size[32];
@@ -338,10 +305,7 @@ class Session final : public SessionBase {
     httplib::Request& r = x->req;
     r.method = std::string(m.method_string());
     r.version = m.version() == 10 ? "HTTP/1.0" : "HTTP/1.1";
-    r.target = std::string(m.target());
-    const size_t q = r.target.find('?');
-    r.path = url_decode(std::string_view(r.target).substr(0, q), false);
-    if (q != std::string::npos) parse_query(std::string_view(r.target).substr(q + 1), r.params);
+    set_target(r, std::string_view(m.target().data(), m.target().size()));
     for (const auto& f : m) r.headers.emplace(std::string(f.name_string()), std::string(f.value()));
     r.body = std::move(m.body());
     r.remote_addr = remote_addr_;

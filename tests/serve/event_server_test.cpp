@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "serve/http_target.h"
 #include "tensor/error.h"
 
 namespace orchard::serve {
@@ -104,6 +105,22 @@ TEST(EventServer, RoutesByMethodAndPatternWithGroupsQueryAndBody) {
   auto whole_path_only = c.Get("/items/42/more");
   ASSERT_TRUE(whole_path_only);
   EXPECT_EQ(whole_path_only->status, 404);
+}
+
+TEST(HttpTarget, DecodesThePathAndQueryAndKeepsMalformedEscapes) {
+  httplib::Request r;
+  set_target(r, "/a%2Fb+c/%zz%4?x=1+2%3D&&flag&y=%E2%82%AC&x=2");
+  EXPECT_EQ(r.target, "/a%2Fb+c/%zz%4?x=1+2%3D&&flag&y=%E2%82%AC&x=2");
+  EXPECT_EQ(r.path, "/a/b+c/%zz%4");  // '+' is a space in a query only
+  EXPECT_EQ(r.params.count("x"), 2u);
+  EXPECT_EQ(r.get_param_value("x", 0), "1 2=");
+  EXPECT_EQ(r.get_param_value("x", 1), "2");
+  EXPECT_TRUE(r.has_param("flag"));
+  EXPECT_EQ(r.get_param_value("flag"), "");
+  EXPECT_EQ(r.get_param_value("y"), "\xE2\x82\xAC");
+  set_target(r, "/plain");
+  EXPECT_EQ(r.path, "/plain");
+  EXPECT_TRUE(r.params.empty());
 }
 
 TEST(EventServer, KeepsAConnectionAliveAcrossRequestsAndAnswersInOrder) {
