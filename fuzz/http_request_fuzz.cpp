@@ -19,11 +19,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   parser.body_limit(1 << 20);
   parser.eager(true);
   boost::beast::error_code ec;
-  // In two pieces, as bytes arrive from a socket.
-  const size_t half = size / 2;
-  size_t used = parser.put(boost::asio::buffer(data, half), ec);
-  if (!ec || ec == http::error::need_more)
-    parser.put(boost::asio::buffer(data + used, size - used), ec);
+  // As the server's reads do: fed until the message is whole, the input ends or it is refused.
+  for (size_t at = 0; at < size && !parser.is_done();) {
+    const size_t used = parser.put(boost::asio::buffer(data + at, size - at), ec);
+    if (ec || used == 0) break;
+    at += used;
+  }
   if (!parser.is_done()) return 0;
   const auto& m = parser.get();
   httplib::Request req;

@@ -324,6 +324,11 @@ class JobStore {
   void heartbeat_in(const std::string& node_id, const HeartbeatState& state, int64_t now_ms);
   JobStatus job_in(const std::string& job_id);
   std::optional<Work> next_job_in(const std::string& node_id, int64_t now_ms);
+  // The poll's sign of life (throws for an unknown or banned node), and whether it may find
+  // work: an attempt assigned to the node, or any queued job.
+  void poll_alive(const std::string& node_id, int64_t now_ms);
+  bool poll_finds_work(const std::string& node_id, int64_t now_ms);
+  Banned banned(const std::string& node_id, const std::string& why) const;
   std::vector<std::string> queued_jobs();
   // The attempt, when it is `node_id`'s (NotYourJob otherwise); `doing` is for the message.
   Attempt attempt_of(const std::string& job_id, int64_t attempt, const std::string& node_id, const char* doing);

@@ -6,11 +6,14 @@
 
 namespace orchard::network {
 
+Banned JobStore::banned(const std::string& node_id, const std::string& why) const {
+  return Banned(where() + ": node '" + node_id + "' was caught by an audit and gets no more work: " + why);
+}
+
 void JobStore::check_not_banned(const std::string& node_id) {
   sql::Stmt s(db(), "SELECT banned FROM nodes WHERE id = ?1");
   s.bind(1, node_id);
-  if (s.step() && !s.text(0).empty())
-    throw Banned(where() + ": node '" + node_id + "' was caught by an audit and gets no more work: " + s.text(0));
+  if (s.step() && !s.text(0).empty()) throw banned(node_id, s.text(0));
 }
 
 std::optional<std::string> JobStore::queue_audit_in(const std::string& job_id, const std::vector<std::string>& excluded,

@@ -94,7 +94,7 @@ class SimNode : public std::enable_shared_from_this<SimNode> {
   http::request<http::string_body> req_;
   http::response<http::string_body> res_;
   net::steady_timer retry_;
-  bool registered_ = false, polling_ = false, counted_ = false;
+  bool registered_ = false, polling_ = false;
 };
 
 // The chat client: one keep-alive connection, chats one after another, each timed to its first
