@@ -283,12 +283,14 @@ void add_client_routes(Coordinator::State& s) {
   auto client = [&s](void (*f)(Coordinator::State&, const httplib::Request&, httplib::Response&)) {
     return serve::guarded(serve::openai_error, [&s, f](const auto& req, auto& res) { f(s, req, res); });
   };
-  s.http->Post("/v1/chat/completions", serve::guarded(serve::openai_error, [&s](const auto& req, auto& res) {
-                generate(s, true, req, res);
-              }));
-  s.http->Post("/v1/completions", serve::guarded(serve::openai_error, [&s](const auto& req, auto& res) {
-                generate(s, false, req, res);
-              }));
+  // A request without `stream` waits for its whole answer: on a thread of its own, not a pool
+  // worker that nodes' output (which ends that wait) needs.
+  s.http->post_blocking("/v1/chat/completions", serve::guarded(serve::openai_error, [&s](const auto& req, auto& res) {
+                          generate(s, true, req, res);
+                        }));
+  s.http->post_blocking("/v1/completions", serve::guarded(serve::openai_error, [&s](const auto& req, auto& res) {
+                          generate(s, false, req, res);
+                        }));
   s.http->Get("/v1/models", client(models));
   s.http->Get(R"(/v1/jobs/([A-Za-z0-9_.:-]+))", client(job_status));
   s.http->Get("/health", client([](Coordinator::State& st, const auto&, auto& res) { serve::send_json(res, health(st)); }));

@@ -60,8 +60,8 @@ void hand_work(Coordinator::State& s, const std::string& node, const serve::Repl
 
 void dispatch_round(Coordinator::State& s) {
   for (const serve::ReplyPtr& r : s.polls.take_due(ParkedPolls::Clock::now())) r->send(no_content());
-  if (s.polls.size() == 0) return;  // nobody waits; polls that come place queued jobs themselves
   std::lock_guard lock(s.dispatch_mu);
+  if (s.polls.size() == 0) return;  // nobody waits; polls that come place queued jobs themselves
   const std::vector<std::string> ready = s.with_store([](JobStore& st) {
     if (st.has_queued()) st.assign_queued(unix_ms());
     return st.nodes_with_assigned_work();
@@ -111,6 +111,9 @@ void run_dispatcher(Coordinator::State& s) {
       std::fprintf(stderr, "coordinator: dispatching work failed: %s\n", e.what());
     }
   }
+  // Under the lock: a poll that saw the coordinator running has parked by now, and later ones
+  // see it stopping.
+  std::lock_guard lock(s.dispatch_mu);
   for (const serve::ReplyPtr& r : s.polls.take_all()) r->send(no_content());
 }
 

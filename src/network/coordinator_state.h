@@ -102,14 +102,14 @@ struct Coordinator::State {
   std::mutex feeds_mu;
   std::map<std::string, Feed> feeds;  // by job id
 
-  // Nodes' long-polls waiting for work (no thread each); the dispatcher answers them. A poll's
-  // look for work and its parking happen under dispatch_mu, as does each dispatching round, so
-  // work assigned in between is never missed.
-  ParkedPolls polls;
-  std::mutex dispatch_mu;
-
   std::unique_ptr<serve::EventServer> http;  // plain or TLS
   int port = -1;
+  // Nodes' long-polls waiting for work (no thread each); the dispatcher answers them. A poll's
+  // look for work and its parking happen under dispatch_mu, as does each dispatching round, so
+  // work assigned in between is never missed. After `http`: a parked reply still holds its
+  // connection, which must go before the server's event loop does.
+  ParkedPolls polls;
+  std::mutex dispatch_mu;
   std::thread sweeper, pump, dispatcher;
 
   template <class F>

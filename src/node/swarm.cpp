@@ -177,7 +177,8 @@ void SimNode::connect_then(std::function<void()> next) {
   if (ec) return failed("binding to " + s_.source(index_).to_string() + ": " + ec.message());
   socket_.async_connect(s_.server, [self = shared_from_this(), next = std::move(next)](error_code e) {
     if (e) return self->failed("connecting: " + e.message());
-    self->socket_.set_option(tcp::no_delay(true));
+    error_code ignored;
+    self->socket_.set_option(tcp::no_delay(true), ignored);
     next();
   });
 }
@@ -224,7 +225,11 @@ void SimNode::poll() {
     --self->s_.polling;
     if (status == 204) return self->poll();
     if (status != 200) return self->failed("polling: HTTP " + std::to_string(status) + " " + body.substr(0, 200));
-    self->answer(protocol::work_from_json(json::parse(body)));
+    try {
+      self->answer(protocol::work_from_json(json::parse(body)));
+    } catch (const std::exception& e) {
+      self->failed(std::string("reading its work: ") + e.what());
+    }
   });
 }
 

@@ -38,7 +38,11 @@ struct Route {
   std::regex pattern;
   PlainHandler plain;
   DeferredHandler deferred;
+  bool own_thread = false;  // may wait a long time (a whole generation): not on the pool
 };
+
+// Longer targets are refused (414) before routing: std::regex recurses per character.
+constexpr size_t kMaxTargetBytes = 8192;
 
 std::string chunk(const char* data, size_t n) {
   char size[32];
@@ -155,8 +159,11 @@ struct EventServer::Core {
   size_t streams = 0;  // threads writing a streamed answer
 
   net::io_context ioc;
-  tcp::acceptor acceptor{ioc};
-  net::steady_timer ticker{ioc}, accept_pause{ioc};
+  // The acceptor and the timers that close it share one strand: two event threads never touch
+  // them at once.
+  net::strand<net::io_context::executor_type> control = net::make_strand(ioc);
+  tcp::acceptor acceptor{control};
+  net::steady_timer ticker{control}, accept_pause{control};
   net::thread_pool workers;  // last: joined first, while the loop still exists for what they post
 
   void accept();
@@ -165,6 +172,9 @@ struct EventServer::Core {
   void run_handler(const std::shared_ptr<Exchange>& x, const Route* route);
   void answer(const std::shared_ptr<Exchange>& x, std::shared_ptr<httplib::Response> res, std::function<void()> on_lost);
   void stream(std::shared_ptr<SessionBase> s, std::shared_ptr<Exchange> x, std::shared_ptr<httplib::Response> res);
+  // Runs `f` on a thread of its own, counted in `streams` (waited for at the end); false (and
+  // `f` not run) once the server is stopping for good.
+  bool spawn(std::function<void()> f);
   void wait_for_streams(std::chrono::milliseconds at_most);
   template <class F>
   void on_worker(F f) {
@@ -175,7 +185,10 @@ struct EventServer::Core {
 bool Exchange::send(httplib::Response res, std::function<void()> on_lost) {
   if (!claim()) return false;
   std::lock_guard lock(life->mu);
-  if (!life->core) return false;
+  if (!life->core) {
+    release_session();  // the server is gone: let go of the connection now
+    return false;
+  }
   life->core->answer(shared_from_this(), std::make_shared<httplib::Response>(std::move(res)), std::move(on_lost));
   return true;
 }
@@ -249,7 +262,11 @@ class Session final : public SessionBase {
     });
     while (result.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready)
       if (core_.stopping_hard) return false;
-    return result.get();
+    try {
+      return result.get();
+    } catch (const std::future_error&) {
+      return false;  // the loop went away with the write
+    }
   }
 
  private:
@@ -281,7 +298,8 @@ class Session final : public SessionBase {
     http::async_read_header(stream_, buffer_, *parser_, [self = me()](error_code ec, size_t) {
       if (ec) return self->read_failed(ec);
       // curl and others wait a second for this before sending a larger body.
-      if (beast::iequals(self->parser_->get()[http::field::expect], "100-continue")) {
+      if (self->parser_->get().version() >= 11 &&
+          beast::iequals(self->parser_->get()[http::field::expect], "100-continue")) {
         net::async_write(self->stream_, net::buffer(kContinue.data(), kContinue.size()), [self](error_code ec2, size_t) {
           if (ec2) return self->close();
           self->read_body();
@@ -343,7 +361,9 @@ class Session final : public SessionBase {
     }
     auto msg = std::make_shared<http::response<http::string_body>>();
     msg->version(11);
-    msg->result(static_cast<unsigned>(res.status));
+    const int status = res.status >= 100 && res.status <= 599 ? res.status : 500;
+    if (status < 200 || status == 204 || status == 304) res.body.clear();  // no body allowed
+    msg->result(static_cast<unsigned>(status));
     for (const auto& [name, value] : res.headers) msg->insert(name, value);
     msg->body() = std::move(res.body);
     msg->keep_alive(x.keep_alive && !core_.stop_requested);
@@ -399,10 +419,38 @@ EventServer::Core::Core(EventServerOptions o)
 }
 
 EventServer::Core::~Core() {
+  // Handlers first (one may still start a thread), then the threads, then the loop.
   stopping_hard = true;
-  wait_for_streams(std::chrono::milliseconds(10'000));
   workers.stop();
   workers.join();
+  wait_for_streams(std::chrono::milliseconds(10'000));
+}
+
+bool EventServer::Core::spawn(std::function<void()> f) {
+  {
+    std::lock_guard lock(streams_mu);
+    if (stopping_hard) return false;
+    ++streams;
+  }
+  try {
+    std::thread([this, f = std::move(f)]() mutable {
+      try {
+        f();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "http: %s\n", e.what());
+      }
+      f = nullptr;  // what it holds goes before the count drops: the server may go right after
+      std::lock_guard lock(streams_mu);
+      --streams;
+      streams_cv.notify_all();
+    }).detach();
+  } catch (const std::system_error&) {
+    std::lock_guard lock(streams_mu);
+    --streams;
+    streams_cv.notify_all();
+    return false;
+  }
+  return true;
 }
 
 void EventServer::Core::wait_for_streams(std::chrono::milliseconds at_most) {
@@ -464,16 +512,21 @@ void EventServer::Core::tick() {
 }
 
 void EventServer::Core::dispatch(std::shared_ptr<Exchange> x) {
+  auto refuse = [&](int status) {
+    x->claim();
+    auto res = std::make_shared<httplib::Response>();
+    res->status = status;
+    answer(x, res, {});
+  };
+  if (x->req.target.size() > kMaxTargetBytes) return refuse(414);
   for (const Route& r : routes)
     if (r.method == x->req.method && std::regex_match(x->req.path, x->req.matches, r.pattern)) {
       const Route* route = &r;
-      on_worker([this, x = std::move(x), route] { run_handler(x, route); });
+      if (!route->own_thread) return on_worker([this, x, route] { run_handler(x, route); });
+      if (!spawn([this, x, route] { run_handler(x, route); })) refuse(503);
       return;
     }
-  x->claim();
-  auto res = std::make_shared<httplib::Response>();
-  res->status = 404;
-  answer(x, res, {});
+  refuse(404);
 }
 
 void EventServer::Core::run_handler(const std::shared_ptr<Exchange>& x, const Route* route) {
@@ -492,7 +545,11 @@ void EventServer::Core::run_handler(const std::shared_ptr<Exchange>& x, const Ro
     return;
   }
   if (!x->claim()) return;  // answered through the reply already
-  answer(x, std::move(res), {});
+  try {
+    answer(x, std::move(res), {});
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "http: answering %s %s: %s\n", x->req.method.c_str(), x->req.path.c_str(), e.what());
+  }
 }
 
 void EventServer::Core::answer(const std::shared_ptr<Exchange>& x, std::shared_ptr<httplib::Response> res,
@@ -513,11 +570,8 @@ void EventServer::Core::answer(const std::shared_ptr<Exchange>& x, std::shared_p
 // gets a thread of its own; each piece is written by the session's strand while it waits.
 void EventServer::Core::stream(std::shared_ptr<SessionBase> s, std::shared_ptr<Exchange> x,
                                std::shared_ptr<httplib::Response> res) {
-  {
-    std::lock_guard lock(streams_mu);
-    ++streams;
-  }
-  std::thread([this, s = std::move(s), x = std::move(x), res = std::move(res)]() mutable {
+  auto session = s;
+  const bool started = spawn([this, s = std::move(s), x = std::move(x), res = std::move(res)]() mutable {
     const int status = res->status;
     std::string head = "HTTP/1.1 " + std::to_string(status) + " " +
                        std::string(http::obsolete_reason(http::int_to_status(static_cast<unsigned>(status)))) + "\r\n";
@@ -538,20 +592,18 @@ void EventServer::Core::stream(std::shared_ptr<SessionBase> s, std::shared_ptr<E
       sink.is_writable = [&] { return ok && !s->peer_closed(); };
       sink.done = [&] { done = true; };
       while (ok && !done)
+        try {
         if (!res->content_provider_(offset, 0, sink)) ok = false;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "http: a streamed answer failed: %s\n", e.what());
+        ok = false;
+      }
     }
     if (ok) ok = s->write_blocking(std::make_shared<std::string>("0\r\n\r\n"));
     res->content_provider_success_ = ok;
     s->stream_ended(ok && keep_alive);
-    // Everything this thread holds is let go before the count drops: the server may be
-    // destroyed the moment it reaches zero.
-    res.reset();
-    x.reset();
-    s.reset();
-    std::lock_guard lock(streams_mu);
-    --streams;
-    streams_cv.notify_all();
-  }).detach();
+  });
+  if (!started) session->stream_ended(false);  // stopping: the connection closes
 }
 
 EventServer::EventServer(EventServerOptions options) : core_(std::make_unique<Core>(std::move(options))) {
@@ -576,6 +628,9 @@ void EventServer::Post(const std::string& pattern, PlainHandler h) {
 }
 void EventServer::Delete(const std::string& pattern, PlainHandler h) {
   core_->routes.push_back({"DELETE", std::regex(pattern), std::move(h), {}});
+}
+void EventServer::post_blocking(const std::string& pattern, PlainHandler h) {
+  core_->routes.push_back({"POST", std::regex(pattern), std::move(h), {}, true});
 }
 void EventServer::post_deferred(const std::string& pattern, DeferredHandler h) {
   core_->routes.push_back({"POST", std::regex(pattern), {}, std::move(h)});
@@ -613,9 +668,20 @@ void EventServer::run() {
   c.tick();
   unsigned n = c.opts.event_threads > 0 ? static_cast<unsigned>(c.opts.event_threads)
                                         : std::clamp(std::thread::hardware_concurrency(), 1u, 2u);
+  // A handler that throws on the loop is logged and the loop goes on.
+  auto loop = [&c] {
+    for (;;) {
+      try {
+        c.ioc.run();
+        return;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "http: %s\n", e.what());
+      }
+    }
+  };
   std::vector<std::thread> extra;
-  for (unsigned i = 1; i < n; ++i) extra.emplace_back([&c] { c.ioc.run(); });
-  c.ioc.run();
+  for (unsigned i = 1; i < n; ++i) extra.emplace_back(loop);
+  loop();
   for (std::thread& t : extra) t.join();
   c.wait_for_streams(std::chrono::milliseconds(10'000));
   c.running = false;

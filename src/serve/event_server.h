@@ -66,6 +66,9 @@ class EventServer {
   void Get(const std::string& pattern, PlainHandler h);
   void Post(const std::string& pattern, PlainHandler h);
   void Delete(const std::string& pattern, PlainHandler h);
+  // A route whose handler may wait a long time (a whole generation before answering): it runs
+  // on a thread of its own, so it never holds a pool worker that other requests need.
+  void post_blocking(const std::string& pattern, PlainHandler h);
   void post_deferred(const std::string& pattern, DeferredHandler h);
   // Runs for every answer of status 400 or more with an empty body (no route: 404, too large:
   // 413, malformed: 400), to give it a body.

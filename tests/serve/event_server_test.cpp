@@ -216,6 +216,33 @@ TEST(EventServer, HoldsManyParkedRequestsOnFewThreadsAndAnswersEach) {
   }
 }
 
+TEST(EventServer, ALongWaitingRouteHoldsNoWorkerAndAVeryLongTargetIsRefused) {
+  EventServerOptions o;
+  o.workers = 1;
+  Running r(o);
+  std::atomic<bool> release{false};
+  r.server.post_blocking("/slow", [&](const httplib::Request&, httplib::Response& res) {
+    while (!release) std::this_thread::sleep_for(5ms);
+    res.set_content("slow", "text/plain");
+  });
+  r.server.Get(R"(/fast/([a-z]+))", [](const httplib::Request&, httplib::Response& res) { res.set_content("fast", "text/plain"); });
+  r.start();
+  std::vector<std::thread> slow;
+  for (int i = 0; i < 3; ++i)
+    slow.emplace_back([&] {
+      auto got = r.client().Post("/slow", "", "text/plain");
+      EXPECT_TRUE(got && got->body == "slow");
+    });
+  std::this_thread::sleep_for(100ms);
+  auto fast = r.client().Get("/fast/abc");  // the one worker is free: the slow ones have threads
+  ASSERT_TRUE(fast);
+  EXPECT_EQ(fast->body, "fast");
+  release = true;
+  for (auto& t : slow) t.join();
+  const std::string huge = exchange_raw(r.port, "GET /fast/" + std::string(20000, 'a') + " HTTP/1.1\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(huge.rfind("HTTP/1.1 414", 0), 0u) << huge.substr(0, 100);
+}
+
 TEST(EventServer, AParkedRequestWhoseClientLeavesIsReportedAndCannotBeAnswered) {
   Running r;
   ReplyPtr kept;
