@@ -1,7 +1,6 @@
 // The coordinator's node endpoints (docs/network-protocol.md, "Nodes"): registration,
 // heartbeats, the long-poll for work, streamed output, completion (which pays the job), failure
 // and hand-back, and a node's own record. Every one is signed (node_endpoint).
-#include "model/json_number.h"
 #include "network/coordinator_state.h"
 #include "network/protocol_names.h"
 #include "serve/http_util.h"
@@ -13,19 +12,6 @@ using nlohmann::json;
 using serve::ApiError;
 
 namespace {
-
-// The body as JSON, and a field of it, as 400s naming what is wrong.
-template <class T>
-T body_field(const json& body, const char* key) {
-  if (!body.contains(key)) throw ApiError::bad_request(std::string("'") + key + "' is required", key);
-  try {
-    return exact_get<T>(body[key]);
-  } catch (const json::out_of_range&) {
-    throw ApiError::bad_request(std::string("'") + key + "' is out of range", key);
-  } catch (const json::exception&) {
-    throw ApiError::bad_request(std::string("'") + key + "' has the wrong type", key);
-  }
-}
 
 // Parsing with the node_info / protocol readers: their errors are the client's fault.
 template <class F>

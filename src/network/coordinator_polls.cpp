@@ -3,7 +3,6 @@
 // attempt is assigned to the node, else parked (serve::Reply) until the dispatcher finds work
 // assigned to it, or 204 at the deadline. Tens of thousands of idle nodes then cost memory, not
 // threads, and a job reaches its node as soon as it is placed.
-#include "model/json_number.h"
 #include "network/coordinator_state.h"
 #include "network/protocol_names.h"
 #include "serve/request_params.h"
@@ -11,7 +10,6 @@
 namespace orchard::network {
 
 using nlohmann::json;
-using serve::ApiError;
 
 namespace {
 
@@ -73,15 +71,7 @@ void dispatch_round(Coordinator::State& s) {
 void poll_work(Coordinator::State& s, const AuthResult& a, const httplib::Request& req, httplib::Response& res,
                const serve::ReplyPtr& reply) {
   const json body = req.body.empty() ? json::object() : serve::parse_body(req.body);
-  int wait_s = 0;
-  if (body.contains("wait")) {
-    try {
-      wait_s = exact_get<int>(body["wait"]);
-    } catch (const json::exception&) {
-      throw ApiError::bad_request("'wait' must be a whole number of seconds", "wait");
-    }
-  }
-  wait_s = std::clamp(wait_s, 0, kMaxPollWaitS);
+  const int wait_s = std::clamp(body.contains("wait") ? body_field<int>(body, "wait") : 0, 0, kMaxPollWaitS);
   std::lock_guard lock(s.dispatch_mu);
   // Each look places queued jobs too (next_job_for), so a job another node gave back finds a
   // taker here.

@@ -15,6 +15,7 @@
 #include <random>
 #include <thread>
 
+#include "model/json_number.h"
 #include "network/key_rate_limit.h"
 #include "network/model_pins.h"
 #include "network/api_keys.h"
@@ -141,6 +142,19 @@ void judge_audit_job(Coordinator::State& s, const std::string& audit_job);
 // Queues a canary for the node when there is one for its models (at registration, and after
 // client jobs at the canary rate); logs and carries on when it cannot.
 void send_canary(Coordinator::State& s, const std::string& node_id);
+
+// A field of a node's JSON body, as 400s naming what is wrong (absent, wrong type, out of range).
+template <class T>
+T body_field(const nlohmann::json& body, const char* key) {
+  if (!body.contains(key)) throw serve::ApiError::bad_request(std::string("'") + key + "' is required", key);
+  try {
+    return exact_get<T>(body[key]);
+  } catch (const nlohmann::json::out_of_range&) {
+    throw serve::ApiError::bad_request(std::string("'") + key + "' is out of range", key);
+  } catch (const nlohmann::json::exception&) {
+    throw serve::ApiError::bad_request(std::string("'") + key + "' has the wrong type", key);
+  }
+}
 
 using NodeHandler = std::function<void(const AuthResult& node, const httplib::Request&, httplib::Response&)>;
 // A signed node endpoint: refuses unauthenticated requests (401; 503 when the check itself
