@@ -3,6 +3,8 @@
 #include "network/job_store.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 
 #include "network/protocol_names.h"
 
@@ -154,7 +156,15 @@ NodeInfo stored_node(const std::string& text, const std::string& where) {
 
 }  // namespace
 
-std::string new_job_id() { return "job-" + protocol::random_hex(8); }
+std::string new_job_id() {
+  // The time first (milliseconds, 12 hex digits), then 64 random bits: ids sort by submission,
+  // so a batch's jobs, attempts and ledger entries share the last pages of their indexes
+  // instead of dirtying one page each at random.
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch());
+  char time[16];
+  std::snprintf(time, sizeof time, "%012llx", static_cast<unsigned long long>(ms.count()) & 0xffffffffffffULL);
+  return "job-" + std::string(time) + protocol::random_hex(8);
+}
 
 const char* to_string(JobState s) {
   switch (s) {
