@@ -113,30 +113,12 @@ AssignResult JobStore::assign_in(const std::string& job_id, int64_t now_ms) {
   NodeIndex& index = index_in();
   const PlacementResult placed = index.place(demand, {now_ms, options_.heartbeat_timeout_ms});
   if (!placed.choice) {
-    r.reason = placed.why_not(demand);
-    if (placed.hopeless()) {
-      fail_job(job_id, r.reason, now_ms);
-      r.state = JobState::Failed;
-    } else {
-      sql::Stmt w(db(), "UPDATE jobs SET waiting = ?2 WHERE id = ?1");
-      w.bind(1, job_id).bind(2, r.reason).step();
-    }
+    not_placed_in(job_id, demand, placed, now_ms, r);
     return r;
   }
   const Choice& c = *placed.choice;
-  const NodeView& node = *index.find(c.node_id);
-  // The price classes are fixed now: what the job will cost does not change if the node
-  // re-registers with other hardware while it runs.
-  const SizeClass size = size_class(cost_of(*node.info.find_model(demand.model)).params);
-  // The price class is what a canary measured the node deliver, not the class it names itself.
-  const HardwareClass hardware = node.measured_gbs ? measured_hardware_class(*node.measured_gbs) : HardwareClass::Laptop;
   r.attempt = j.i64(9);
-  sql::Stmt ins(db(),
-                "INSERT INTO attempts(job_id, attempt, node_id, state, plan, size_class, hardware, dedicated, started_at, "
-                "lease_deadline, predicted_tps) VALUES(?1, ?2, ?3, 'assigned', ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
-  ins.bind(1, job_id).bind(2, r.attempt).bind(3, c.node_id).bind(4, c.plan.candidate.label()).bind(5, to_string(size));
-  ins.bind(6, to_string(hardware)).bind(7, int64_t{node.info.lending == Lending::Dedicated});
-  ins.bind(8, now_ms).bind(9, now_ms + options_.lease_ms).bind(10, c.plan.tg_tps).step();
+  insert_attempts_in({new_attempt(job_id, r.attempt, c, demand)}, now_ms);
   touch_node_in(c.node_id);
   sql::Stmt up(db(), "UPDATE jobs SET state = 'assigned', waiting = '' WHERE id = ?1");
   up.bind(1, job_id).step();
@@ -144,6 +126,18 @@ AssignResult JobStore::assign_in(const std::string& job_id, int64_t now_ms) {
   r.node_id = c.node_id;
   r.reason = c.reason;
   return r;
+}
+
+void JobStore::not_placed_in(const std::string& job_id, const JobDemand& demand, const PlacementResult& placed,
+                             int64_t now_ms, AssignResult& r) {
+  r.reason = placed.why_not(demand);
+  if (placed.hopeless()) {
+    fail_job(job_id, r.reason, now_ms);
+    r.state = JobState::Failed;
+  } else {
+    sql::Stmt w(db(), "UPDATE jobs SET waiting = ?2 WHERE id = ?1");
+    w.bind(1, job_id).bind(2, r.reason).step();
+  }
 }
 
 AssignResult JobStore::assign(const std::string& job_id, int64_t now_ms) {
@@ -163,11 +157,7 @@ std::vector<AssignResult> JobStore::assign_queued(int64_t now_ms) {
   // The batch in one transaction: one commit (one fsync) for all of them, which is what lets a
   // coordinator place thousands a second. The batch is small (assign_batch), so the write lock
   // is not held long against another coordinator.
-  return db().write([&] {
-    std::vector<AssignResult> out;
-    for (const std::string& id : queued_jobs()) out.push_back(assign_in(id, now_ms));
-    return out;
-  });
+  return db().write([&] { return assign_queued_in(now_ms); });
 }
 
 std::vector<std::string> JobStore::nodes_with_assigned_work() {

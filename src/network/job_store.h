@@ -321,6 +321,18 @@ class JobStore {
   struct Attempt;
   // Inside an open transaction.
   AssignResult assign_in(const std::string& job_id, int64_t now_ms);
+  std::vector<AssignResult> assign_queued_in(int64_t now_ms);  // job_batches.cpp
+  // An attempt placement chose, as assign_in and assign_queued_in write it.
+  struct NewAttempt {
+    std::string job_id, node_id, plan, size_class, hardware;
+    int64_t attempt = 0, dedicated = 0;
+    double predicted_tps = 0;
+  };
+  NewAttempt new_attempt(const std::string& job_id, int64_t attempt, const Choice& c, const JobDemand& demand);
+  void insert_attempts_in(const std::vector<NewAttempt>& rows, int64_t now_ms);  // one statement
+  // A job no node can start now: failed when none ever could, else its `waiting` reason.
+  void not_placed_in(const std::string& job_id, const JobDemand& demand, const PlacementResult& placed,
+                     int64_t now_ms, AssignResult& r);
   void heartbeat_in(const std::string& node_id, const HeartbeatState& state, int64_t now_ms);
   JobStatus job_in(const std::string& job_id);
   std::optional<Work> next_job_in(const std::string& node_id, int64_t now_ms);

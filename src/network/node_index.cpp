@@ -54,6 +54,14 @@ const std::string* NodeIndex::info_text(const std::string& node_id) const {
   return it == nodes_.end() ? nullptr : &it->second.info_text;
 }
 
+void NodeIndex::add_job(const std::string& node_id) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return;
+  unfile(it->second);
+  ++it->second.view.active_jobs;
+  file(it->second);
+}
+
 const NodeView* NodeIndex::find(const std::string& node_id) const {
   auto it = nodes_.find(node_id);
   return it == nodes_.end() ? nullptr : &it->second.view;

@@ -34,6 +34,9 @@ class NodeIndex {
   void update(NodeView view, const std::string& info_text = {});
   const std::string* info_text(const std::string& node_id) const;  // null for an unknown node
   const NodeView* find(const std::string& node_id) const;
+  // One more live job on the node, as its next re-read will show: the placements of one
+  // batch see the ones before them without reading the node back.
+  void add_job(const std::string& node_id);
   size_t size() const { return nodes_.size(); }
   std::vector<NodeView> views() const;  // every node, in node id order
 
