@@ -86,80 +86,6 @@ void JobStore::fail_job(const std::string& job_id, const std::string& error, int
   s.bind(1, job_id).bind(2, error).bind(3, now_ms).step();
 }
 
-AssignResult JobStore::assign_in(const std::string& job_id, int64_t now_ms) {
-  sql::Stmt j(db(),
-              "SELECT model, n_ctx, prompt_tokens, max_tokens, state, model_sha256, exclude_owners, only_node, kind, "
-              "(SELECT coalesce(max(attempt), 0) + 1 FROM attempts WHERE job_id = ?1) FROM jobs WHERE id = ?1");
-  j.bind(1, job_id);
-  if (!j.step()) throw Error(where() + ": no job '" + job_id + "'");
-  AssignResult r;
-  r.job_id = job_id;
-  if (j.text(4) != "queued") {
-    sql::Stmt live(db(), "SELECT node_id, attempt FROM attempts WHERE job_id = ?1 AND state IN ('assigned', 'running')");
-    live.bind(1, job_id);
-    if (live.step()) r.node_id = live.text(0), r.attempt = live.i64(1);
-    r.state = j.text(4) == "assigned"    ? JobState::Assigned
-              : j.text(4) == "running"   ? JobState::Running
-              : j.text(4) == "done"      ? JobState::Done
-              : j.text(4) == "cancelled" ? JobState::Cancelled
-                                         : JobState::Failed;
-    r.reason = "not queued: already " + j.text(4);
-    return r;
-  }
-  JobDemand demand{j.text(0), j.i64(1), j.i64(2), j.i64(3), j.text(5), {}, j.text(7), false};
-  demand.verification = j.text(8) != kClientJob;
-  // A JSON list of owners the store wrote itself (audit jobs); empty for a client's job.
-  if (!j.text(6).empty()) demand.exclude_owners = nlohmann::json::parse(j.text(6)).get<std::vector<std::string>>();
-  NodeIndex& index = index_in();
-  const PlacementResult placed = index.place(demand, {now_ms, options_.heartbeat_timeout_ms});
-  if (!placed.choice) {
-    not_placed_in(job_id, demand, placed, now_ms, r);
-    return r;
-  }
-  const Choice& c = *placed.choice;
-  r.attempt = j.i64(9);
-  insert_attempts_in({new_attempt(job_id, r.attempt, c, demand)}, now_ms);
-  touch_node_in(c.node_id);
-  sql::Stmt up(db(), "UPDATE jobs SET state = 'assigned', waiting = '' WHERE id = ?1");
-  up.bind(1, job_id).step();
-  r.state = JobState::Assigned;
-  r.node_id = c.node_id;
-  r.reason = c.reason;
-  return r;
-}
-
-void JobStore::not_placed_in(const std::string& job_id, const JobDemand& demand, const PlacementResult& placed,
-                             int64_t now_ms, AssignResult& r) {
-  r.reason = placed.why_not(demand);
-  if (placed.hopeless()) {
-    fail_job(job_id, r.reason, now_ms);
-    r.state = JobState::Failed;
-  } else {
-    sql::Stmt w(db(), "UPDATE jobs SET waiting = ?2 WHERE id = ?1");
-    w.bind(1, job_id).bind(2, r.reason).step();
-  }
-}
-
-AssignResult JobStore::assign(const std::string& job_id, int64_t now_ms) {
-  return db().write([&] { return assign_in(job_id, now_ms); });
-}
-
-// The oldest queued jobs.
-std::vector<std::string> JobStore::queued_jobs() {
-  sql::Stmt s(db(), "SELECT id FROM jobs WHERE state = 'queued' ORDER BY queued_at, id LIMIT ?1");
-  s.bind(1, int64_t{options_.assign_batch});
-  std::vector<std::string> ids;
-  while (s.step()) ids.push_back(s.text(0));
-  return ids;
-}
-
-std::vector<AssignResult> JobStore::assign_queued(int64_t now_ms) {
-  // The batch in one transaction: one commit (one fsync) for all of them, which is what lets a
-  // coordinator place thousands a second. The batch is small (assign_batch), so the write lock
-  // is not held long against another coordinator.
-  return db().write([&] { return assign_queued_in(now_ms); });
-}
-
 std::vector<std::string> JobStore::nodes_with_assigned_work() {
   // The condition is the live-attempt index's own (attempts_one_live), so the database reads
   // the few live attempts, not the table.
@@ -224,11 +150,7 @@ std::optional<Work> JobStore::next_job_in(const std::string& node_id, int64_t no
     return w;
   };
   std::optional<Work> w = pick();
-  if (!w) {
-    const std::vector<std::string> queued = queued_jobs();
-    for (const std::string& id : queued) assign_in(id, now_ms);
-    if (!queued.empty()) w = pick();
-  }
+  if (!w && !assign_queued_in(now_ms).empty()) w = pick();
   if (w) {
     w->lease_deadline_ms = now_ms + options_.lease_ms;
     sql::Stmt a(db(),

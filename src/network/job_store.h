@@ -320,19 +320,25 @@ class JobStore {
   JobStore(std::unique_ptr<sql::Connection> db, const StoreOptions& o);
   struct Attempt;
   // Inside an open transaction.
+  // Placing jobs (job_assignment.cpp): one job, or the oldest queued ones (assign_batch).
   AssignResult assign_in(const std::string& job_id, int64_t now_ms);
-  std::vector<AssignResult> assign_queued_in(int64_t now_ms);  // job_batches.cpp
-  // An attempt placement chose, as assign_in and assign_queued_in write it.
+  std::vector<AssignResult> assign_queued_in(int64_t now_ms);
+  struct Queued {
+    std::string id;
+    JobDemand demand;
+    int64_t attempt = 0;  // the number its next attempt gets
+  };
+  static Queued queued_from(sql::Stmt& row, int at);  // kQueuedColumns, from column `at` on
+  // Places `jobs` in order and writes the outcome in a fixed number of statements.
+  std::vector<AssignResult> place_in(const std::vector<Queued>& jobs, int64_t now_ms);
   struct NewAttempt {
     std::string job_id, node_id, plan, size_class, hardware;
     int64_t attempt = 0, dedicated = 0;
     double predicted_tps = 0;
   };
-  NewAttempt new_attempt(const std::string& job_id, int64_t attempt, const Choice& c, const JobDemand& demand);
-  void insert_attempts_in(const std::vector<NewAttempt>& rows, int64_t now_ms);  // one statement
+  NewAttempt new_attempt(const Queued& job, const Choice& c);
   // A job no node can start now: failed when none ever could, else its `waiting` reason.
-  void not_placed_in(const std::string& job_id, const JobDemand& demand, const PlacementResult& placed,
-                     int64_t now_ms, AssignResult& r);
+  void not_placed_in(const Queued& job, const PlacementResult& placed, int64_t now_ms, AssignResult& r);
   void heartbeat_in(const std::string& node_id, const HeartbeatState& state, int64_t now_ms);
   JobStatus job_in(const std::string& job_id);
   std::optional<Work> next_job_in(const std::string& node_id, int64_t now_ms);
@@ -341,7 +347,6 @@ class JobStore {
   void poll_alive(const std::string& node_id, int64_t now_ms);
   bool poll_finds_work(const std::string& node_id, int64_t now_ms);
   Banned banned(const std::string& node_id, const std::string& why) const;
-  std::vector<std::string> queued_jobs();
   // The attempt, when it is `node_id`'s (NotYourJob otherwise); `doing` is for the message.
   Attempt attempt_of(const std::string& job_id, int64_t attempt, const std::string& node_id, const char* doing);
   Completion completion_of(const std::string& job_id, int64_t attempt, const Attempt& a);
