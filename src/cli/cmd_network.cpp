@@ -108,6 +108,8 @@ struct ServeOpts {
   ServeOpts() {
     c.audit_rate = 0.05;
     c.canary_rate = 0.02;
+    c.probation_jobs = 10;
+    c.probation_audit_rate = 0.5;
   }
 };
 
@@ -119,9 +121,12 @@ void serve(ServeOpts& o) {
   o.c.store.queue_timeout_ms = static_cast<int64_t>(o.queue_timeout_s * 1000);
   o.c.sign_every_ms = static_cast<int64_t>(o.sign_every_s * 1000);
   o.c.store.audit_window_ms = static_cast<int64_t>(o.audit_window_s * 1000);
-  if (o.c.store.audit_window_ms < 0 || !(o.c.audit_rate >= 0 && o.c.audit_rate <= 1) ||
+  if (o.c.store.audit_window_ms < 0 || !(o.c.audit_rate >= 0 && o.c.audit_rate <= 1) || o.c.probation_jobs < 0 ||
+      !(o.c.probation_audit_rate >= 0 && o.c.probation_audit_rate <= 1) ||
       !(o.c.canary_rate >= 0 && o.c.canary_rate <= 1) || !(o.c.audit_rules.max_gap >= 0))
-    throw Error("--audit-window and --audit-max-gap must not be negative, --audit-rate and --canary-rate must be within [0, 1]");
+    throw Error(
+        "--audit-window, --audit-max-gap and --probation-jobs must not be negative; --audit-rate, "
+        "--probation-audit-rate and --canary-rate must be within [0, 1]");
   if (o.c.store.heartbeat_timeout_ms <= 0 || o.c.store.lease_ms <= 0 || o.c.store.queue_timeout_ms <= 0 ||
       o.c.sign_every_ms <= 0)
     throw Error("--heartbeat-timeout, --lease, --queue-timeout and --sign-every must be positive");
@@ -219,6 +224,13 @@ void register_network(CLI::App& app) {
       ->capture_default_str();
   srv->add_option("--audit-rate", so->c.audit_rate,
                   "Share of completed jobs another owner's node re-checks (docs/verification.md; 0: none)")
+      ->capture_default_str();
+  srv->add_option("--probation-jobs", so->c.probation_jobs,
+                  "A new node is on probation until this many of its jobs or canaries passed an audit (0: no probation)")
+      ->capture_default_str();
+  srv->add_option("--probation-audit-rate", so->c.probation_audit_rate,
+                  "Share of a node's jobs audited while it is on probation (when above --audit-rate; "
+                  "--audit-rate 0 turns audits off, probation included)")
       ->capture_default_str();
   srv->add_flag("!--no-disk-wait", so->c.store.wait_for_disk,
                 "The job store commits without waiting for the disk's flush: many more placements a second "

@@ -49,12 +49,21 @@ struct CoordinatorOptions {
   // another owner's node holding the same file, and how audits are judged. How long payments
   // wait for them is store.audit_window_ms.
   double audit_rate = 0;
+  // A new node's first jobs are audited at probation_audit_rate (when above audit_rate) until
+  // probation_jobs of its jobs or canaries passed: a banned owner back under a new key pays for
+  // the fresh start in audits. Audits off (audit_rate 0) means off, probation included.
+  int probation_jobs = 0;
+  double probation_audit_rate = 0;
   AuditRules audit_rules;
   // The share of completed client jobs after which the node gets a canary (a greedy request
   // with a known answer, `orchard network canary add`); every node also gets one when it
   // registers. No canaries stored: none sent.
   double canary_rate = 0;
 };
+
+// The share of a node's completed client jobs audited, given how many of its jobs and canaries
+// passed an audit: probation_audit_rate while that is under probation_jobs, else audit_rate.
+double audit_rate_for(const CoordinatorOptions& o, int64_t audits_passed);
 
 // Where a coordinator's stores are: the SQLite files in its data folder, or, given a
 // PostgreSQL URL, that database for all four (each store in its own schema).

@@ -24,6 +24,15 @@ Verdict judge_audit(Coordinator::State& s, const AuditTask& t) {
   }
 }
 
+bool probation_applies(const CoordinatorOptions& o) {
+  return o.audit_rate > 0 && o.probation_jobs > 0 && o.probation_audit_rate > o.audit_rate;
+}
+
+double audit_rate_for(Coordinator::State& s, const std::string& node_id) {
+  if (!probation_applies(s.opts)) return s.opts.audit_rate;
+  return audit_rate_for(s.opts, s.with_store([&](JobStore& st) { return st.audits_passed(node_id, s.opts.probation_jobs); }));
+}
+
 bool draw(Coordinator::State& s, double rate) {
   if (rate <= 0) return false;
   std::lock_guard lock(s.audit_mu);
@@ -44,6 +53,10 @@ void judge_canary(Coordinator::State& s, const CanaryRun& run) {
 }
 
 }  // namespace
+
+double audit_rate_for(const CoordinatorOptions& o, int64_t audits_passed) {
+  return probation_applies(o) && audits_passed < o.probation_jobs ? o.probation_audit_rate : o.audit_rate;
+}
 
 void judge_audit_job(Coordinator::State& s, const std::string& audit_job) {
   // One judgement at a time: the completion's and the sweep's retry must not both record one.
@@ -103,7 +116,7 @@ json settle_completion(Coordinator::State& s, const Completion& c) {
       if (const auto run = s.with_store([&](JobStore& st) { return st.canary_run(c.job_id); })) judge_canary(s, *run);
     }
     if (c.kind == kClientJob && draw(s, s.opts.canary_rate)) send_canary(s, c.node_id);
-    if (c.kind == kClientJob && draw(s, s.opts.audit_rate)) {
+    if (c.kind == kClientJob && draw(s, audit_rate_for(s, c.node_id))) {
       const auto audit = s.with_store([&](JobStore& st) { return st.submit_audit(c.job_id, unix_ms()); });
       if (audit) {
         if (s.opts.log) std::fprintf(stderr, "coordinator: job %s is audited by %s\n", c.job_id.c_str(), audit->c_str());

@@ -304,6 +304,9 @@ class JobStore {
   // Reads. job() throws orchard::Error for an unknown id; node_stats() for an unknown node.
   JobStatus job(const std::string& job_id);
   NodeStats node_stats(const std::string& node_id);
+  // How many of the node's jobs and canaries passed their audit, counted up to `up_to` (the
+  // probation's length: a veteran's whole history is not re-read at every completion).
+  int64_t audits_passed(const std::string& node_id, int64_t up_to);
   // Every registered node as placement sees it.
   std::vector<NodeView> nodes();
   // Reads every node into the placement index now (else the first placement does): a

@@ -203,6 +203,12 @@ std::vector<std::string> JobStore::unjudged_audits() {
   return out;
 }
 
+int64_t JobStore::audits_passed(const std::string& node_id, int64_t up_to) {
+  sql::Stmt s(db(), "SELECT count(*) FROM (SELECT 1 FROM settlements WHERE node_id = ?1 AND audit = 'passed' LIMIT ?2) p");
+  s.bind(1, node_id).bind(2, up_to);
+  return s.step() ? s.i64(0) : 0;
+}
+
 std::vector<Completion> JobStore::due_settlements(int64_t now_ms) {
   return db().read([&] {
     std::vector<std::string> due;

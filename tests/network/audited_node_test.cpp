@@ -229,6 +229,25 @@ TEST(AuditedNetwork, ANodeRunningASmallerQuantizationThanItRegisteredIsCaught) {
   expect_only_the_cheater_caught("audit-quant", "swap-model:" + q4, {{"temperature", 0}}, 40);
 }
 
+// A network that audits one job in a thousand still audits a new node's first jobs (probation):
+// the random-token cheater, as a banned owner returning under a new key would be, is caught by
+// them, and the honest nodes' first jobs are audited and pass.
+TEST(AuditedNetwork, ANewNodeIsAuditedOnProbationThoughTheNetworkRarelyAudits) {
+  ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
+  const std::vector<NodeSpec> nodes = {{"alice", "", {}}, {"bob", "", {"ORCHARD_ISA=avx2"}}, {"mallory", "random-tokens", {}, "40"}};
+  const Outcome o = run_network("audit-probation", nodes, 4, {{"temperature", 0.8}}, 24,
+                                {"--audit-rate", "0.001", "--probation-jobs", "2", "--probation-audit-rate", "1",
+                                 "--canary-rate", "0"});
+  EXPECT_EQ(o.answered, 12);
+  expect_caught(o, "mallory");
+  expect_honest(o, "alice");
+  expect_honest(o, "bob");
+  for (const char* owner : {"alice", "bob"})
+    if (o.by_owner.count(owner) && o.by_owner.at(owner).jobs_served > 0) {
+      EXPECT_GE(o.by_owner.at(owner).audits_passed, 1) << owner << "'s first jobs were not audited";
+    }
+}
+
 // The operator pins stories260K and stores canaries (greedy answers computed with the pinned
 // file) for four prompts; audits are off, so only canaries check.
 void with_canaries(const std::string& bin, const std::string& dir) {

@@ -185,6 +185,27 @@ Taken ask_and_take(RunningCoordinator& c, const NodeIdentity& x, const std::stri
 
 // A key revoked by its id (what `orchard network api-key revoke` does) is refused on the next
 // request, without restarting the coordinator.
+// Probation (docs/verification.md): a node is audited at the probation rate until enough of its
+// audits passed, then at the network's; audits off means no probation either.
+TEST(Coordinator, ANewNodesJobsAreAuditedAtTheProbationRateUntilEnoughPassed) {
+  CoordinatorOptions o;
+  o.audit_rate = 0.05;
+  o.probation_jobs = 3;
+  o.probation_audit_rate = 0.5;
+  EXPECT_EQ(audit_rate_for(o, 0), 0.5);
+  EXPECT_EQ(audit_rate_for(o, 2), 0.5);
+  EXPECT_EQ(audit_rate_for(o, 3), 0.05);
+  EXPECT_EQ(audit_rate_for(o, 100), 0.05);
+  o.probation_audit_rate = 0.01;
+  EXPECT_EQ(audit_rate_for(o, 0), 0.05) << "probation never lowers the rate";
+  o.probation_audit_rate = 0.5;
+  o.probation_jobs = 0;
+  EXPECT_EQ(audit_rate_for(o, 0), 0.05) << "no probation";
+  o.probation_jobs = 3;
+  o.audit_rate = 0;
+  EXPECT_EQ(audit_rate_for(o, 0), 0) << "audits off";
+}
+
 TEST(Coordinator, ARevokedKeyGets401AtOnce) {
   RunningCoordinator c("coord-owner");
   const std::string key = c.api_key("carol");

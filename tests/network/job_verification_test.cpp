@@ -137,6 +137,34 @@ TEST_P(JobVerificationTest, AnAuditGoesOnlyToAnotherOwnersNodeWithTheSameFileAnd
   EXPECT_TRUE(st.node_stats("n1").banned.empty());
 }
 
+// Probation's count (coordinator.h): passed audits of the node's own jobs, no other node's, no
+// failed or unjudged one, counted up to the limit asked.
+TEST_P(JobVerificationTest, PassedAuditsAreCountedPerNodeUpToTheProbationsLength) {
+  auto st = JobStore::open(fresh("verify-probation"), options(0));
+  st.register_node(node("n1", "alice"), kT0);
+  st.register_node(node("n2", "bob"), kT0);
+  EXPECT_EQ(st.audits_passed("n1", 10), 0);
+  int64_t t = kT0 + 10;
+  for (int i = 0; i < 3; ++i, t += 100) {
+    const std::string job = "job-" + std::to_string(i);
+    run_job(st, job, "n1", t);
+    const auto audit = st.submit_audit(job, t + 10);
+    ASSERT_TRUE(audit);
+    const auto w = st.next_job_for("n2", t + 20);
+    ASSERT_TRUE(w && w->job_id == *audit);
+    st.append_output(*audit, w->attempt, "n2", 0, "{}", t + 21);
+    st.complete(*audit, w->attempt, "n2", {0, 1, "stop"}, t + 22);
+    const auto task = st.audit_task(*audit);
+    ASSERT_TRUE(task);
+    // The third audit is still being judged when counted.
+    if (i < 2) st.record_audit(*task, AuditOutcome::Passed, "greedy: fine", t + 23);
+  }
+  EXPECT_EQ(st.audits_passed("n1", 10), 2);
+  EXPECT_EQ(st.audits_passed("n1", 1), 1) << "counted no further than asked";
+  EXPECT_EQ(st.audits_passed("n2", 10), 0) << "an auditor's own record is its jobs', not the ones it checked";
+  EXPECT_EQ(st.node_stats("n1").audits_passed, 2);
+}
+
 // Runs the audit job `audit` on `auditor` to its end and reads its task back.
 AuditTask finish_audit(JobStore& st, const std::string& audit, const std::string& auditor, int64_t now) {
   const auto w = st.next_job_for(auditor, now);
