@@ -12,6 +12,7 @@
 
 #include "network/protocol_names.h"
 #include "network/placement.h"
+#include "protocol/memory_proof.h"
 #include "tensor/error.h"
 
 namespace {
@@ -60,5 +61,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)judge(r, r.positions.size() + 1);
   });
   refused_or_read([&] { (void)audit_request_from_json(j); });
+  // A memory check's answer (protocol/memory_proof.h), checked against a small challenge with
+  // its own seed when that is well formed, so the checks past the seed are reached.
+  refused_or_read([&] { (void)orchard::protocol::memory_challenge_from_json(j); });
+  refused_or_read([&] {
+    const orchard::protocol::MemoryProof p = orchard::protocol::memory_proof_from_json(j);
+    orchard::protocol::MemoryChallenge c;
+    c.seed = p.seed.size() == 64 ? p.seed : std::string(64, 'a');
+    c.blocks = 4;
+    c.probes = 1;
+    (void)orchard::protocol::check_memory_proof(c, p);
+  });
   return 0;
 }

@@ -121,6 +121,8 @@ void serve(ServeOpts& o) {
   o.c.store.queue_timeout_ms = static_cast<int64_t>(o.queue_timeout_s * 1000);
   o.c.sign_every_ms = static_cast<int64_t>(o.sign_every_s * 1000);
   o.c.store.audit_window_ms = static_cast<int64_t>(o.audit_window_s * 1000);
+  if (!(o.c.memory_proof_share >= 0 && o.c.memory_proof_share <= 1) || !(o.c.memory_proof_min_gbs > 0))
+    throw Error("--memory-proof must be within [0, 1] and --memory-proof-min-gbs positive");
   if (o.c.store.audit_window_ms < 0 || !(o.c.audit_rate >= 0 && o.c.audit_rate <= 1) || o.c.probation_jobs < 0 ||
       !(o.c.probation_audit_rate >= 0 && o.c.probation_audit_rate <= 1) ||
       !(o.c.canary_rate >= 0 && o.c.canary_rate <= 1) || !(o.c.audit_rules.max_gap >= 0))
@@ -231,6 +233,13 @@ void register_network(CLI::App& app) {
   srv->add_option("--probation-audit-rate", so->c.probation_audit_rate,
                   "Share of a node's jobs audited while it is on probation (when above --audit-rate; "
                   "--audit-rate 0 turns audits off, probation included)")
+      ->capture_default_str();
+  srv->add_option("--memory-proof", so->c.memory_proof_share,
+                  "A registering node proves it holds this share of the memory it claims (docs/verification.md; "
+                  "0: no check; 0.5: half its largest machine's memory)")
+      ->capture_default_str();
+  srv->add_option("--memory-proof-min-gbs", so->c.memory_proof_min_gbs,
+                  "The slowest fill the memory check accepts, GB/s (plus 10 s): slower means the claim is not in RAM")
       ->capture_default_str();
   srv->add_flag("!--no-disk-wait", so->c.store.wait_for_disk,
                 "The job store commits without waiting for the disk's flush: many more placements a second "

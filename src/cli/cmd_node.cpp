@@ -283,11 +283,11 @@ void register_node(CLI::App& app) {
   cmd->add_option("--poll-wait", o->poll_wait, "Seconds each long-poll for work waits")->capture_default_str();
   // Hidden: a node that misbehaves on purpose, for the tests that the coordinator catches it.
   cmd->add_option("--cheat", o->cheat,
-                  "Misbehave on purpose (tests): inflate-tokens, random-tokens, late-report, swap-model:FILE")
+                  "Misbehave on purpose (tests): inflate-tokens, random-tokens, late-report, skimp-memory, swap-model:FILE")
       ->check([](const std::string& v) {
-        return v == "inflate-tokens" || v == "random-tokens" || v == "late-report" || v.rfind("swap-model:", 0) == 0
+        return v == "inflate-tokens" || v == "random-tokens" || v == "late-report" || v == "skimp-memory" || v.rfind("swap-model:", 0) == 0
                    ? std::string()
-                   : "--cheat takes inflate-tokens, random-tokens, late-report or swap-model:FILE";
+                   : "--cheat takes inflate-tokens, random-tokens, late-report, skimp-memory or swap-model:FILE";
       })
       ->group("");
   cmd->footer(

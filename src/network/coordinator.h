@@ -59,6 +59,13 @@ struct CoordinatorOptions {
   // with a known answer, `orchard network canary add`); every node also gets one when it
   // registers. No canaries stored: none sent.
   double canary_rate = 0;
+  // The memory check (protocol/memory_proof.h): a node registering fills this share of its
+  // largest machine's claimed memory and answers within memory_proof_slack_ms plus the time a
+  // fill at memory_proof_min_gbs takes; until then it gets no work. 0: no check.
+  double memory_proof_share = 0;
+  double memory_proof_min_gbs = 0.1;
+  int64_t memory_proof_slack_ms = 10'000;
+  int memory_proof_probes = 32;
 };
 
 // The share of a node's completed client jobs audited, given how many of its jobs and canaries

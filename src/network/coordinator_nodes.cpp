@@ -63,6 +63,7 @@ void register_node(Coordinator::State& s, const AuthResult& a, const httplib::Re
   r.heartbeat_timeout_ms = s.opts.store.heartbeat_timeout_ms;
   // Three heartbeats per timeout: one lost or late does not make the node look gone.
   r.heartbeat_interval_ms = std::max<int64_t>(100, std::min(s.opts.store.heartbeat_timeout_ms, s.opts.store.lease_ms) / 3);
+  r.memory_challenge = challenge_memory(s, info);
   serve::send_json(res, to_json(r));
 }
 
@@ -177,6 +178,7 @@ void add_node_routes(Coordinator::State& s) {
   s.http->Post(job + "/fail", route(fail));
   s.http->Post(job + "/hand-back", route(hand_back));
   s.http->Get(kNodeStatusPath, route(node_status));
+  add_memory_proof_route(s);
 }
 
 }  // namespace orchard::network

@@ -162,6 +162,11 @@ using NodeHandler = std::function<void(const AuthResult& node, const httplib::Re
 serve::Handler node_endpoint(Coordinator::State& s, bool registering, NodeHandler h);
 
 void add_node_routes(Coordinator::State& s);
+// The memory check (coordinator_memory.cpp): a challenge for a node registering, sized to its
+// claim (nullopt when checks are off or it proved that much already), and the endpoint that
+// checks the answer.
+std::optional<protocol::MemoryChallenge> challenge_memory(Coordinator::State& s, const NodeInfo& info);
+void add_memory_proof_route(Coordinator::State& s);
 void add_client_routes(Coordinator::State& s);
 // The world page (/ and /world) and its data, GET /v1/world (coordinator_world.cpp).
 void add_world_routes(Coordinator::State& s);

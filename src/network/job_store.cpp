@@ -15,7 +15,8 @@ constexpr const char* kFormat = "orchard-jobs";
 // 2: node keys, token ids per output chunk, the finish reason, failed attempts.
 // 3: audits and settlements (docs/verification.md); a version 2 store is upgraded when opened.
 // 4: nodes.seq, for the placement index (node_index.h); a version 2 or 3 store is upgraded.
-constexpr const char* kVersion = "4";
+// 5: a node's pending memory challenge and the memory it proved (memory_proofs.cpp).
+constexpr const char* kVersion = "5";
 
 // Live attempts ('assigned', 'running') are the ones holding a lease; the partial UNIQUE index
 // lets a job have one at a time whatever the code above does. `info` is the node's description
@@ -126,8 +127,15 @@ ALTER TABLE nodes ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX nodes_seq ON nodes(seq);
 )sql";
 
-const std::string& schema_v4() {
-  static const std::string s = std::string(kSchema) + kVerification + kNodeSeq;
+// What version 5 added: the memory challenge a node has yet to answer (JSON,
+// protocol/memory_proof.h; '' when none is pending) and the bytes it last proved.
+constexpr const char* kMemoryProofs = R"sql(
+ALTER TABLE nodes ADD COLUMN memory_challenge TEXT NOT NULL DEFAULT '';
+ALTER TABLE nodes ADD COLUMN memory_proven INTEGER NOT NULL DEFAULT 0;
+)sql";
+
+const std::string& schema_v5() {
+  static const std::string s = std::string(kSchema) + kVerification + kNodeSeq + kMemoryProofs;
   return s;
 }
 
@@ -135,7 +143,8 @@ const std::string& schema_v4() {
 constexpr const char* kViewColumns =
     "id, seq, info, last_heartbeat, reliability, draining, "
     "(SELECT count(*) FROM attempts a WHERE a.node_id = nodes.id AND a.state IN ('assigned', 'running')), banned, "
-    "(SELECT count(*) FROM settlements s WHERE s.node_id = nodes.id AND s.audit = 'confirming'), speed_ratio, measured_gbs";
+    "(SELECT count(*) FROM settlements s WHERE s.node_id = nodes.id AND s.audit = 'confirming'), speed_ratio, measured_gbs, "
+    "CASE WHEN memory_challenge = '' THEN 0 ELSE 1 END";
 
 JobState parse_job_state(const std::string& s) {
   for (JobState st :
@@ -204,8 +213,8 @@ JobStore JobStore::open(const std::string& location, const StoreOptions& options
   if (options.lease_ms <= 0 || options.heartbeat_timeout_ms <= 0 || options.max_attempts < 1 ||
       options.queue_timeout_ms <= 0 || options.assign_batch < 1 || options.audit_window_ms < 0 || !(options.abandon_factor >= 0 && options.abandon_factor < 1))
     throw Error(location + ": job store options out of range (positive times and counts, abandon_factor in [0, 1))");
-  sql::FileKind kind{"job store", kFormat, kVersion, schema_v4().c_str()};
-  static constexpr sql::FileKind::Upgrade kUpgrades[] = {{"2", kVerification}, {"3", kNodeSeq}};
+  sql::FileKind kind{"job store", kFormat, kVersion, schema_v5().c_str()};
+  static constexpr sql::FileKind::Upgrade kUpgrades[] = {{"2", kVerification}, {"3", kNodeSeq}, {"4", kMemoryProofs}};
   kind.upgrades = kUpgrades;
   auto db = sql::open_database(location, kind);
   if (!options.wait_for_disk) db->set_wait_for_disk(false);
@@ -382,6 +391,7 @@ NodeView JobStore::read_view(sql::Stmt& s, bool parse_info) {
   v.under_review = s.i64(8) > 0;
   if (!s.null(9)) v.speed_ratio = s.f64(9);
   if (!s.null(10)) v.measured_gbs = s.f64(10);
+  v.proving_memory = s.i64(11) != 0;
   return v;
 }
 

@@ -35,6 +35,7 @@
 #include "network/placement.h"
 #include "network/database.h"
 #include "network/node_index.h"
+#include "protocol/memory_proof.h"
 #include "tensor/error.h"
 
 namespace orchard::network {
@@ -292,6 +293,19 @@ class JobStore {
   // (measured_hardware_class; unmeasured nodes are priced as laptops). Registering again
   // clears both: the next canary measures the machines described then.
   void record_canary(const CanaryRun& run, const Verdict& v, int64_t now_ms);
+
+  // Memory checks (memory_proofs.cpp, protocol/memory_proof.h). challenge_memory stores a
+  // fresh challenge of `blocks` blocks for the node, due at `due_ms`, replacing one pending,
+  // and returns it; nullopt, and nothing pending, when the node proved that much already (a
+  // node registering again with the same claim is not asked twice). Until it is answered
+  // placement passes the node over.
+  std::optional<protocol::MemoryChallenge> challenge_memory(const std::string& node_id, uint64_t blocks, int probes,
+                                                            int64_t now_ms, int64_t due_ms);
+  std::optional<protocol::MemoryChallenge> pending_memory_challenge(const std::string& node_id);
+  // The answer was checked: `why` empty, the node proved the challenge's bytes and may get work;
+  // else it is banned for `why` (its pending payments forfeited). The pending challenge must
+  // still be `seed`'s: false, and nothing recorded, when another replaced it meanwhile.
+  bool record_memory_proof(const std::string& node_id, const std::string& seed, const std::string& why, int64_t now_ms);
 
   // Completed jobs whose payment is due: window closed, no audit running (or its audit job
   // ended without a verdict), node not banned. Oldest first.

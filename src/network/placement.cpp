@@ -74,6 +74,8 @@ std::optional<std::string> cannot_start(const JobDemand& job, const NodeView& v,
   // Until the second auditor speaks: a cheater gains nothing more meanwhile, an honest node
   // wronged by the first waits seconds.
   if (v.under_review && !job.verification) return std::string("held: an audit of its work failed and is being confirmed");
+  // Until it has shown the memory it claims, placement cannot rely on the claim.
+  if (v.proving_memory) return std::string("has not answered the coordinator's memory check yet");
   if (v.info.state.status == NodeStatus::Busy) return std::string("busy");
   if (v.active_jobs >= v.info.max_jobs)
     return "runs " + std::to_string(v.active_jobs) + " job(s), its limit is " + std::to_string(v.info.max_jobs);

@@ -58,6 +58,7 @@ struct NodeView {
   // measured it); placement scores by predicted × min(1, ratio). Unset until measured.
   std::optional<double> speed_ratio;
   std::optional<double> measured_gbs;  // the bandwidth that ratio implies: the price class (unset: laptop)
+  bool proving_memory = false;  // a memory challenge (protocol/memory_proof.h) is not answered yet
 };
 
 struct PlacementOptions {

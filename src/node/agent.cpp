@@ -10,6 +10,8 @@
 #include "dist/group.h"
 #include "model/text_output.h"
 #include "node/audit_runner.h"
+#include "platform/platform.h"
+#include "protocol/memory_proof.h"
 
 namespace orchard::node {
 
@@ -208,6 +210,7 @@ void Agent::register_until_accepted() {
     try {
       const protocol::RegisterReply r = client_.register_node(info);
       heartbeat_interval_ms_ = r.heartbeat_interval_ms;
+      memory_check_ = r.memory_challenge;
       log("registered with " + client_.url() + " (heartbeat every " + std::to_string(r.heartbeat_interval_ms) + " ms)");
       return;
     } catch (const CallError& e) {
@@ -217,6 +220,46 @@ void Agent::register_until_accepted() {
     }
     nap(wait_ms, [&] { return stopping(); });
     if (stopping()) return;
+  }
+}
+
+bool Agent::answer_memory_check() {
+  const protocol::MemoryChallenge c = *memory_check_;
+  memory_check_.reset();
+  const double mib = static_cast<double>(c.bytes()) / 1048576;
+  // Filling more than is free would push this machine into swap (or the OOM killer) and still
+  // miss the deadline: say so instead.
+  if (const auto avail = platform::available_memory_bytes(); avail && *avail < c.bytes() && opts_.cheat != "skimp-memory") {
+    fatal_ = "the coordinator checks " + std::to_string(static_cast<uint64_t>(mib)) + " MiB of the memory this node claims, but only " +
+             std::to_string(*avail >> 20) + " MiB are free: lend less (--memory) or free memory";
+    return false;
+  }
+  log("proving " + std::to_string(static_cast<uint64_t>(mib)) + " MiB of memory to the coordinator");
+  try {
+    const uint64_t keep = opts_.cheat == "skimp-memory" ? c.blocks / 16 : UINT64_MAX;
+    const protocol::MemoryProof p = protocol::prove_memory(c, [&] { return stopping(); }, keep);
+    for (int tries = 0;; ++tries) {
+      try {
+        client_.answer_memory_check(p);
+        log("memory proved (filled in " + std::to_string(p.fill_s) + " s)");
+        return true;
+      } catch (const CallError& e) {
+        if (e.code == "stale_memory_check" || e.code == "no_memory_check") {
+          log(std::string("memory check: ") + e.what());  // a registration since brought another
+          return true;
+        }
+        if (!transient(e) || tries == 3) {
+          fatal_ = std::string("the coordinator's memory check: ") + e.what();
+          return false;
+        }
+        log(std::string("memory check: ") + e.what() + "; retrying");
+        nap(1000, [&] { return stopping(); });
+      }
+    }
+  } catch (const Error& e) {
+    if (stopping()) return false;
+    fatal_ = e.what();
+    return false;
   }
 }
 
@@ -241,6 +284,7 @@ void Agent::run() {
   register_until_accepted();
   heartbeats_ = std::thread([this] { heartbeat_loop(); });
   while (!stopping()) {
+    if (memory_check_ && !answer_memory_check()) break;
     const std::string refusal = lending_refusal();
     std::optional<protocol::Work> work;
     try {

@@ -52,7 +52,8 @@ struct AgentOptions {
   std::shared_ptr<ActivitySource> activity;
   int64_t activity_check_ms = 1000;
   // Tests of the coordinator's checks (issue 26), never set by a user: "inflate-tokens" reports
-  // ten times the tokens it used, plus a thousand, when it completes a job.
+  // ten times the tokens it used, plus a thousand, when it completes a job; "skimp-memory"
+  // computes a sixteenth of the coordinator's memory check and sends zeros for the rest.
   std::string cheat;
 };
 
@@ -79,6 +80,9 @@ class Agent {
   class Sender;
   bool stopping() const { return draining_.load() || killed_.load(); }
   void register_until_accepted();
+  // Answers the memory check the last registration brought, if any (before taking work: the
+  // coordinator gives none until then). Sets fatal_ and returns false when the node must stop.
+  bool answer_memory_check();
   void heartbeat_loop();
   // Samples the user's activity (lending.idle_after_ms only); logs when the user comes and goes.
   void check_activity();
@@ -100,6 +104,7 @@ class Agent {
   CoordinatorClient client_;
   protocol::NodeInfo info_;
   int64_t heartbeat_interval_ms_ = 1000;
+  std::optional<protocol::MemoryChallenge> memory_check_;  // from the last registration, until answered
 
   std::atomic<bool> draining_{false}, killed_{false}, done_{false};
   std::atomic<int64_t> completed_{0};

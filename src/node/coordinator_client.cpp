@@ -62,6 +62,10 @@ protocol::RegisterReply CoordinatorClient::register_node(const protocol::NodeInf
   return protocol::register_reply_from_json(call("POST", protocol::kRegisterPath, protocol::to_json(info)));
 }
 
+json CoordinatorClient::answer_memory_check(const protocol::MemoryProof& proof) const {
+  return call("POST", protocol::kMemoryProofPath, protocol::to_json(proof), 120);
+}
+
 void CoordinatorClient::heartbeat(const protocol::HeartbeatState& state) const {
   call("POST", protocol::kHeartbeatPath, protocol::to_json(state));
 }

@@ -46,6 +46,8 @@ class CoordinatorClient {
   void fail(const std::string& job, int64_t attempt, const std::string& error) const;
   void hand_back(const std::string& job, int64_t attempt) const;
   nlohmann::json status() const;
+  // Answers the coordinator's memory check; its reply ({"ok", "proved_bytes"}).
+  nlohmann::json answer_memory_check(const protocol::MemoryProof& proof) const;
 
   const std::string& url() const { return url_; }
 

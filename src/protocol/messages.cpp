@@ -76,10 +76,12 @@ Work work_from_json(const json& j) {
 }
 
 json to_json(const RegisterReply& r) {
-  return {{"node_id", r.node_id},
-          {"lease_ms", r.lease_ms},
-          {"heartbeat_timeout_ms", r.heartbeat_timeout_ms},
-          {"heartbeat_interval_ms", r.heartbeat_interval_ms}};
+  json j = {{"node_id", r.node_id},
+            {"lease_ms", r.lease_ms},
+            {"heartbeat_timeout_ms", r.heartbeat_timeout_ms},
+            {"heartbeat_interval_ms", r.heartbeat_interval_ms}};
+  if (r.memory_challenge) j["memory_challenge"] = to_json(*r.memory_challenge);
+  return j;
 }
 
 RegisterReply register_reply_from_json(const json& j) {
@@ -88,6 +90,8 @@ RegisterReply register_reply_from_json(const json& j) {
   r.lease_ms = field<int64_t>(j, "registration reply", "lease_ms");
   r.heartbeat_timeout_ms = field<int64_t>(j, "registration reply", "heartbeat_timeout_ms");
   r.heartbeat_interval_ms = field<int64_t>(j, "registration reply", "heartbeat_interval_ms");
+  if (j.contains("memory_challenge") && !j["memory_challenge"].is_null())
+    r.memory_challenge = memory_challenge_from_json(j["memory_challenge"]);
   return r;
 }
 

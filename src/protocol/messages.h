@@ -4,8 +4,11 @@
 // the two cannot drift apart.
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "protocol/memory_proof.h"
 
 
 namespace orchard::protocol {
@@ -14,6 +17,7 @@ inline constexpr const char* kRegisterPath = "/v1/node/register";
 inline constexpr const char* kHeartbeatPath = "/v1/node/heartbeat";
 inline constexpr const char* kWorkPath = "/v1/node/work";
 inline constexpr const char* kNodeStatusPath = "/v1/node/status";
+inline constexpr const char* kMemoryProofPath = "/v1/node/memory-proof";
 inline constexpr int kMaxPollWaitS = 30;
 
 // "/v1/node/jobs/<job>/<action>", action one of "output", "complete", "fail", "hand-back".
@@ -46,6 +50,8 @@ inline constexpr const char* kCompletionsApi = "completions";
 struct RegisterReply {
   std::string node_id;
   int64_t lease_ms = 0, heartbeat_timeout_ms = 0, heartbeat_interval_ms = 0;
+  // The memory check to answer before the node gets work (POST kMemoryProofPath).
+  std::optional<MemoryChallenge> memory_challenge;
 };
 
 // Each *_from_json throws orchard::Error naming the message and the field that is wrong.

@@ -29,6 +29,7 @@ struct NodeSpec {
   std::string owner, cheat;
   std::vector<std::string> env;
   std::string bandwidth = "20";
+  std::vector<std::string> args = {};  // more `orchard node` flags
 };
 
 struct Outcome {
@@ -96,6 +97,7 @@ Outcome run_network(const std::string& name, const std::vector<NodeSpec>& nodes,
                                      "--name", "stories260K", "--key", (dir / (n.owner + ".key")).string(), "--owner",
                                      n.owner, "--dedicated", "--bandwidth", n.bandwidth, "-t", "1", "--poll-wait", "2"};
     if (!n.cheat.empty()) argv.insert(argv.end(), {"--cheat", n.cheat});
+    argv.insert(argv.end(), n.args.begin(), n.args.end());
     procs.push_back(dist::testing::spawn(argv, n.env, n.owner));
   }
   test::wait_healthy(port, static_cast<int>(nodes.size()), coordinator);
@@ -246,6 +248,36 @@ TEST(AuditedNetwork, ANewNodeIsAuditedOnProbationThoughTheNetworkRarelyAudits) {
     if (o.by_owner.count(owner) && o.by_owner.at(owner).jobs_served > 0) {
       EXPECT_GE(o.by_owner.at(owner).audits_passed, 1) << owner << "'s first jobs were not audited";
     }
+}
+
+// The memory check (protocol/memory_proof.h): each node fills half the memory it claims when it
+// registers. mallory claims 2 GiB and computes a sixteenth of its 1 GiB check, sending zeros
+// for the rest, as a machine without the memory would have to: the answer's probes land in the
+// zeros, it is banned before it serves anyone and its agent stops. bob claims a terabyte: his
+// agent sees it cannot hold half of it and stops, naming the figures, and the coordinator gives
+// him nothing meanwhile. alice (256 MiB, honest) proves hers and serves every job.
+TEST(AuditedNetwork, ANodeClaimingMemoryItDoesNotHaveFailsTheMemoryCheck) {
+  ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
+  const std::vector<NodeSpec> nodes = {{"alice", "", {}, "20", {"--memory", "256M"}},
+                                       {"mallory", "skimp-memory", {}, "40", {"--memory", "2G"}},
+                                       {"bob", "", {}, "40", {"--memory", "1T"}}};
+  const Outcome o = run_network("memory-check", nodes, 2, {{"temperature", 0}}, 16,
+                                {"--audit-rate", "0", "--canary-rate", "0", "--memory-proof", "0.5", "--log"});
+  EXPECT_EQ(o.answered, 6);
+  ASSERT_TRUE(o.by_owner.count("mallory") && o.by_owner.count("alice") && o.by_owner.count("bob"));
+  const NodeStats& mallory = o.by_owner.at("mallory");
+  EXPECT_NE(mallory.banned.find("memory check: probe"), std::string::npos) << mallory.banned;
+  EXPECT_EQ(mallory.jobs_served, 0);
+  EXPECT_NE(o.exit_code.at("mallory"), -1) << "the cheating agent keeps running: " << o.node_log.at("mallory");
+  EXPECT_NE(o.node_log.at("mallory").find("memory check failed"), std::string::npos) << o.node_log.at("mallory");
+  const NodeStats& bob = o.by_owner.at("bob");
+  EXPECT_EQ(bob.jobs_served, 0);
+  EXPECT_TRUE(bob.banned.empty()) << "not caught lying, only unable to prove: " << bob.banned;
+  EXPECT_NE(o.exit_code.at("bob"), -1);
+  EXPECT_NE(o.node_log.at("bob").find("lend less (--memory)"), std::string::npos) << o.node_log.at("bob");
+  expect_honest(o, "alice");
+  EXPECT_EQ(o.by_owner.at("alice").jobs_served, 6);
+  EXPECT_NE(o.node_log.at("alice").find("memory proved"), std::string::npos) << o.node_log.at("alice");
 }
 
 // The operator pins stories260K and stores canaries (greedy answers computed with the pinned

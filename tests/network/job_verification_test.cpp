@@ -165,6 +165,40 @@ TEST_P(JobVerificationTest, PassedAuditsAreCountedPerNodeUpToTheProbationsLength
   EXPECT_EQ(st.node_stats("n1").audits_passed, 2);
 }
 
+// The memory check's record (memory_proofs.cpp): a node with a pending challenge gets no work;
+// proving it frees the node and is not asked again for the same claim; an answer to a replaced
+// challenge changes nothing; a failed one bans the node.
+TEST_P(JobVerificationTest, ANodeProvingItsMemoryGetsWorkOnlyOnceItProved) {
+  auto st = JobStore::open(fresh("verify-memory"), options(0));
+  st.register_node(node("n1", "alice"), kT0);
+  EXPECT_FALSE(st.pending_memory_challenge("n1"));
+  const auto c = st.challenge_memory("n1", 1000, 32, kT0, kT0 + 20'000);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->bytes(), 1000u * 1024);
+  const auto pending = st.pending_memory_challenge("n1");
+  ASSERT_TRUE(pending);
+  EXPECT_EQ(pending->seed, c->seed);
+  EXPECT_EQ(pending->due_ms, kT0 + 20'000);
+  st.submit(request("job-1"), kT0 + 1);
+  EXPECT_FALSE(st.next_job_for("n1", kT0 + 2)) << "placement passes over a node proving its memory";
+  const auto replaced = st.challenge_memory("n1", 1000, 32, kT0 + 3, kT0 + 20'003);
+  ASSERT_TRUE(replaced);
+  EXPECT_FALSE(st.record_memory_proof("n1", c->seed, "", kT0 + 4)) << "the first challenge was replaced";
+  EXPECT_TRUE(st.pending_memory_challenge("n1"));
+  EXPECT_TRUE(st.record_memory_proof("n1", replaced->seed, "", kT0 + 5));
+  EXPECT_FALSE(st.pending_memory_challenge("n1"));
+  const auto w = st.next_job_for("n1", kT0 + 6);
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w->job_id, "job-1");
+  EXPECT_FALSE(st.challenge_memory("n1", 1000, 32, kT0 + 7, kT0 + 20'007)) << "proved that much already";
+  EXPECT_FALSE(st.pending_memory_challenge("n1"));
+  const auto more = st.challenge_memory("n1", 2000, 32, kT0 + 8, kT0 + 20'008);
+  ASSERT_TRUE(more) << "a larger claim is checked again";
+  EXPECT_TRUE(st.record_memory_proof("n1", more->seed, "probe 3: block 7 is not what blocks 6 and 2 make", kT0 + 9));
+  EXPECT_NE(st.node_stats("n1").banned.find("memory check: probe 3"), std::string::npos) << st.node_stats("n1").banned;
+  EXPECT_THROW(st.challenge_memory("nobody", 10, 32, kT0, kT0), Error);
+}
+
 // Runs the audit job `audit` on `auditor` to its end and reads its task back.
 AuditTask finish_audit(JobStore& st, const std::string& audit, const std::string& auditor, int64_t now) {
   const auto w = st.next_job_for(auditor, now);
@@ -433,8 +467,9 @@ TEST_P(JobVerificationTest, AVersionTwoStoreIsUpgradedWithItsCompletedJobsDue) {
     run_job(st, "job-old", "n1", kT0);
   }
   {
-    // Back to version 2's shape: it is brought to 3 (audits), then to 4 (nodes.seq).
-    auto db = sql::open_database(where, {"job store", "orchard-jobs", "4", ""});
+    // Back to version 2's shape: it is brought to 3 (audits), to 4 (nodes.seq), then to 5
+    // (memory checks).
+    auto db = sql::open_database(where, {"job store", "orchard-jobs", "5", ""});
     db->write([&] {
       db->exec("DROP INDEX nodes_seq");
       db->exec("ALTER TABLE nodes DROP COLUMN seq");
@@ -442,17 +477,18 @@ TEST_P(JobVerificationTest, AVersionTwoStoreIsUpgradedWithItsCompletedJobsDue) {
       db->exec("DROP TABLE canaries");
       for (const char* c : {"kind", "audit_of", "exclude_owners", "model_sha256", "only_node"})
         db->exec(std::string("ALTER TABLE jobs DROP COLUMN ") + c);
-      for (const char* c : {"banned", "speed_ratio", "measured_gbs"}) db->exec(std::string("ALTER TABLE nodes DROP COLUMN ") + c);
+      for (const char* c : {"banned", "speed_ratio", "measured_gbs", "memory_challenge", "memory_proven"}) db->exec(std::string("ALTER TABLE nodes DROP COLUMN ") + c);
       for (const char* c : {"fetched_at", "predicted_tps"}) db->exec(std::string("ALTER TABLE attempts DROP COLUMN ") + c);
       db->exec("UPDATE meta SET value = '2' WHERE key = 'version'");
     });
   }
-  EXPECT_THROW(sql::open_database(where, {"job store", "orchard-jobs", "4", ""}), Error) << "it is version 2 now";
+  EXPECT_THROW(sql::open_database(where, {"job store", "orchard-jobs", "5", ""}), Error) << "it is version 2 now";
   auto st = JobStore::open(where, options(0));
   EXPECT_EQ(due_ids(st, kT0 + 10), std::vector<std::string>{"job-old"});
   EXPECT_EQ(st.job("job-old").state, JobState::Done);
   run_job(st, "job-new", "n1", kT0 + 20);
   EXPECT_EQ(st.settlement("job-new"), SettlementState::Pending);
+  EXPECT_TRUE(st.challenge_memory("n1", 10, 32, kT0 + 30, kT0 + 40)) << "version 5's columns are there";
 }
 
 }  // namespace
