@@ -61,16 +61,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)judge(r, r.positions.size() + 1);
   });
   refused_or_read([&] { (void)audit_request_from_json(j); });
-  // A memory check's answer (protocol/memory_proof.h), checked against a small challenge with
-  // its own seed when that is well formed, so the checks past the seed are reached.
+  // A memory check's opening (protocol/memory_proof.h), checked against a small challenge with
+  // its own seed and root and the probes its first openings name, so the checks past the seed
+  // and root are reached; the probe lists and roots a node gets back and sends.
   refused_or_read([&] { (void)orchard::protocol::memory_challenge_from_json(j); });
+  refused_or_read([&] { (void)orchard::protocol::probes_from_json(j); });
+  refused_or_read([&] { (void)orchard::protocol::root_from_hex(j, "root"); });
   refused_or_read([&] {
     const orchard::protocol::MemoryProof p = orchard::protocol::memory_proof_from_json(j);
     orchard::protocol::MemoryChallenge c;
     c.seed = p.seed.size() == 64 ? p.seed : std::string(64, 'a');
     c.blocks = 4;
     c.probes = 1;
-    (void)orchard::protocol::check_memory_proof(c, p);
+    std::vector<uint64_t> probes;
+    for (size_t k = 0; k < p.openings.size(); k += 3) probes.push_back(p.openings[k].index);
+    (void)orchard::protocol::check_memory_proof(c, p.root, probes, p);
   });
   return 0;
 }

@@ -228,7 +228,7 @@ void register_network(CLI::App& app) {
                   "Share of completed jobs another owner's node re-checks (docs/verification.md; 0: none)")
       ->capture_default_str();
   srv->add_option("--probation-jobs", so->c.probation_jobs,
-                  "A new node is on probation until this many of its jobs or canaries passed an audit (0: no probation)")
+                  "A new node is on probation until this many of its client jobs passed an audit (0: no probation)")
       ->capture_default_str();
   srv->add_option("--probation-audit-rate", so->c.probation_audit_rate,
                   "Share of a node's jobs audited while it is on probation (when above --audit-rate; "

@@ -81,7 +81,18 @@ AuthResult authenticate(Coordinator::State& s, const httplib::Request& req, bool
   VerifyOptions vo;
   vo.max_skew_ms = s.opts.max_skew_ms;
   vo.allow_unregistered = registering;
-  const KeyLookup lookup = [&s](const std::string& id) { return s.with_store([&](JobStore& st) { return st.node_key(id); }); };
+  const KeyLookup lookup = [&s](const std::string& id) -> std::optional<std::string> {
+    {
+      std::lock_guard lock(s.node_keys_mu);
+      if (const auto it = s.node_keys.find(id); it != s.node_keys.end()) return it->second;
+    }
+    const auto key = s.with_store([&](JobStore& st) { return st.node_key(id); });
+    if (key) {
+      std::lock_guard lock(s.node_keys_mu);
+      s.node_keys.emplace(id, *key);
+    }
+    return key;
+  };
   // The target as sent (path and query, undecoded) is what the node signed.
   const std::string& target = req.target.empty() ? req.path : req.target;
   return verify_request(*headers, req.method, target, req.body, unix_ms(), lookup, *s.nonces, vo);

@@ -50,8 +50,8 @@ struct CoordinatorOptions {
   // wait for them is store.audit_window_ms.
   double audit_rate = 0;
   // A new node's first jobs are audited at probation_audit_rate (when above audit_rate) until
-  // probation_jobs of its jobs or canaries passed: a banned owner back under a new key pays for
-  // the fresh start in audits. Audits off (audit_rate 0) means off, probation included.
+  // probation_jobs of its client jobs passed an audit: a banned owner back under a new key pays
+  // for the fresh start in audits. Audits off (audit_rate 0) means off, probation included.
   int probation_jobs = 0;
   double probation_audit_rate = 0;
   AuditRules audit_rules;
@@ -60,16 +60,18 @@ struct CoordinatorOptions {
   // registers. No canaries stored: none sent.
   double canary_rate = 0;
   // The memory check (protocol/memory_proof.h): a node registering fills this share of its
-  // largest machine's claimed memory and answers within memory_proof_slack_ms plus the time a
-  // fill at memory_proof_min_gbs takes; until then it gets no work. 0: no check.
+  // largest machine's claimed memory and commits to it within memory_proof_slack_ms plus the
+  // time a fill at memory_proof_min_gbs takes, then opens the probes drawn for it within
+  // memory_proof_answer_ms; until then it gets no work. 0: no check.
   double memory_proof_share = 0;
   double memory_proof_min_gbs = 0.1;
   int64_t memory_proof_slack_ms = 10'000;
+  int64_t memory_proof_answer_ms = 10'000;
   int memory_proof_probes = 32;
 };
 
-// The share of a node's completed client jobs audited, given how many of its jobs and canaries
-// passed an audit: probation_audit_rate while that is under probation_jobs, else audit_rate.
+// The share of a node's completed client jobs audited, given how many of them passed an audit:
+// probation_audit_rate while that is under probation_jobs, else audit_rate.
 double audit_rate_for(const CoordinatorOptions& o, int64_t audits_passed);
 
 // Where a coordinator's stores are: the SQLite files in its data folder, or, given a

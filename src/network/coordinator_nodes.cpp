@@ -51,7 +51,9 @@ void register_node(Coordinator::State& s, const AuthResult& a, const httplib::Re
     std::lock_guard lock(s.pins_mu);
     return s.pins.find(name);
   });
-  s.with_store([&](JobStore& st) { st.register_node(info, unix_ms(), a.public_key_hex); });
+  // The memory check is stored with the registration: placement never sees the node without it.
+  const std::optional<MemoryDemand> memory = memory_demand(s, info);
+  const auto challenge = s.with_store([&](JobStore& st) { return st.register_node(info, unix_ms(), a.public_key_hex, memory); });
   // The registration challenge: a canary, to the node a client's job like any other, checks
   // that it runs the file it reported and measures how fast (placement trusts that, not the
   // bandwidth it reported).
@@ -63,7 +65,11 @@ void register_node(Coordinator::State& s, const AuthResult& a, const httplib::Re
   r.heartbeat_timeout_ms = s.opts.store.heartbeat_timeout_ms;
   // Three heartbeats per timeout: one lost or late does not make the node look gone.
   r.heartbeat_interval_ms = std::max<int64_t>(100, std::min(s.opts.store.heartbeat_timeout_ms, s.opts.store.lease_ms) / 3);
-  r.memory_challenge = challenge_memory(s, info);
+  r.memory_challenge = challenge;
+  if (challenge && s.opts.log)
+    std::fprintf(stderr, "coordinator: node '%s' is asked to prove %llu MiB of memory within %.1f s\n", info.id.c_str(),
+                 static_cast<unsigned long long>(challenge->bytes() >> 20),
+                 static_cast<double>(challenge->due_ms - challenge->issued_ms) / 1000);
   serve::send_json(res, to_json(r));
 }
 
@@ -178,7 +184,7 @@ void add_node_routes(Coordinator::State& s) {
   s.http->Post(job + "/fail", route(fail));
   s.http->Post(job + "/hand-back", route(hand_back));
   s.http->Get(kNodeStatusPath, route(node_status));
-  add_memory_proof_route(s);
+  add_memory_check_routes(s);
 }
 
 }  // namespace orchard::network

@@ -14,6 +14,7 @@
 #include <optional>
 #include <random>
 #include <thread>
+#include <unordered_map>
 
 #include "model/json_number.h"
 #include "network/key_rate_limit.h"
@@ -80,6 +81,11 @@ struct Coordinator::State {
   ApiKeys keys;  // single statements: safe on the shared connection
   KeyRateLimiter key_rate{opts.requests_per_minute_per_key};
   std::unique_ptr<DatabaseNonceStore> nonces;
+  // Registered nodes' public keys, as the store has them. A node id is derived from its key, so
+  // an id's key never changes: every signed request after the first is checked without a trip
+  // to the store (a round trip, and the store's lock, on PostgreSQL).
+  std::mutex node_keys_mu;
+  std::unordered_map<std::string, std::string> node_keys;
   std::mutex pins_mu;
   ModelPins pins;  // names the operator pinned to a file's SHA-256 (model_pins.h)
 
@@ -162,11 +168,10 @@ using NodeHandler = std::function<void(const AuthResult& node, const httplib::Re
 serve::Handler node_endpoint(Coordinator::State& s, bool registering, NodeHandler h);
 
 void add_node_routes(Coordinator::State& s);
-// The memory check (coordinator_memory.cpp): a challenge for a node registering, sized to its
-// claim (nullopt when checks are off or it proved that much already), and the endpoint that
-// checks the answer.
-std::optional<protocol::MemoryChallenge> challenge_memory(Coordinator::State& s, const NodeInfo& info);
-void add_memory_proof_route(Coordinator::State& s);
+// The memory check (coordinator_memory.cpp): what a registering node is asked to fill, sized to
+// its claim (nullopt when checks are off), and the endpoints where it commits and opens.
+std::optional<MemoryDemand> memory_demand(Coordinator::State& s, const NodeInfo& info);
+void add_memory_check_routes(Coordinator::State& s);
 void add_client_routes(Coordinator::State& s);
 // The world page (/ and /world) and its data, GET /v1/world (coordinator_world.cpp).
 void add_world_routes(Coordinator::State& s);

@@ -102,36 +102,31 @@ bool JobStore::has_queued() {
 }
 
 std::optional<Work> JobStore::next_job_for(const std::string& node_id, int64_t now_ms) {
-  // Most polls find nothing: on their own they are two statements (the sign of life, then one
-  // look), not a transaction of six — which is what a database a network away pays per poll. A
-  // poll with something to take does it all in one transaction.
-  if (!db().in_transaction() && !poll_finds_work(node_id, now_ms)) return std::nullopt;
+  // Most polls find nothing: on their own they are one statement (the sign of life, returning
+  // whether there is anything to look at), not a transaction of six — which is what a database
+  // a network away pays per poll. A poll with something to take does it all in one transaction.
+  if (!db().in_transaction() && !poll_alive(node_id, now_ms, true)) return std::nullopt;
   return db().write([&] { return next_job_in(node_id, now_ms); });
 }
 
-void JobStore::poll_alive(const std::string& node_id, int64_t now_ms) {
+bool JobStore::poll_alive(const std::string& node_id, int64_t now_ms, bool look) {
   // A poll is a sign of life. Placement's copy of the node (the index) is refreshed only when
   // the time it holds is a quarter of the heartbeat timeout old: ten thousand nodes polling
   // would otherwise have every placement re-read hundreds of rows, and a copy at most that old
   // still counts a node polling every half timeout as alive.
   sql::Stmt alive(db(), std::string("UPDATE nodes SET last_heartbeat = ?2, seq = CASE WHEN ?2 - last_heartbeat >= ?3 THEN ") +
-                            kNextSeqValue + " ELSE seq END WHERE id = ?1 RETURNING banned");
+                            kNextSeqValue + " ELSE seq END WHERE id = ?1 RETURNING banned, " +
+                            (look ? "CASE WHEN EXISTS (SELECT 1 FROM attempts WHERE node_id = ?1 AND state = 'assigned') "
+                                    "OR EXISTS (SELECT 1 FROM jobs WHERE state = 'queued') THEN 1 ELSE 0 END"
+                                  : "0"));
   alive.bind(1, node_id).bind(2, now_ms).bind(3, options_.heartbeat_timeout_ms / 4);
   if (!alive.step()) throw Error(where() + ": poll from unknown node '" + node_id + "' (register it first)");
   if (!alive.text(0).empty()) throw banned(node_id, alive.text(0));
-}
-
-bool JobStore::poll_finds_work(const std::string& node_id, int64_t now_ms) {
-  poll_alive(node_id, now_ms);
-  sql::Stmt look(db(),
-                 "SELECT CASE WHEN EXISTS (SELECT 1 FROM attempts WHERE node_id = ?1 AND state = 'assigned') "
-                 "OR EXISTS (SELECT 1 FROM jobs WHERE state = 'queued') THEN 1 ELSE 0 END");
-  look.bind(1, node_id).step();
-  return look.i64(0) != 0;
+  return alive.i64(1) != 0;
 }
 
 std::optional<Work> JobStore::next_job_in(const std::string& node_id, int64_t now_ms) {
-  poll_alive(node_id, now_ms);
+  poll_alive(node_id, now_ms, false);
   auto pick = [&]() -> std::optional<Work> {
     sql::Stmt s(db(),
                 "SELECT a.job_id, a.attempt, a.plan, j.model, j.request, j.n_ctx, j.max_tokens FROM attempts a "

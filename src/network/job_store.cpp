@@ -221,10 +221,13 @@ JobStore JobStore::open(const std::string& location, const StoreOptions& options
   return JobStore(std::move(db), options);
 }
 
-void JobStore::register_node(const NodeInfo& info, int64_t now_ms, const std::string& public_key_hex) {
+std::optional<protocol::MemoryChallenge> JobStore::register_node(const NodeInfo& info, int64_t now_ms,
+                                                                 const std::string& public_key_hex,
+                                                                 const std::optional<MemoryDemand>& memory) {
   // Validate by round trip: what is stored is what placement will read back.
   const NodeInfo checked = node_info_from_json(to_json(info));
-  db().write([&] {
+  std::string banned_now;  // set when this registration banned the node: thrown once the ban is written
+  auto challenge = db().write([&]() -> std::optional<protocol::MemoryChallenge> {
       // Two agents on one key (one identity) under different owners: the second would take the
       // first's place and its jobs' credits. While the first is alive it is refused; once it
       // fell silent the key's new owner may take over.
@@ -238,6 +241,14 @@ void JobStore::register_node(const NodeInfo& info, int64_t now_ms, const std::st
                     "' and alive (its last heartbeat " + std::to_string(now_ms - old.i64(1)) +
                     " ms ago); another agent on the same key cannot register it for '" + checked.owner +
                     "': give each agent its own key (orchard node --key)");
+      if (memory && known) {
+        const auto pending = pending_memory_check_in(checked.id);
+        if (pending && pending->committed()) {
+          banned_now = "memory check: registered again instead of opening the probes of the fill it committed to";
+          ban_in(checked.id, banned_now, now_ms);
+          return std::nullopt;
+        }
+      }
       sql::Stmt s(db(),
                   "INSERT INTO nodes(id, owner, info, registered_at, last_heartbeat, draining, public_key, seq) "
                   "VALUES(?1, ?2, ?3, ?4, ?4, ?5, ?6, (SELECT coalesce(max(seq), 0) + 1 FROM nodes)) "
@@ -249,7 +260,10 @@ void JobStore::register_node(const NodeInfo& info, int64_t now_ms, const std::st
       s.bind(1, checked.id).bind(2, checked.owner).bind(3, to_json(checked).dump()).bind(4, now_ms);
       s.bind(5, int64_t{checked.state.status == NodeStatus::Draining}).bind(6, public_key_hex);
       s.step();
+      return memory ? challenge_memory_in(checked.id, *memory, now_ms) : std::nullopt;
   });
+  if (!banned_now.empty()) throw banned(checked.id, banned_now);
+  return challenge;
 }
 
 std::optional<std::string> JobStore::node_key(const std::string& node_id) {

@@ -128,6 +128,23 @@ struct JobStatus {
   std::optional<Usage> usage;  // once done
 };
 
+// What a coordinator's memory check asks of a registering node (network/coordinator_memory.cpp).
+struct MemoryDemand {
+  uint64_t blocks = 0;
+  int probes = 32;
+  int64_t due_ms = 0;  // when the root must have come
+};
+
+// A node's memory check while pending: the challenge, and once the node committed, its root
+// (raw bytes), the probes drawn for it and when they must be opened.
+struct PendingMemoryCheck {
+  protocol::MemoryChallenge challenge;
+  std::string root;
+  std::vector<uint64_t> probes;
+  int64_t answer_by_ms = 0;
+  bool committed() const { return !root.empty(); }
+};
+
 struct NodeStats {
   std::string node_id, owner;
   int64_t jobs_served = 0, tokens_generated = 0, tokens_streamed = 0, abandoned = 0, handed_back = 0;
@@ -200,7 +217,14 @@ class JobStore {
   // refused (orchard::Error naming both owners): two agents sharing one key.
   // `public_key_hex` is the key the node signs its requests with (request_signing.h); empty
   // keeps the one recorded before.
-  void register_node(const NodeInfo& info, int64_t now_ms, const std::string& public_key_hex = {});
+  // With `memory`, the node's memory check (protocol/memory_proof.h) is stored in the same
+  // write, so placement never sees the node before it: a fresh challenge is returned (replacing
+  // one pending), or nullopt when the node proved that much already. A node that committed to
+  // a check and registers again without opening it is banned (Banned is thrown): it would
+  // otherwise try fresh seeds until the probes missed what it skipped.
+  std::optional<protocol::MemoryChallenge> register_node(const NodeInfo& info, int64_t now_ms,
+                                                         const std::string& public_key_hex = {},
+                                                         const std::optional<MemoryDemand>& memory = std::nullopt);
   // The recorded public key of a node; nullopt for an unknown node or one registered without.
   std::optional<std::string> node_key(const std::string& node_id);
   // Records load and status (draining stops new assignments) and renews the node's leases:
@@ -294,17 +318,17 @@ class JobStore {
   // clears both: the next canary measures the machines described then.
   void record_canary(const CanaryRun& run, const Verdict& v, int64_t now_ms);
 
-  // Memory checks (memory_proofs.cpp, protocol/memory_proof.h). challenge_memory stores a
-  // fresh challenge of `blocks` blocks for the node, due at `due_ms`, replacing one pending,
-  // and returns it; nullopt, and nothing pending, when the node proved that much already (a
-  // node registering again with the same claim is not asked twice). Until it is answered
-  // placement passes the node over.
-  std::optional<protocol::MemoryChallenge> challenge_memory(const std::string& node_id, uint64_t blocks, int probes,
-                                                            int64_t now_ms, int64_t due_ms);
-  std::optional<protocol::MemoryChallenge> pending_memory_challenge(const std::string& node_id);
-  // The answer was checked: `why` empty, the node proved the challenge's bytes and may get work;
-  // else it is banned for `why` (its pending payments forfeited). The pending challenge must
-  // still be `seed`'s: false, and nothing recorded, when another replaced it meanwhile.
+  // Memory checks (memory_proofs.cpp, protocol/memory_proof.h); register_node stores the
+  // challenge. The node's pending check, committed or not; nullopt when none is pending.
+  std::optional<PendingMemoryCheck> pending_memory_check(const std::string& node_id);
+  // The node committed to its fill: stores its root and the probes drawn for it, to be opened by
+  // `answer_by_ms`. False, and nothing stored, when the pending check is not `seed`'s or is
+  // committed already.
+  bool commit_memory(const std::string& node_id, const std::string& seed, const std::string& root,
+                     const std::vector<uint64_t>& probes, int64_t answer_by_ms);
+  // The opened probes were checked: `why` empty, the node proved the challenge's bytes and may
+  // get work; else it is banned for `why` (its pending payments forfeited). False, and nothing
+  // recorded, when the pending check is no longer `seed`'s.
   bool record_memory_proof(const std::string& node_id, const std::string& seed, const std::string& why, int64_t now_ms);
 
   // Completed jobs whose payment is due: window closed, no audit running (or its audit job
@@ -318,8 +342,8 @@ class JobStore {
   // Reads. job() throws orchard::Error for an unknown id; node_stats() for an unknown node.
   JobStatus job(const std::string& job_id);
   NodeStats node_stats(const std::string& node_id);
-  // How many of the node's jobs and canaries passed their audit, counted up to `up_to` (the
-  // probation's length: a veteran's whole history is not re-read at every completion).
+  // How many of the node's client jobs passed their audit (canaries not counted), up to `up_to`
+  // (the probation's length: a veteran's whole history is not re-read at every completion).
   int64_t audits_passed(const std::string& node_id, int64_t up_to);
   // Every registered node as placement sees it.
   std::vector<NodeView> nodes();
@@ -359,10 +383,9 @@ class JobStore {
   void heartbeat_in(const std::string& node_id, const HeartbeatState& state, int64_t now_ms);
   JobStatus job_in(const std::string& job_id);
   std::optional<Work> next_job_in(const std::string& node_id, int64_t now_ms);
-  // The poll's sign of life (throws for an unknown or banned node), and whether it may find
-  // work: an attempt assigned to the node, or any queued job.
-  void poll_alive(const std::string& node_id, int64_t now_ms);
-  bool poll_finds_work(const std::string& node_id, int64_t now_ms);
+  // The poll's sign of life (throws for an unknown or banned node); with `look`, in the same
+  // statement, whether it may find work: an attempt assigned to the node, or any queued job.
+  bool poll_alive(const std::string& node_id, int64_t now_ms, bool look);
   Banned banned(const std::string& node_id, const std::string& why) const;
   // The attempt, when it is `node_id`'s (NotYourJob otherwise); `doing` is for the message.
   Attempt attempt_of(const std::string& job_id, int64_t attempt, const std::string& node_id, const char* doing);
@@ -380,6 +403,10 @@ class JobStore {
                                             int64_t now_ms);
   // False when the node was banned already.
   bool ban_in(const std::string& node_id, const std::string& reason, int64_t now_ms);
+  // Inside a write (memory_proofs.cpp): a fresh challenge for the node, or none when it proved
+  // that much already; and the pending check as stored.
+  std::optional<protocol::MemoryChallenge> challenge_memory_in(const std::string& node_id, const MemoryDemand& d, int64_t now_ms);
+  std::optional<PendingMemoryCheck> pending_memory_check_in(const std::string& node_id);
   // The completion of the job's done attempt (the job must be done).
   Completion done_completion(const std::string& job_id);
 

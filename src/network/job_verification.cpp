@@ -204,7 +204,11 @@ std::vector<std::string> JobStore::unjudged_audits() {
 }
 
 int64_t JobStore::audits_passed(const std::string& node_id, int64_t up_to) {
-  sql::Stmt s(db(), "SELECT count(*) FROM (SELECT 1 FROM settlements WHERE node_id = ?1 AND audit = 'passed' LIMIT ?2) p");
+  // Client jobs only: every registration brings a canary, so counting those would let a node
+  // leave probation by registering again and again.
+  sql::Stmt s(db(),
+              "SELECT count(*) FROM (SELECT 1 FROM settlements s JOIN jobs j ON j.id = s.job_id WHERE s.node_id = ?1 "
+              "AND s.audit = 'passed' AND j.kind = 'client' LIMIT ?2) p");
   s.bind(1, node_id).bind(2, up_to);
   return s.step() ? s.i64(0) : 0;
 }

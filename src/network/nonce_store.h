@@ -44,6 +44,7 @@ class DatabaseNonceStore : public NonceStore {
   explicit DatabaseNonceStore(std::unique_ptr<sql::Connection> db) : db_(std::move(db)) {}
   std::unique_ptr<sql::Connection> db_;
   std::mutex mu_;  // one connection: keeps a remember's statements together
+  int64_t last_prune_ms_ = 0;
 };
 
 }  // namespace orchard::network

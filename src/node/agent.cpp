@@ -226,36 +226,53 @@ void Agent::register_until_accepted() {
 bool Agent::answer_memory_check() {
   const protocol::MemoryChallenge c = *memory_check_;
   memory_check_.reset();
-  const double mib = static_cast<double>(c.bytes()) / 1048576;
+  const uint64_t need = protocol::memory_fill_bytes(c);
+  const bool skimp = opts_.cheat == "skimp-memory";
   // Filling more than is free would push this machine into swap (or the OOM killer) and still
   // miss the deadline: say so instead.
-  if (const auto avail = platform::available_memory_bytes(); avail && *avail < c.bytes() && opts_.cheat != "skimp-memory") {
-    fatal_ = "the coordinator checks " + std::to_string(static_cast<uint64_t>(mib)) + " MiB of the memory this node claims, but only " +
-             std::to_string(*avail >> 20) + " MiB are free: lend less (--memory) or free memory";
+  if (const auto avail = platform::available_memory_bytes(); avail && *avail < need && !skimp) {
+    fatal_ = "the coordinator checks " + std::to_string(c.bytes() >> 20) + " MiB of the memory this node claims (" +
+             std::to_string(need >> 20) + " MiB with its hashes), but only " + std::to_string(*avail >> 20) +
+             " MiB are free: lend less (--memory) or free memory";
     return false;
   }
-  log("proving " + std::to_string(static_cast<uint64_t>(mib)) + " MiB of memory to the coordinator");
-  try {
-    const uint64_t keep = opts_.cheat == "skimp-memory" ? c.blocks / 16 : UINT64_MAX;
-    const protocol::MemoryProof p = protocol::prove_memory(c, [&] { return stopping(); }, keep);
+  log("proving " + std::to_string(c.bytes() >> 20) + " MiB of memory to the coordinator");
+  // A call that fails for a moment is tried again; the answer must still come in time.
+  auto with_retries = [&](auto call) {
     for (int tries = 0;; ++tries) {
       try {
-        client_.answer_memory_check(p);
-        log("memory proved (filled in " + std::to_string(p.fill_s) + " s)");
-        return true;
+        return call();
       } catch (const CallError& e) {
-        if (e.code == "stale_memory_check" || e.code == "no_memory_check") {
-          log(std::string("memory check: ") + e.what());  // a registration since brought another
-          return true;
-        }
-        if (!transient(e) || tries == 3) {
-          fatal_ = std::string("the coordinator's memory check: ") + e.what();
-          return false;
-        }
+        if (!transient(e) || tries == 3 || stopping()) throw;
         log(std::string("memory check: ") + e.what() + "; retrying");
-        nap(1000, [&] { return stopping(); });
+        nap(500, [&] { return stopping(); });
       }
     }
+  };
+  try {
+    const protocol::MemoryFill fill(c, [&] { return stopping(); }, skimp ? c.blocks / 16 : UINT64_MAX);
+    const std::vector<uint64_t> probes = with_retries([&] { return client_.commit_memory(c.seed, fill.root()); });
+    const protocol::MemoryProof proof = fill.open(probes);
+    with_retries([&] {
+      client_.open_memory(proof);
+      return true;
+    });
+    log("memory proved (filled in " + std::to_string(fill.fill_s()) + " s)");
+    return true;
+  } catch (const CallError& e) {
+    if (e.code == "stale_memory_check" || e.code == "no_memory_check") {
+      log(std::string("memory check: ") + e.what());  // a registration since brought another
+      return true;
+    }
+    if (e.status == 401 && e.code == "unknown_node") {
+      register_until_accepted();  // the coordinator lost us: a new registration, a new check
+      return true;
+    }
+    fatal_ = std::string("the coordinator's memory check: ") + e.what();
+    return false;
+  } catch (const std::bad_alloc&) {
+    fatal_ = "the coordinator's memory check: cannot allocate " + std::to_string(need >> 20) + " MiB";
+    return false;
   } catch (const Error& e) {
     if (stopping()) return false;
     fatal_ = e.what();

@@ -62,8 +62,17 @@ protocol::RegisterReply CoordinatorClient::register_node(const protocol::NodeInf
   return protocol::register_reply_from_json(call("POST", protocol::kRegisterPath, protocol::to_json(info)));
 }
 
-json CoordinatorClient::answer_memory_check(const protocol::MemoryProof& proof) const {
-  return call("POST", protocol::kMemoryProofPath, protocol::to_json(proof), 120);
+std::vector<uint64_t> CoordinatorClient::commit_memory(const std::string& seed, const std::string& root) const {
+  const json reply = call("POST", protocol::kMemoryCommitPath, {{"seed", seed}, {"root", protocol::root_hex(root)}});
+  try {
+    return protocol::probes_from_json(reply.is_object() ? reply.value("probes", json()) : json());
+  } catch (const Error& e) {
+    throw CallError(std::string("the coordinator's memory check reply: ") + e.what(), 200, "bad_reply");
+  }
+}
+
+void CoordinatorClient::open_memory(const protocol::MemoryProof& proof) const {
+  call("POST", protocol::kMemoryOpenPath, protocol::to_json(proof), 120);
 }
 
 void CoordinatorClient::heartbeat(const protocol::HeartbeatState& state) const {

@@ -46,8 +46,10 @@ class CoordinatorClient {
   void fail(const std::string& job, int64_t attempt, const std::string& error) const;
   void hand_back(const std::string& job, int64_t attempt) const;
   nlohmann::json status() const;
-  // Answers the coordinator's memory check; its reply ({"ok", "proved_bytes"}).
-  nlohmann::json answer_memory_check(const protocol::MemoryProof& proof) const;
+  // The memory check (protocol/memory_proof.h): commits to a fill's root and gets the probes
+  // back; then opens them.
+  std::vector<uint64_t> commit_memory(const std::string& seed, const std::string& root) const;
+  void open_memory(const protocol::MemoryProof& proof) const;
 
   const std::string& url() const { return url_; }
 

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "protocol/ledger_entry.h"
+#include "protocol/secure_random.h"
 #include "tensor/huge_buffer.h"
 #include "tensor/error.h"
 
@@ -121,7 +122,7 @@ int depth_of(uint64_t n) {
 std::string raw_from_hex(const nlohmann::json& j, const char* field, size_t bytes) {
   std::string out;
   if (!j.is_string() || !from_hex(j.get<std::string>(), out) || out.size() != bytes)
-    throw Error(std::string("memory proof: '") + field + "' must be " + std::to_string(2 * bytes) + " hex digits");
+    throw Error(std::string("memory check: '") + field + "' must be " + std::to_string(2 * bytes) + " hex digits");
   return out;
 }
 
@@ -137,86 +138,115 @@ T field(const nlohmann::json& j, const char* name, const char* what) {
 
 }  // namespace
 
-std::vector<uint64_t> memory_probes(const MemoryChallenge& c, const std::string& root) {
-  Sha256 sha;
-  std::vector<uint64_t> out;
-  static const char kTag[] = "orchard memory probe";
-  for (uint32_t t = 0; t < static_cast<uint32_t>(std::max(c.probes, 0)); ++t) {
-    const Hash h = sha.begin().add(kTag, sizeof kTag).add(c.seed.data(), c.seed.size()).add(root.data(), root.size()).add(&t, 4).end();
-    out.push_back(1 + le64(h.data()) % (c.blocks - 1));
-  }
-  return out;
-}
-
-MemoryProof prove_memory(const MemoryChallenge& c, const std::function<bool()>& cancelled, uint64_t keep_blocks) {
-  std::string seed;
-  if (!from_hex(c.seed, seed) || seed.size() != kHash) throw Error("memory proof: the challenge's seed is not 64 hex digits");
-  if (c.blocks < 2) throw Error("memory proof: the challenge asks for fewer than 2 blocks");
-  const auto t0 = std::chrono::steady_clock::now();
-  const uint64_t n = c.blocks, kept = std::min(keep_blocks, n);
+struct MemoryFill::State {
+  MemoryChallenge c;
+  uint64_t kept = 0;
   std::unique_ptr<HugeBuffer> mem;
+  std::vector<std::vector<Hash>> levels;  // leaves first, the root last
+  std::string root;
+  double fill_s = 0;
+  const uint64_t* block(uint64_t i) const { return reinterpret_cast<const uint64_t*>(mem->data()) + i * kWords; }
+  uint64_t* block(uint64_t i) { return reinterpret_cast<uint64_t*>(mem->data()) + i * kWords; }
+};
+
+MemoryFill::MemoryFill(const MemoryChallenge& c, const std::function<bool()>& cancelled, uint64_t keep_blocks)
+    : s_(std::make_unique<State>()) {
+  std::string seed;
+  if (!from_hex(c.seed, seed) || seed.size() != kHash) throw Error("memory check: the challenge's seed is not 64 hex digits");
+  if (c.blocks < 2) throw Error("memory check: the challenge asks for fewer than 2 blocks");
+  const auto t0 = std::chrono::steady_clock::now();
+  State& s = *s_;
+  s.c = c;
+  const uint64_t n = c.blocks;
+  s.kept = std::min(keep_blocks, n);
   try {
-    mem = std::make_unique<HugeBuffer>(kept * kMemoryProofBlockBytes);
+    s.mem = std::make_unique<HugeBuffer>(s.kept * kMemoryProofBlockBytes);
+    s.levels.assign(1, std::vector<Hash>(n));
   } catch (const std::bad_alloc&) {
-    throw Error("memory proof: cannot allocate " + std::to_string(c.bytes() >> 20) + " MiB for the coordinator's memory check");
+    throw Error("memory check: cannot allocate " + std::to_string(memory_fill_bytes(c) >> 20) + " MiB");
   }
-  auto block = [&](uint64_t i) { return reinterpret_cast<uint64_t*>(mem->data()) + i * kWords; };
-  first_block(seed, block(0));
-  for (uint64_t i = 1; i < kept; ++i) {
-    if ((i & 0xffff) == 0 && cancelled && cancelled()) throw Error("memory proof: stopped");
-    mix(block(i - 1), block(read_index(block(i - 1), i)), i, block(i));
+  first_block(seed, s.block(0));
+  for (uint64_t i = 1; i < s.kept; ++i) {
+    if ((i & 0xffff) == 0 && cancelled && cancelled()) throw Error("memory check: stopped");
+    mix(s.block(i - 1), s.block(read_index(s.block(i - 1), i)), i, s.block(i));
   }
   // Leaves, on every core: the fill is one chain, hashing is not.
-  std::vector<std::vector<Hash>> levels(1, std::vector<Hash>(n));
   const std::vector<uint64_t> zeros(kWords, 0);  // the blocks a node without the memory skipped
   const unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 16u);
   std::vector<std::thread> pool;
   for (unsigned t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
       Sha256 sha;
-      for (uint64_t i = t; i < n; i += threads) levels[0][i] = leaf_hash(sha, i, i < kept ? block(i) : zeros.data());
+      for (uint64_t i = t; i < n; i += threads) s.levels[0][i] = leaf_hash(sha, i, i < s.kept ? s.block(i) : zeros.data());
     });
   for (auto& th : pool) th.join();
+  if (cancelled && cancelled()) throw Error("memory check: stopped");
   Sha256 sha;
   const Hash none{};
-  while (levels.back().size() > 1) {
-    const std::vector<Hash>& below = levels.back();
+  while (s.levels.back().size() > 1) {
+    const std::vector<Hash>& below = s.levels.back();
     std::vector<Hash> up((below.size() + 1) / 2);
     for (size_t k = 0; k < up.size(); ++k) up[k] = node_hash(sha, below[2 * k], 2 * k + 1 < below.size() ? below[2 * k + 1] : none);
-    levels.push_back(std::move(up));
+    s.levels.push_back(std::move(up));
   }
-  MemoryProof p;
-  p.seed = c.seed;
-  p.root.assign(reinterpret_cast<const char*>(levels.back()[0].data()), kHash);
-  auto open = [&](uint64_t i) {
+  s.root.assign(reinterpret_cast<const char*>(s.levels.back()[0].data()), kHash);
+  s.fill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+MemoryFill::~MemoryFill() = default;
+const std::string& MemoryFill::root() const { return s_->root; }
+double MemoryFill::fill_s() const { return s_->fill_s; }
+
+MemoryProof MemoryFill::open(const std::vector<uint64_t>& probes) const {
+  const State& s = *s_;
+  const Hash none{};
+  auto open_one = [&](uint64_t i) {
     MemoryOpening o;
     o.index = i;
-    o.block = i < kept ? std::string(reinterpret_cast<const char*>(block(i)), kMemoryProofBlockBytes)
-                       : std::string(kMemoryProofBlockBytes, '\0');
+    o.block = i < s.kept ? std::string(reinterpret_cast<const char*>(s.block(i)), kMemoryProofBlockBytes)
+                         : std::string(kMemoryProofBlockBytes, '\0');
     uint64_t at = i;
-    for (size_t l = 0; l + 1 < levels.size(); ++l, at /= 2) {
+    for (size_t l = 0; l + 1 < s.levels.size(); ++l, at /= 2) {
       const uint64_t sib = at ^ 1;
-      const Hash& h = sib < levels[l].size() ? levels[l][sib] : none;
+      const Hash& h = sib < s.levels[l].size() ? s.levels[l][sib] : none;
       o.path.emplace_back(reinterpret_cast<const char*>(h.data()), kHash);
     }
     return o;
   };
-  for (uint64_t i : memory_probes(c, p.root)) {
-    p.openings.push_back(open(i));
-    p.openings.push_back(open(i - 1));
-    const uint64_t j = i - 1 < kept ? read_index(block(i - 1), i) : 0;
-    p.openings.push_back(open(j));
+  MemoryProof p;
+  p.seed = s.c.seed;
+  p.root = s.root;
+  for (uint64_t i : probes) {
+    if (i < 1 || i >= s.c.blocks) throw Error("memory check: probe " + std::to_string(i) + " is outside the blocks");
+    p.openings.push_back(open_one(i));
+    p.openings.push_back(open_one(i - 1));
+    p.openings.push_back(open_one(i - 1 < s.kept ? read_index(s.block(i - 1), i) : 0));
   }
-  p.fill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return p;
 }
 
-std::string check_memory_proof(const MemoryChallenge& c, const MemoryProof& p) {
+uint64_t memory_fill_bytes(const MemoryChallenge& c) {
+  // The blocks, the leaf hashes and every level above them (about as many again).
+  return c.bytes() + 2 * c.blocks * kHash;
+}
+
+std::vector<uint64_t> draw_memory_probes(const MemoryChallenge& c) {
+  std::vector<uint64_t> out;
+  for (int t = 0; t < c.probes; ++t) {
+    std::string r;
+    from_hex(random_hex(8), r);
+    out.push_back(1 + le64(reinterpret_cast<const unsigned char*>(r.data())) % (c.blocks - 1));
+  }
+  return out;
+}
+
+std::string check_memory_proof(const MemoryChallenge& c, const std::string& root, const std::vector<uint64_t>& probes,
+                               const MemoryProof& p) {
   std::string seed;
-  if (!from_hex(c.seed, seed) || seed.size() != kHash || c.blocks < 2) return "the challenge itself is malformed";
+  if (!from_hex(c.seed, seed) || seed.size() != kHash || c.blocks < 2 || root.size() != kHash)
+    return "the challenge itself is malformed";
   if (p.seed != c.seed) return "it answers another challenge (seed " + p.seed.substr(0, 16) + "…)";
-  if (p.root.size() != kHash) return "its root is not 32 bytes";
-  const std::vector<uint64_t> probes = memory_probes(c, p.root);
+  if (p.root != root) return "its root is not the one it committed to";
   if (p.openings.size() != 3 * probes.size())
     return std::to_string(p.openings.size()) + " openings, not 3 for each of the " + std::to_string(probes.size()) + " probes";
   Sha256 sha;
@@ -229,6 +259,7 @@ std::string check_memory_proof(const MemoryChallenge& c, const MemoryProof& p) {
   for (size_t t = 0; t < probes.size(); ++t) {
     const MemoryOpening &self = p.openings[3 * t], &prev = p.openings[3 * t + 1], &read = p.openings[3 * t + 2];
     const std::string where = "probe " + std::to_string(t) + " (block " + std::to_string(probes[t]) + ")";
+    if (probes[t] < 1 || probes[t] >= c.blocks) return where + ": outside the blocks";
     for (const MemoryOpening* o : {&self, &prev, &read}) {
       if (o->block.size() != kMemoryProofBlockBytes) return where + ": an opened block is not 1 KiB";
       if (o->path.size() != static_cast<size_t>(depth) || o->index >= c.blocks)
@@ -294,7 +325,7 @@ nlohmann::json to_json(const MemoryProof& p) {
     for (const std::string& s : o.path) path.push_back(hex(s));
     openings.push_back({{"index", o.index}, {"block", hex(o.block)}, {"path", std::move(path)}});
   }
-  return {{"seed", p.seed}, {"root", hex(p.root)}, {"openings", std::move(openings)}, {"fill_s", p.fill_s}};
+  return {{"seed", p.seed}, {"root", hex(p.root)}, {"openings", std::move(openings)}};
 }
 
 MemoryProof memory_proof_from_json(const nlohmann::json& j) {
@@ -313,8 +344,29 @@ MemoryProof memory_proof_from_json(const nlohmann::json& j) {
     for (const nlohmann::json& h : path) m.path.push_back(raw_from_hex(h, "path", kHash));
     p.openings.push_back(std::move(m));
   }
-  if (j.contains("fill_s") && j["fill_s"].is_number()) p.fill_s = j["fill_s"].get<double>();
   return p;
+}
+
+}  // namespace orchard::protocol
+
+namespace orchard::protocol {
+
+std::string root_hex(const std::string& root) {
+  return to_hex(reinterpret_cast<const unsigned char*>(root.data()), root.size());
+}
+
+std::string root_from_hex(const nlohmann::json& j, const char* field) { return raw_from_hex(j, field, kHash); }
+
+nlohmann::json probes_to_json(const std::vector<uint64_t>& probes) { return probes; }
+
+std::vector<uint64_t> probes_from_json(const nlohmann::json& j) {
+  if (!j.is_array() || j.size() > 1024) throw Error("memory check: 'probes' must be an array of at most 1024 block indices");
+  std::vector<uint64_t> out;
+  for (const nlohmann::json& v : j) {
+    if (!v.is_number_unsigned()) throw Error("memory check: 'probes' must hold block indices");
+    out.push_back(v.get<uint64_t>());
+  }
+  return out;
 }
 
 }  // namespace orchard::protocol

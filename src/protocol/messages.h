@@ -17,7 +17,8 @@ inline constexpr const char* kRegisterPath = "/v1/node/register";
 inline constexpr const char* kHeartbeatPath = "/v1/node/heartbeat";
 inline constexpr const char* kWorkPath = "/v1/node/work";
 inline constexpr const char* kNodeStatusPath = "/v1/node/status";
-inline constexpr const char* kMemoryProofPath = "/v1/node/memory-proof";
+inline constexpr const char* kMemoryCommitPath = "/v1/node/memory-check/commit";
+inline constexpr const char* kMemoryOpenPath = "/v1/node/memory-check/open";
 inline constexpr int kMaxPollWaitS = 30;
 
 // "/v1/node/jobs/<job>/<action>", action one of "output", "complete", "fail", "hand-back".
@@ -50,7 +51,7 @@ inline constexpr const char* kCompletionsApi = "completions";
 struct RegisterReply {
   std::string node_id;
   int64_t lease_ms = 0, heartbeat_timeout_ms = 0, heartbeat_interval_ms = 0;
-  // The memory check to answer before the node gets work (POST kMemoryProofPath).
+  // The memory check to pass before the node gets work (kMemoryCommitPath, then kMemoryOpenPath).
   std::optional<MemoryChallenge> memory_challenge;
 };
 

@@ -165,38 +165,54 @@ TEST_P(JobVerificationTest, PassedAuditsAreCountedPerNodeUpToTheProbationsLength
   EXPECT_EQ(st.node_stats("n1").audits_passed, 2);
 }
 
-// The memory check's record (memory_proofs.cpp): a node with a pending challenge gets no work;
-// proving it frees the node and is not asked again for the same claim; an answer to a replaced
-// challenge changes nothing; a failed one bans the node.
+// The memory check's record (memory_proofs.cpp): stored with the registration, so a node with a
+// pending check never gets work; committing stores the probes; proving frees the node and is not
+// asked again for the same claim; an answer to a replaced check changes nothing; a failed one,
+// or registering again after committing instead of opening, bans the node.
 TEST_P(JobVerificationTest, ANodeProvingItsMemoryGetsWorkOnlyOnceItProved) {
   auto st = JobStore::open(fresh("verify-memory"), options(0));
-  st.register_node(node("n1", "alice"), kT0);
-  EXPECT_FALSE(st.pending_memory_challenge("n1"));
-  const auto c = st.challenge_memory("n1", 1000, 32, kT0, kT0 + 20'000);
+  const MemoryDemand d{1000, 32, kT0 + 20'000};
+  st.submit(request("job-1"), kT0);
+  const auto c = st.register_node(node("n1", "alice"), kT0 + 1, {}, d);
   ASSERT_TRUE(c);
   EXPECT_EQ(c->bytes(), 1000u * 1024);
-  const auto pending = st.pending_memory_challenge("n1");
+  const auto pending = st.pending_memory_check("n1");
   ASSERT_TRUE(pending);
-  EXPECT_EQ(pending->seed, c->seed);
-  EXPECT_EQ(pending->due_ms, kT0 + 20'000);
-  st.submit(request("job-1"), kT0 + 1);
+  EXPECT_EQ(pending->challenge.seed, c->seed);
+  EXPECT_EQ(pending->challenge.due_ms, kT0 + 20'000);
+  EXPECT_FALSE(pending->committed());
   EXPECT_FALSE(st.next_job_for("n1", kT0 + 2)) << "placement passes over a node proving its memory";
-  const auto replaced = st.challenge_memory("n1", 1000, 32, kT0 + 3, kT0 + 20'003);
+  EXPECT_EQ(st.job("job-1").state, JobState::Queued);
+  const auto replaced = st.register_node(node("n1", "alice"), kT0 + 3, {}, d);
   ASSERT_TRUE(replaced);
-  EXPECT_FALSE(st.record_memory_proof("n1", c->seed, "", kT0 + 4)) << "the first challenge was replaced";
-  EXPECT_TRUE(st.pending_memory_challenge("n1"));
+  EXPECT_NE(replaced->seed, c->seed);
+  EXPECT_FALSE(st.commit_memory("n1", c->seed, std::string(32, 'r'), {5, 6}, kT0 + 10)) << "the first check was replaced";
+  EXPECT_TRUE(st.commit_memory("n1", replaced->seed, std::string(32, 'r'), {5, 6}, kT0 + 10));
+  EXPECT_FALSE(st.commit_memory("n1", replaced->seed, std::string(32, 's'), {7}, kT0 + 11)) << "committed once";
+  const auto committed = st.pending_memory_check("n1");
+  ASSERT_TRUE(committed && committed->committed());
+  EXPECT_EQ(committed->root, std::string(32, 'r'));
+  EXPECT_EQ(committed->probes, (std::vector<uint64_t>{5, 6}));
+  EXPECT_EQ(committed->answer_by_ms, kT0 + 10);
+  EXPECT_FALSE(st.record_memory_proof("n1", c->seed, "", kT0 + 4)) << "an answer to the replaced check";
   EXPECT_TRUE(st.record_memory_proof("n1", replaced->seed, "", kT0 + 5));
-  EXPECT_FALSE(st.pending_memory_challenge("n1"));
+  EXPECT_FALSE(st.pending_memory_check("n1"));
   const auto w = st.next_job_for("n1", kT0 + 6);
   ASSERT_TRUE(w);
   EXPECT_EQ(w->job_id, "job-1");
-  EXPECT_FALSE(st.challenge_memory("n1", 1000, 32, kT0 + 7, kT0 + 20'007)) << "proved that much already";
-  EXPECT_FALSE(st.pending_memory_challenge("n1"));
-  const auto more = st.challenge_memory("n1", 2000, 32, kT0 + 8, kT0 + 20'008);
+  EXPECT_FALSE(st.register_node(node("n1", "alice"), kT0 + 7, {}, d)) << "proved that much already";
+  EXPECT_FALSE(st.pending_memory_check("n1"));
+  const auto more = st.register_node(node("n1", "alice"), kT0 + 8, {}, MemoryDemand{2000, 32, kT0 + 20'008});
   ASSERT_TRUE(more) << "a larger claim is checked again";
   EXPECT_TRUE(st.record_memory_proof("n1", more->seed, "probe 3: block 7 is not what blocks 6 and 2 make", kT0 + 9));
   EXPECT_NE(st.node_stats("n1").banned.find("memory check: probe 3"), std::string::npos) << st.node_stats("n1").banned;
-  EXPECT_THROW(st.challenge_memory("nobody", 10, 32, kT0, kT0), Error);
+
+  // Committing, seeing the probes, and registering for a fresh seed instead of opening them.
+  const auto c2 = st.register_node(node("n2", "bob"), kT0, {}, d);
+  ASSERT_TRUE(c2);
+  ASSERT_TRUE(st.commit_memory("n2", c2->seed, std::string(32, 'r'), {5}, kT0 + 10));
+  EXPECT_THROW(st.register_node(node("n2", "bob"), kT0 + 1, {}, d), Banned);
+  EXPECT_NE(st.node_stats("n2").banned.find("instead of opening the probes"), std::string::npos) << st.node_stats("n2").banned;
 }
 
 // Runs the audit job `audit` on `auditor` to its end and reads its task back.
@@ -488,7 +504,8 @@ TEST_P(JobVerificationTest, AVersionTwoStoreIsUpgradedWithItsCompletedJobsDue) {
   EXPECT_EQ(st.job("job-old").state, JobState::Done);
   run_job(st, "job-new", "n1", kT0 + 20);
   EXPECT_EQ(st.settlement("job-new"), SettlementState::Pending);
-  EXPECT_TRUE(st.challenge_memory("n1", 10, 32, kT0 + 30, kT0 + 40)) << "version 5's columns are there";
+  EXPECT_TRUE(st.register_node(node("n1", "alice"), kT0 + 30, {}, MemoryDemand{10, 32, kT0 + 40}))
+      << "version 5's columns are there";
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
-// The memory proof (protocol/memory_proof.h): an honest fill passes; a node that skipped the
-// tail of the blocks, changed one, answered another challenge or opened the wrong blocks is
-// refused naming the probe; the JSON round trip keeps every byte and refuses malformed input.
+// The memory check (protocol/memory_proof.h): an honest fill passes; a node that skipped the
+// tail of the blocks, changed one, answered another challenge, opened other blocks than the
+// probes drawn after its root or changed the root is refused naming the probe; the JSON round
+// trip keeps every byte and refuses malformed input.
 #include "protocol/memory_proof.h"
 
 #include <gtest/gtest.h>
@@ -25,71 +26,94 @@ MemoryChallenge challenge(uint64_t blocks, int probes = 32) {
   return c;
 }
 
+// Fills and opens the probes the checker drew after the root, as the coordinator and node do.
+struct Answered {
+  std::string root;
+  std::vector<uint64_t> probes;
+  MemoryProof proof;
+};
+Answered answer(const MemoryChallenge& c, uint64_t keep = UINT64_MAX) {
+  const MemoryFill fill(c, {}, keep);
+  Answered a{fill.root(), draw_memory_probes(c), {}};
+  a.proof = fill.open(a.probes);
+  return a;
+}
+
 TEST(MemoryProof, AnHonestFillPassesAndIsTheSameForTheSameSeed) {
   for (uint64_t blocks : {2u, 3u, 1000u, 4096u, 12345u}) {
     const MemoryChallenge c = challenge(blocks);
-    const MemoryProof p = prove_memory(c);
-    EXPECT_EQ(check_memory_proof(c, p), "") << blocks << " blocks";
-    EXPECT_EQ(p.openings.size(), 3u * 32);
-    EXPECT_EQ(prove_memory(c).root, p.root) << "deterministic";
+    const Answered a = answer(c);
+    EXPECT_EQ(check_memory_proof(c, a.root, a.probes, a.proof), "") << blocks << " blocks";
+    EXPECT_EQ(a.proof.openings.size(), 3u * 32);
+    EXPECT_EQ(MemoryFill(c).root(), a.root) << "deterministic";
     MemoryChallenge other = c;
     other.seed = random_hex(32);
-    EXPECT_NE(prove_memory(other).root, p.root);
+    EXPECT_NE(MemoryFill(other).root(), a.root);
   }
 }
 
-TEST(MemoryProof, ProbesSpreadOverTheBlocksAndFollowTheRoot) {
+TEST(MemoryProof, ProbesAreDrawnOverTheBlocksAndOutsideOnesAreRefused) {
   const MemoryChallenge c = challenge(1 << 16, 64);
-  const std::vector<uint64_t> a = memory_probes(c, std::string(32, 'a')), b = memory_probes(c, std::string(32, 'b'));
+  const std::vector<uint64_t> a = draw_memory_probes(c), b = draw_memory_probes(c);
   ASSERT_EQ(a.size(), 64u);
   EXPECT_NE(a, b);
   std::set<uint64_t> distinct(a.begin(), a.end());
   EXPECT_GT(distinct.size(), 60u);
   for (uint64_t i : a) EXPECT_TRUE(i >= 1 && i < c.blocks);
+  const MemoryFill fill(challenge(100));
+  EXPECT_THROW(fill.open({0}), Error);
+  EXPECT_THROW(fill.open({100}), Error);
 }
 
 // What a node without the memory could send: the first blocks computed, the rest zeros. With
-// half of them skipped, 32 probes all land in the computed half with probability 2^-32.
+// half of them skipped, 32 probes all land in the computed half with probability 2^-32, and the
+// node cannot draw others: they come after its root.
 TEST(MemoryProof, ANodeThatSkippedBlocksIsCaught) {
   const MemoryChallenge c = challenge(1 << 14);
-  const MemoryProof p = prove_memory(c, {}, c.blocks / 2);
-  const std::string why = check_memory_proof(c, p);
+  const Answered a = answer(c, c.blocks / 2);
+  const std::string why = check_memory_proof(c, a.root, a.probes, a.proof);
   EXPECT_NE(why.find("is not what blocks"), std::string::npos) << why;
   EXPECT_NE(why.find("probe "), std::string::npos) << why;
 }
 
-TEST(MemoryProof, AChangedBlockPathSeedOrIndexIsCaught) {
+TEST(MemoryProof, AChangedBlockPathRootSeedOrIndexIsCaught) {
   const MemoryChallenge c = challenge(5000);
-  const MemoryProof honest = prove_memory(c);
+  const Answered honest = answer(c);
+  auto check = [&](const MemoryProof& p) { return check_memory_proof(c, honest.root, honest.probes, p); };
   {
-    MemoryProof p = honest;
+    MemoryProof p = honest.proof;
     p.openings[0].block[100] ^= 1;
-    EXPECT_NE(check_memory_proof(c, p).find("not the one the root commits to"), std::string::npos) << check_memory_proof(c, p);
+    EXPECT_NE(check(p).find("not the one the root commits to"), std::string::npos) << check(p);
   }
   {
-    MemoryProof p = honest;
+    MemoryProof p = honest.proof;
     p.openings[4].path[2][0] ^= 1;
-    EXPECT_NE(check_memory_proof(c, p).find("not the one the root commits to"), std::string::npos);
+    EXPECT_NE(check(p).find("not the one the root commits to"), std::string::npos);
   }
   {
-    MemoryProof p = honest;
-    p.root[0] ^= 1;  // other probes then, and no path reaches this root
-    EXPECT_NE(check_memory_proof(c, p), "");
+    MemoryProof p = honest.proof;
+    p.root[0] ^= 1;
+    EXPECT_NE(check(p).find("not the one it committed to"), std::string::npos);
   }
   {
     MemoryChallenge other = c;
     other.seed = random_hex(32);
-    EXPECT_NE(check_memory_proof(other, honest).find("another challenge"), std::string::npos);
+    EXPECT_NE(check_memory_proof(other, honest.root, honest.probes, honest.proof).find("another challenge"), std::string::npos);
   }
   {
-    MemoryProof p = honest;
+    MemoryProof p = honest.proof;
     std::swap(p.openings[1], p.openings[2]);  // the predecessor and the read block swapped
-    EXPECT_NE(check_memory_proof(c, p), "");
+    EXPECT_NE(check(p), "");
   }
   {
-    MemoryProof p = honest;
+    MemoryProof p = honest.proof;
     p.openings.pop_back();
-    EXPECT_NE(check_memory_proof(c, p).find("openings"), std::string::npos);
+    EXPECT_NE(check(p).find("openings"), std::string::npos);
+  }
+  {
+    std::vector<uint64_t> other = honest.probes;  // the proof opens the node's choice, not the checker's
+    other[0] = other[0] % 4000 + 1;
+    EXPECT_NE(check_memory_proof(c, honest.root, other, honest.proof), "");
   }
 }
 
@@ -100,10 +124,13 @@ TEST(MemoryProof, JsonRoundTripsAndMalformedInputIsAnErrorNamingTheField) {
   EXPECT_EQ(c2.blocks, c.blocks);
   EXPECT_EQ(c2.probes, c.probes);
   EXPECT_EQ(c2.due_ms, c.due_ms);
-  const MemoryProof p = prove_memory(c);
+  const Answered a = answer(c);
+  const MemoryProof& p = a.proof;
   const MemoryProof p2 = memory_proof_from_json(nlohmann::json::parse(to_json(p).dump()));
-  EXPECT_EQ(check_memory_proof(c, p2), "");
+  EXPECT_EQ(check_memory_proof(c, a.root, a.probes, p2), "");
   EXPECT_EQ(p2.root, p.root);
+  EXPECT_EQ(probes_from_json(nlohmann::json::parse(probes_to_json(a.probes).dump())), a.probes);
+  EXPECT_EQ(root_from_hex(root_hex(a.root), "root"), a.root);
 
   auto error_of = [](auto&& f) {
     try {
@@ -129,6 +156,8 @@ TEST(MemoryProof, JsonRoundTripsAndMalformedInputIsAnErrorNamingTheField) {
   badp["root"] = 7;
   EXPECT_NE(error_of([&] { memory_proof_from_json(badp); }).find("'root'"), std::string::npos);
   EXPECT_NE(error_of([&] { memory_proof_from_json(nlohmann::json::array()); }).find("memory proof"), std::string::npos);
+  EXPECT_NE(error_of([&] { probes_from_json(nlohmann::json::parse("[1, -2]")); }).find("'probes'"), std::string::npos);
+  EXPECT_NE(error_of([&] { probes_from_json(nlohmann::json(std::vector<int>(1025, 1))); }).find("'probes'"), std::string::npos);
 }
 
 // Not an assertion on time (benchmarks hold those): how long a 64 MiB proof takes here, and
@@ -136,9 +165,10 @@ TEST(MemoryProof, JsonRoundTripsAndMalformedInputIsAnErrorNamingTheField) {
 TEST(MemoryProof, SixtyFourMebibytesFillAndAnswer) {
   const MemoryChallenge c = challenge((64u << 20) / kMemoryProofBlockBytes);
   const auto t0 = std::chrono::steady_clock::now();
-  const MemoryProof p = prove_memory(c);
+  const Answered a = answer(c);
+  const MemoryProof& p = a.proof;
   const auto t1 = std::chrono::steady_clock::now();
-  EXPECT_EQ(check_memory_proof(c, p), "");
+  EXPECT_EQ(check_memory_proof(c, a.root, a.probes, p), "");
   const auto t2 = std::chrono::steady_clock::now();
   std::printf("64 MiB: proved in %.3f s, checked in %.4f s, answer %zu bytes of JSON\n",
               std::chrono::duration<double>(t1 - t0).count(), std::chrono::duration<double>(t2 - t1).count(),
