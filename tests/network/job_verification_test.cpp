@@ -417,6 +417,7 @@ TEST_P(JobVerificationTest, ACanaryGoesToItsNodeAloneAndMeasuresItOrBansIt) {
   EXPECT_NEAR(*by_id["n2"].speed_ratio, 12.0 / run->predicted_tps, 1e-9);
   EXPECT_FALSE(by_id["n1"].speed_ratio);
   EXPECT_EQ(st.node_stats("n2").audits_passed, 1);
+  EXPECT_EQ(st.audits_passed("n2", 10), 0) << "probation counts client jobs: every registration brings a canary";
   // n2 claims what n1 claims but delivered a fraction of it: n1 wins the next job.
   st.submit(request("job-next"), kT0 + 2'000);
   EXPECT_EQ(st.assign("job-next", kT0 + 2'000).node_id, "n1");
