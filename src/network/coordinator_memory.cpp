@@ -66,10 +66,12 @@ void ban_for(Coordinator::State& s, const std::string& node_id, const PendingMem
 
 // The node's root: the probes come back, drawn now that it cannot change its blocks.
 void commit(Coordinator::State& s, const AuthResult& a, const httplib::Request& req, httplib::Response& res) {
-  const auto [seed, root] = read_body(req, [](const json& j) {
+  const auto body = read_body(req, [](const json& j) {
     if (!j.is_object() || !j.contains("seed") || !j["seed"].is_string()) throw Error("memory check: 'seed' is required");
     return std::pair{j["seed"].get<std::string>(), protocol::root_from_hex(j.value("root", json()), "root")};
   });
+  const std::string& seed = body.first;
+  const std::string& root = body.second;  // (lambdas cannot capture structured bindings in clang 14)
   const PendingMemoryCheck p = pending_for(s, a.node_id, seed);
   if (p.committed())
     throw ApiError(409, "invalid_request_error", "this memory check was committed to already", {}, "memory_check_committed");
