@@ -21,7 +21,7 @@ class SqliteConnection : public Connection {
       sqlite3_close(db_);
       throw Error(name_ + ": cannot open the " + noun + ": " + msg);
     }
-    sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+    sqlite3_busy_handler(db_, &SqliteConnection::wait_for_lock, this);
     sqlite3_extended_result_codes(db_, 1);
   }
   ~SqliteConnection() override {
@@ -122,8 +122,22 @@ class SqliteConnection : public Connection {
   }
   [[noreturn]] void fail(const std::string& what) { throw SqlError(name_ + ": " + what + ": " + sqlite3_errmsg(db_), busy()); }
 
+  // Waiting for another connection's write lock, up to kBusyTimeoutMs. SQLite's own timeout
+  // sleeps up to 100 ms between looks, so a writer waiting on writers that commit every few
+  // milliseconds can miss every free moment for the whole timeout (a test of three replicas on
+  // one file under load failed so); looking every millisecond or two gives it its turn.
+  static int wait_for_lock(void* self, int tries) {
+    auto& c = *static_cast<SqliteConnection*>(self);
+    const auto now = std::chrono::steady_clock::now();
+    if (tries == 0) c.waiting_since_ = now;
+    if (now - c.waiting_since_ > std::chrono::milliseconds(kBusyTimeoutMs)) return 0;
+    std::this_thread::sleep_for(std::chrono::microseconds(tries < 100 ? 500 : 2000));
+    return 1;
+  }
+
   std::string name_;
   sqlite3* db_ = nullptr;
+  std::chrono::steady_clock::time_point waiting_since_;
   std::mutex mu_;  // one statement at a time (a transaction's callers keep theirs together)
   static constexpr size_t kMaxPrepared = 256;
   std::unordered_map<std::string, sqlite3_stmt*> prepared_;

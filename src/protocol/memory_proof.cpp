@@ -9,6 +9,7 @@
 #include <memory>
 #include <thread>
 
+#include "model/json_number.h"
 #include "protocol/ledger_entry.h"
 #include "protocol/secure_random.h"
 #include "tensor/huge_buffer.h"
@@ -130,7 +131,9 @@ template <typename T>
 T field(const nlohmann::json& j, const char* name, const char* what) {
   if (!j.is_object() || !j.contains(name)) throw Error(std::string(what) + ": '" + name + "' is missing");
   try {
-    return j.at(name).get<T>();
+    return exact_get<T>(j.at(name));  // untrusted numbers: an integer must fit exactly
+  } catch (const nlohmann::json::out_of_range&) {
+    throw Error(std::string(what) + ": '" + name + "' is out of range");
   } catch (const nlohmann::json::exception&) {
     throw Error(std::string(what) + ": '" + name + "' has the wrong type");
   }
