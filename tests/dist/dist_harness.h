@@ -13,17 +13,13 @@
 #include "dist/config.h"
 #include "dist/group.h"
 #include "dist/make_group.h"
+#include "dist/process_harness.h"
 #include "dist/net/socket.h"
 #include "dist/rdma/fake_verbs.h"
 #include "dist/rdma/rdma_group.h"
 
 namespace orchard::dist::testing {
 
-// A free loopback port for rank 0 (ephemeral, released before use).
-inline int free_port() {
-  net::Fd fd = net::listen_on(net::Endpoint{"127.0.0.1", 0});
-  return net::local_port(fd.get());
-}
 
 inline Config local_config(const std::string& backend, int rank, int size, int port, const std::string& job) {
   Config c;

@@ -1,7 +1,10 @@
 #pragma once
 // Starts rank processes with their own environment and stderr file, and
 // waits for them with a deadline (a test that hangs is a failed test).
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,12 +12,34 @@
 #include <chrono>
 #include <fstream>
 #include <optional>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace orchard::dist::testing {
+
+// A loopback port free when asked, for a server a test starts next. Drawn below Linux's
+// ephemeral range (32768–60999), which the kernel hands to every outgoing connection: a port
+// from that range, released before the server binds it, was taken in between by one of the
+// other tests' connections often enough to fail a parallel run ("Address already in use").
+inline int free_port() {
+  static std::mt19937 draw{std::random_device{}()};
+  for (int tries = 0; tries < 200; ++tries) {
+    const int port = std::uniform_int_distribution<int>(20000, 32767)(draw);
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) break;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    if (free) return port;
+  }
+  return 0;
+}
 
 struct Proc {
   pid_t pid = -1;

@@ -24,18 +24,7 @@ namespace orchard::network::test {
 using dist::testing::Proc;
 using nlohmann::json;
 
-// A port the kernel just handed out, released again for the coordinator to take.
-inline int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
-  ::close(fd);
-  return ok ? ntohs(a.sin_port) : 0;
-}
+using dist::testing::free_port;
 
 // Runs `argv` to the end and returns its stdout; fails the test on a non-zero exit.
 inline std::string run(const std::vector<std::string>& argv, const std::string& tag) {
