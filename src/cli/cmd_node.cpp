@@ -199,6 +199,10 @@ void node_status(const NodeOpts& o) {
   std::printf("  reliability      %.3f%s\n", s.value("reliability", 0.0), s.value("draining", false) ? " (draining)" : "");
   std::printf("  audits           %lld passed, %lld failed; %lld job(s) waiting for their audit window to be paid\n",
               count("audits_passed"), count("audits_failed"), count("pending_jobs"));
+  if (s.value("memory_check_pending", false))
+    std::printf("  memory check     pending: no work until this node passes it (docs/verification.md)\n");
+  else if (count("memory_proven_bytes") > 0)
+    std::printf("  memory check     %lld MiB proved\n", count("memory_proven_bytes") >> 20);
   if (const std::string why = s.value("banned", ""); !why.empty())
     std::printf("  BANNED           %s (docs/verification.md)\n", why.c_str());
   std::printf("  credits earned   %s by this node, %s by the owner's nodes; owner's balance %s\n",

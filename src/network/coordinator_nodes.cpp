@@ -163,6 +163,8 @@ void node_status(Coordinator::State& s, const AuthResult& a, const httplib::Requ
                          {"audits_passed", n.audits_passed},
                          {"audits_failed", n.audits_failed},
                          {"pending_jobs", n.pending_jobs},
+                         {"memory_proven_bytes", n.memory_proven},
+                         {"memory_check_pending", n.memory_check_pending},
                          {"credits_earned", node_earned},
                          {"owner_earned", owner_earned},
                          {"owner_balance", balance}});

@@ -370,7 +370,8 @@ NodeStats JobStore::node_stats(const std::string& node_id) {
               "(SELECT count(*) FROM attempts WHERE node_id = ?1 AND state IN ('assigned', 'running')), banned, "
               "(SELECT count(*) FROM settlements WHERE node_id = ?1 AND audit = 'passed'), "
               "(SELECT count(*) FROM settlements WHERE node_id = ?1 AND audit = 'failed'), "
-              "(SELECT count(*) FROM settlements WHERE node_id = ?1 AND state = 'pending') "
+              "(SELECT count(*) FROM settlements WHERE node_id = ?1 AND state = 'pending'), "
+              "memory_proven, CASE WHEN memory_challenge = '' THEN 0 ELSE 1 END "
               "FROM nodes WHERE id = ?1");
   s.bind(1, node_id);
   if (!s.step()) throw Error(where() + ": no node '" + node_id + "'");
@@ -390,6 +391,8 @@ NodeStats JobStore::node_stats(const std::string& node_id) {
   n.audits_passed = s.i64(11);
   n.audits_failed = s.i64(12);
   n.pending_jobs = s.i64(13);
+  n.memory_proven = s.i64(14);
+  n.memory_check_pending = s.i64(15) != 0;
   return n;
 }
 

@@ -154,6 +154,8 @@ struct NodeStats {
   std::string banned;            // why an audit caught it; empty: in good standing
   int64_t audits_passed = 0, audits_failed = 0;
   int64_t pending_jobs = 0;      // completed, not paid yet (audit window open or audit running)
+  int64_t memory_proven = 0;     // bytes its last passed memory check proved (0: none)
+  bool memory_check_pending = false;  // a memory check it has not passed yet holds it from work
 };
 
 // An audit job and what it checks. A failed first audit is confirmed by a second auditor of

@@ -275,6 +275,9 @@ TEST(AuditedNetwork, ANodeClaimingMemoryItDoesNotHaveFailsTheMemoryCheck) {
   EXPECT_TRUE(bob.banned.empty()) << "not caught lying, only unable to prove: " << bob.banned;
   EXPECT_NE(o.exit_code.at("bob"), -1);
   EXPECT_NE(o.node_log.at("bob").find("lend less (--memory)"), std::string::npos) << o.node_log.at("bob");
+  EXPECT_TRUE(bob.memory_check_pending);
+  EXPECT_EQ(o.by_owner.at("alice").memory_proven, int64_t{128} << 20);
+  EXPECT_FALSE(o.by_owner.at("alice").memory_check_pending);
   expect_honest(o, "alice");
   EXPECT_EQ(o.by_owner.at("alice").jobs_served, 6);
   EXPECT_NE(o.node_log.at("alice").find("memory proved"), std::string::npos) << o.node_log.at("alice");

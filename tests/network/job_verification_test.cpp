@@ -181,6 +181,7 @@ TEST_P(JobVerificationTest, ANodeProvingItsMemoryGetsWorkOnlyOnceItProved) {
   EXPECT_EQ(pending->challenge.seed, c->seed);
   EXPECT_EQ(pending->challenge.due_ms, kT0 + 20'000);
   EXPECT_FALSE(pending->committed());
+  EXPECT_TRUE(st.node_stats("n1").memory_check_pending);
   EXPECT_FALSE(st.next_job_for("n1", kT0 + 2)) << "placement passes over a node proving its memory";
   EXPECT_EQ(st.job("job-1").state, JobState::Queued);
   const auto replaced = st.register_node(node("n1", "alice"), kT0 + 3, {}, d);
@@ -197,6 +198,8 @@ TEST_P(JobVerificationTest, ANodeProvingItsMemoryGetsWorkOnlyOnceItProved) {
   EXPECT_FALSE(st.record_memory_proof("n1", c->seed, "", kT0 + 4)) << "an answer to the replaced check";
   EXPECT_TRUE(st.record_memory_proof("n1", replaced->seed, "", kT0 + 5));
   EXPECT_FALSE(st.pending_memory_check("n1"));
+  EXPECT_FALSE(st.node_stats("n1").memory_check_pending);
+  EXPECT_EQ(st.node_stats("n1").memory_proven, 1000 * 1024);
   const auto w = st.next_job_for("n1", kT0 + 6);
   ASSERT_TRUE(w);
   EXPECT_EQ(w->job_id, "job-1");
