@@ -185,7 +185,7 @@ std::unique_ptr<Connection> open_sqlite(const std::string& path, const FileKind&
   // The log is copied back by a thread of the connection's own (wal_checkpointer.h); the
   // automatic checkpoint stays as a backstop for a log that thread could not keep short.
   c->exec("PRAGMA wal_autocheckpoint = 20000");
-  c->checkpointer = std::make_unique<WalCheckpointer>(path);
+  retry_while_busy([&] { c->checkpointer = std::make_unique<WalCheckpointer>(path); });
   return c;
 }
 

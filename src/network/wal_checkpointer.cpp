@@ -3,7 +3,6 @@
 #include <sqlite3.h>
 
 #include <chrono>
-#include <thread>
 
 #include "network/database.h"
 
@@ -18,18 +17,12 @@ WalCheckpointer::WalCheckpointer(const std::string& path, int every_ms) : every_
     throw Error(path + ": cannot open a checkpoint connection: " + msg);
   }
   // A connection learns the file is in WAL mode when it first reads it; until then it would
-  // take checkpoints for a no-op. Another connection may be creating the file or switching it
-  // to WAL just then, which SQLite does not wait for on its own: tried again for a while.
-  sqlite3_busy_timeout(db_, kBusyTimeoutMs);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
-  int rc = SQLITE_OK;
-  while ((rc = sqlite3_exec(db_, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr)) != SQLITE_OK &&
-         ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  if (rc != SQLITE_OK) {
+  // take checkpoints for a no-op. Busy (another connection creating the file or switching it to
+  // WAL just then) is a retryable SqlError: the opening retries it as it does its own reads.
+  if (const int rc = sqlite3_exec(db_, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr); rc != SQLITE_OK) {
     const std::string msg = sqlite3_errmsg(db_);
     sqlite3_close(db_);
-    throw Error(path + ": cannot read it for checkpoints: " + msg);
+    throw SqlError(path + ": cannot read it for checkpoints: " + msg, (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED);
   }
   thread_ = std::thread([this] { run(); });
 }

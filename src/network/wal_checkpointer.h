@@ -20,7 +20,8 @@ namespace orchard::network::sql {
 class WalCheckpointer {
  public:
   // Starts checkpointing `path` (already in WAL mode) every `every_ms`. Throws orchard::Error
-  // when its connection cannot be opened.
+  // when its connection cannot be opened, sql::SqlError (retryable when busy) when it cannot
+  // read the file.
   explicit WalCheckpointer(const std::string& path, int every_ms = 1000);
   ~WalCheckpointer();  // stops the thread and closes its connection
   WalCheckpointer(const WalCheckpointer&) = delete;
