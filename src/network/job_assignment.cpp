@@ -96,7 +96,8 @@ JobStore::NewAttempt JobStore::new_attempt(const Queued& job, const Choice& c) {
   a.plan = c.plan.candidate.label();
   // The price classes are fixed now: what the job will cost does not change if the node
   // re-registers with other hardware while it runs.
-  a.size_class = to_string(size_class(cost_of(*node.info.find_model(job.demand.model)).params));
+  const parallel::ModelCost* cost = index_->nodes.cost(c.node_id, job.demand.model);
+  a.size_class = to_string(size_class(cost ? cost->params : cost_of(*node.info.find_model(job.demand.model)).params));
   // The price class is what a canary measured the node deliver, not the class it names itself.
   a.hardware = to_string(node.measured_gbs ? measured_hardware_class(*node.measured_gbs) : HardwareClass::Laptop);
   a.dedicated = node.info.lending == Lending::Dedicated;

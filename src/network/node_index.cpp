@@ -67,6 +67,15 @@ const NodeView* NodeIndex::find(const std::string& node_id) const {
   return it == nodes_.end() ? nullptr : &it->second.view;
 }
 
+const parallel::ModelCost* NodeIndex::cost(const std::string& node_id, const std::string& model) const {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return nullptr;
+  const Entry& e = it->second;
+  for (size_t i = 0; i < e.speed.size(); ++i)
+    if (e.speed[i].first == model) return e.cost[i].get();
+  return nullptr;
+}
+
 std::vector<NodeView> NodeIndex::views() const {
   std::vector<NodeView> out;
   out.reserve(nodes_.size());

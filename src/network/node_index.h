@@ -37,6 +37,8 @@ class NodeIndex {
   // One more live job on the node, as its next re-read will show: the placements of one
   // batch see the ones before them without reading the node back.
   void add_job(const std::string& node_id);
+  // cost_of() the node's model of that name, as filed; null for an unknown node or model.
+  const parallel::ModelCost* cost(const std::string& node_id, const std::string& model) const;
   size_t size() const { return nodes_.size(); }
   std::vector<NodeView> views() const;  // every node, in node id order
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "parallel/memory.h"
 #include "tensor/error.h"
@@ -56,8 +57,12 @@ std::optional<std::string> cannot_run(const JobDemand& job, const NodeView& v, p
   po.n_ctx = job.n_ctx;
   po.prompt = std::max<int64_t>(1, std::min(job.prompt_tokens, job.n_ctx));
   po.gen = std::max<int64_t>(1, job.max_tokens);
+  // Not `cost ? *cost : cost_of(…)`: that expression is a new ModelCost, a copy of *cost
+  // (per-layer maps) for every node judged — once most of a placement's time.
+  std::optional<parallel::ModelCost> own;
+  if (!cost) cost = &own.emplace(cost_of(*model));
   try {
-    plan = parallel::choose_plan(cost ? *cost : cost_of(*model), cluster_of(n), po);
+    plan = parallel::choose_plan(*cost, cluster_of(n), po);
   } catch (const Error& e) {
     return std::string(e.what());
   }
@@ -164,7 +169,10 @@ Judged judge(const JobDemand& job, const NodeView& v, const PlacementOptions& o,
     return j;
   }
   c.load = load_of(v);
-  c.speed = speed ? *speed : model_speed(v.info, cost ? *cost : cost_of(*v.info.find_model(job.model)));
+  if (speed)
+    c.speed = *speed;
+  else
+    c.speed = cost ? model_speed(v.info, *cost) : model_speed(v.info, cost_of(*v.info.find_model(job.model)));
   c.score = score_of(c.speed, v);
   j.choice = std::move(c);
   return j;
