@@ -151,12 +151,9 @@ std::vector<AssignResult> JobStore::place_in(const std::vector<Queued>& jobs, in
   sql::Stmt up(db(), "UPDATE jobs SET state = 'assigned', waiting = '' WHERE id IN (" + parameters(1, attempts.size()) + ")");
   for (size_t i = 0; i < attempts.size(); ++i) up.bind(static_cast<int>(i) + 1, attempts[i].job_id);
   up.step();
-  // The nodes' rows change with their new attempts: other coordinators' indexes (and this
-  // one's next pass) read them again.
-  sql::Stmt touch(db(), std::string("UPDATE nodes SET ") + kNextSeq + " WHERE id IN (" + parameters(1, nodes.size()) + ")");
-  int at = 1;
-  for (const std::string& n : nodes) touch.bind(at++, n);
-  touch.step();
+  // The nodes' live attempts changed: other coordinators' indexes (and this one's next pass)
+  // read them again.
+  nodes_changed_in(std::vector<std::string>(nodes.begin(), nodes.end()));
   return out;
 }
 

@@ -16,7 +16,8 @@ constexpr const char* kFormat = "orchard-jobs";
 // 3: audits and settlements (docs/verification.md); a version 2 store is upgraded when opened.
 // 4: nodes.seq, for the placement index (node_index.h); a version 2 or 3 store is upgraded.
 // 5: a node's pending memory challenge and the memory it proved (memory_proofs.cpp).
-constexpr const char* kVersion = "5";
+// 6: node_changes, the log of nodes whose live attempts changed (below).
+constexpr const char* kVersion = "6";
 
 // Live attempts ('assigned', 'running') are the ones holding a lease; the partial UNIQUE index
 // lets a job have one at a time whatever the code above does. `info` is the node's description
@@ -134,8 +135,23 @@ ALTER TABLE nodes ADD COLUMN memory_challenge TEXT NOT NULL DEFAULT '';
 ALTER TABLE nodes ADD COLUMN memory_proven INTEGER NOT NULL DEFAULT 0;
 )sql";
 
-const std::string& schema_v5() {
-  static const std::string s = std::string(kSchema) + kVerification + kNodeSeq + kMemoryProofs;
+// What version 6 added: a change to a node's live attempts (a placement, an attempt ending) is
+// appended here instead of rewriting the node's row for a new `seq`. Rewriting rows scattered
+// over a network's worth of nodes dirtied two random pages per node (its row, its place in
+// nodes_seq) — at 100,000 nodes half of each placement's time and most of its commit — where
+// appending writes one or two pages per batch. Rows are numbered in write order (one number
+// per write, shared by the rows it adds) and pruned after a window; `below` is the highest
+// number pruned, so an index that looked last before it reads every node again.
+// (StoreOptions::change_window_ms)
+constexpr const char* kNodeChanges = R"sql(
+CREATE TABLE node_changes(seq INTEGER NOT NULL, node_id TEXT NOT NULL);
+CREATE INDEX node_changes_seq ON node_changes(seq);
+CREATE TABLE node_changes_pruned(below INTEGER NOT NULL);
+INSERT INTO node_changes_pruned(below) VALUES(0);
+)sql";
+
+const std::string& schema_v6() {
+  static const std::string s = std::string(kSchema) + kVerification + kNodeSeq + kMemoryProofs + kNodeChanges;
   return s;
 }
 
@@ -211,10 +227,12 @@ const char* to_string(AttemptState s) {
 
 JobStore JobStore::open(const std::string& location, const StoreOptions& options) {
   if (options.lease_ms <= 0 || options.heartbeat_timeout_ms <= 0 || options.max_attempts < 1 ||
-      options.queue_timeout_ms <= 0 || options.assign_batch < 1 || options.audit_window_ms < 0 || !(options.abandon_factor >= 0 && options.abandon_factor < 1))
+      options.queue_timeout_ms <= 0 || options.assign_batch < 1 || options.audit_window_ms < 0 ||
+      options.change_window_ms <= 0 || !(options.abandon_factor >= 0 && options.abandon_factor < 1))
     throw Error(location + ": job store options out of range (positive times and counts, abandon_factor in [0, 1))");
-  sql::FileKind kind{"job store", kFormat, kVersion, schema_v5().c_str()};
-  static constexpr sql::FileKind::Upgrade kUpgrades[] = {{"2", kVerification}, {"3", kNodeSeq}, {"4", kMemoryProofs}};
+  sql::FileKind kind{"job store", kFormat, kVersion, schema_v6().c_str()};
+  static constexpr sql::FileKind::Upgrade kUpgrades[] = {
+      {"2", kVerification}, {"3", kNodeSeq}, {"4", kMemoryProofs}, {"5", kNodeChanges}};
   kind.upgrades = kUpgrades;
   auto db = sql::open_database(location, kind);
   if (!options.wait_for_disk) db->set_wait_for_disk(false);
@@ -424,27 +442,76 @@ JobStore::JobStore(std::unique_ptr<sql::Connection> db, const StoreOptions& o) :
 }
 
 NodeIndex& JobStore::index_in() {
+  IndexState& ix = *index_;
+  // The change log first: the rows read after it are at least that new, so a change logged
+  // while they are read is read again next time, not skipped.
+  sql::Stmt top(db(), "SELECT coalesce((SELECT max(seq) FROM node_changes), 0), (SELECT below FROM node_changes_pruned)");
+  top.step();
+  const int64_t changes_top = top.i64(0), pruned_below = top.i64(1);
   // Only the rows written since the last look; the same description text skips re-planning.
-  sql::Stmt s(db(), std::string("SELECT ") + kViewColumns + " FROM nodes WHERE seq > ?1 ORDER BY seq");
-  s.bind(1, index_->seq);
-  while (s.step()) {
-    index_->seq = std::max(index_->seq, s.i64(1));
-    std::string text = s.text(2);
-    const std::string* known = index_->nodes.info_text(s.text(0));
-    index_->nodes.update(read_view(s, !known || *known != text), text);
+  auto read = [&](sql::Stmt& s, bool by_seq) {
+    while (s.step()) {
+      if (by_seq) ix.seq = std::max(ix.seq, s.i64(1));
+      std::string text = s.text(2);
+      const std::string* known = ix.nodes.info_text(s.text(0));
+      ix.nodes.update(read_view(s, !known || *known != text), text);
+    }
+  };
+  // Every node again when the changes since the last look were pruned (or at the first look).
+  if (ix.change_seq < pruned_below) ix.seq = -1;
+  if (ix.seq >= 0 && changes_top > ix.change_seq) {
+    sql::Stmt c(db(), std::string("SELECT ") + kViewColumns +
+                          " FROM nodes WHERE id IN (SELECT node_id FROM node_changes WHERE seq > ?1 AND seq <= ?2)");
+    c.bind(1, ix.change_seq).bind(2, changes_top);
+    read(c, false);
   }
-  return index_->nodes;
+  ix.change_seq = changes_top;
+  sql::Stmt s(db(), std::string("SELECT ") + kViewColumns + " FROM nodes WHERE seq > ?1");
+  s.bind(1, ix.seq);
+  read(s, true);
+  return ix.nodes;
 }
 
-void JobStore::touch_node_in(const std::string& node_id) {
-  sql::Stmt s(db(), std::string("UPDATE nodes SET ") + kNextSeq + " WHERE id = ?1");
-  s.bind(1, node_id).step();
+void JobStore::nodes_changed_in(const std::vector<std::string>& node_ids) {
+  if (node_ids.empty()) return;
+  std::string sql = "INSERT INTO node_changes(seq, node_id) VALUES";
+  for (size_t i = 0; i < node_ids.size(); ++i)
+    sql += std::string(i ? ", " : " ") + "(" + kNextChange + ", ?" + std::to_string(i + 1) + ")";
+  sql::Stmt s(db(), sql);
+  for (size_t i = 0; i < node_ids.size(); ++i) s.bind(static_cast<int>(i) + 1, node_ids[i]);
+  s.step();
+  prune_changes_in();
 }
+
+void JobStore::touch_node_in(const std::string& node_id) { nodes_changed_in({node_id}); }
 
 void JobStore::touch_job_nodes_in(const std::string& job_id) {
-  sql::Stmt s(db(), std::string("UPDATE nodes SET ") + kNextSeq +
-                        " WHERE id IN (SELECT node_id FROM attempts WHERE job_id = ?1 AND state IN ('assigned', 'running'))");
+  sql::Stmt s(db(), std::string("INSERT INTO node_changes(seq, node_id) SELECT ") + kNextChange +
+                        ", node_id FROM attempts WHERE job_id = ?1 AND state IN ('assigned', 'running')");
   s.bind(1, job_id).step();
+  prune_changes_in();
+}
+
+void JobStore::prune_changes_in() {
+  // Now and then (a second, or a quarter of the window when shorter) note the log's top, and
+  // drop what was logged before the note taken a window ago.
+  const auto now = std::chrono::steady_clock::now();
+  const auto window = std::chrono::milliseconds(options_.change_window_ms);
+  if (!change_marks_.empty() && now - change_marks_.back().first < std::min<std::chrono::nanoseconds>(window / 4, std::chrono::seconds(1)))
+    return;
+  sql::Stmt top(db(), "SELECT coalesce(max(seq), 0) FROM node_changes");
+  top.step();
+  change_marks_.emplace_back(now, top.i64(0));
+  int64_t horizon = -1;
+  while (change_marks_.size() > 1 && now - change_marks_.front().first > window) {
+    horizon = change_marks_.front().second;
+    change_marks_.pop_front();
+  }
+  if (horizon <= 0) return;
+  sql::Stmt mark(db(), "UPDATE node_changes_pruned SET below = ?1 WHERE below < ?1");
+  mark.bind(1, horizon).step();
+  sql::Stmt drop(db(), "DELETE FROM node_changes WHERE seq <= ?1");
+  drop.bind(1, horizon).step();
 }
 
 void JobStore::warm_index() {

@@ -23,7 +23,9 @@
 // partial UNIQUE index on live attempts makes the database itself refuse a second one.
 // One JobStore per thread (a connection runs one transaction at a time); any number of
 // connections and processes (coordinator replicas) may share the database.
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -55,6 +57,10 @@ struct StoreOptions {
   // A completed job is paid once this much time has passed and no audit of it is running
   // (docs/verification.md); 0: as soon as no audit is running.
   int64_t audit_window_ms = 0;
+  // How long the log of nodes whose live attempts changed keeps a change (job_store.cpp,
+  // version 6): a coordinator whose placement index looked last before that reads every node
+  // again. Its size is about two rows per placement over this window.
+  int64_t change_window_ms = 120'000;
 };
 
 // A job id as the store makes them: "job-" and 16 random hex digits.
@@ -415,10 +421,16 @@ class JobStore {
   // Placement's view of the nodes (node_index.h), brought up to date with the rows changed
   // since it last looked; inside a transaction.
   NodeIndex& index_in();
-  // Inside a write, after changing what placement sees of a node: its row, its live attempts
-  // (touch before they end), an audit of its work entering or leaving confirmation.
+  // Inside a write, after changing what placement sees of a node through its live attempts
+  // (touch before they end) or an audit of its work entering or leaving confirmation: logged in
+  // node_changes (a write to the node's own row sets its seq instead, kNextSeq).
   void touch_node_in(const std::string& node_id);
   void touch_job_nodes_in(const std::string& job_id);  // the nodes holding the job's live attempts
+  void nodes_changed_in(const std::vector<std::string>& node_ids);
+  void prune_changes_in();
+  static constexpr const char* kNextChange =
+      "coalesce((SELECT max(seq) FROM node_changes), (SELECT below FROM node_changes_pruned), 0) + 1";
+  std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> change_marks_;  // (when, log's top)
   static constexpr const char* kNextSeqValue = "(SELECT coalesce(max(seq), 0) + 1 FROM nodes)";
   static constexpr const char* kNextSeq = "seq = (SELECT coalesce(max(seq), 0) + 1 FROM nodes)";
   // A row of `SELECT <kViewColumns>`; `parse_info` false leaves the description unread but its id.
@@ -429,7 +441,8 @@ class JobStore {
   StoreOptions options_;
   struct IndexState {
     NodeIndex nodes;
-    int64_t seq = -1;  // the highest nodes.seq it has read
+    int64_t seq = -1;         // the highest nodes.seq it has read (−1: none yet)
+    int64_t change_seq = -1;  // the highest node_changes.seq it has read
   };
   // Shared with the connection's rollback hook, which empties it: it may have read rows the
   // rolled-back transaction wrote (their seq numbers are handed out again).

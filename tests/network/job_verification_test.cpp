@@ -487,10 +487,12 @@ TEST_P(JobVerificationTest, AVersionTwoStoreIsUpgradedWithItsCompletedJobsDue) {
     run_job(st, "job-old", "n1", kT0);
   }
   {
-    // Back to version 2's shape: it is brought to 3 (audits), to 4 (nodes.seq), then to 5
-    // (memory checks).
-    auto db = sql::open_database(where, {"job store", "orchard-jobs", "5", ""});
+    // Back to version 2's shape: it is brought to 3 (audits), to 4 (nodes.seq), to 5 (memory
+    // checks), then to 6 (the node change log).
+    auto db = sql::open_database(where, {"job store", "orchard-jobs", "6", ""});
     db->write([&] {
+      db->exec("DROP TABLE node_changes");
+      db->exec("DROP TABLE node_changes_pruned");
       db->exec("DROP INDEX nodes_seq");
       db->exec("ALTER TABLE nodes DROP COLUMN seq");
       db->exec("DROP TABLE settlements");
@@ -502,7 +504,7 @@ TEST_P(JobVerificationTest, AVersionTwoStoreIsUpgradedWithItsCompletedJobsDue) {
       db->exec("UPDATE meta SET value = '2' WHERE key = 'version'");
     });
   }
-  EXPECT_THROW(sql::open_database(where, {"job store", "orchard-jobs", "5", ""}), Error) << "it is version 2 now";
+  EXPECT_THROW(sql::open_database(where, {"job store", "orchard-jobs", "6", ""}), Error) << "it is version 2 now";
   auto st = JobStore::open(where, options(0));
   EXPECT_EQ(due_ids(st, kT0 + 10), std::vector<std::string>{"job-old"});
   EXPECT_EQ(st.job("job-old").state, JobState::Done);
@@ -510,6 +512,11 @@ TEST_P(JobVerificationTest, AVersionTwoStoreIsUpgradedWithItsCompletedJobsDue) {
   EXPECT_EQ(st.settlement("job-new"), SettlementState::Pending);
   EXPECT_TRUE(st.register_node(node("n1", "alice"), kT0 + 30, {}, MemoryDemand{10, 32, kT0 + 40}))
       << "version 5's columns are there";
+  // Version 6's log: the placement of job-new was logged for n1.
+  auto db = sql::open_database(where, {"job store", "orchard-jobs", "6", ""});
+  sql::Stmt changes(*db, "SELECT count(*) FROM node_changes WHERE node_id = 'n1'");
+  changes.step();
+  EXPECT_GE(changes.i64(0), 1);
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <random>
+#include <thread>
 
 #include "network/job_store.h"
 #include "network/store_backends.h"
@@ -108,6 +110,14 @@ TEST(NodeIndex, JudgesAFewNodesWhenManyAreFree) {
 }
 
 class StoreIndexTest : public test::BackendTest {};
+
+std::string submit(JobStore& s, int64_t t) {
+  JobRequest req;
+  req.client = "c";
+  req.model = "small-8b";
+  req.request = {{"api", kCompletionsApi}, {"body", {{"prompt", "x"}}}};
+  return s.submit(req, t);
+}
 INSTANTIATE_TEST_SUITE_P(Backends, StoreIndexTest, ::testing::Values(test::Backend::SQLite, test::Backend::PostgreSQL),
                          test::backend_name);
 
@@ -121,27 +131,62 @@ TEST_P(StoreIndexTest, AnotherCoordinatorsWritesReachThisOnesPlacements) {
   NodeInfo slow = single("slow", 64, 100);
   slow.max_jobs = 1;
   a.register_node(slow, t);
-  auto submit = [&](JobStore& s) {
-    JobRequest req;
-    req.client = "c";
-    req.model = "small-8b";
-    req.request = {{"api", kCompletionsApi}, {"body", {{"prompt", "x"}}}};
-    return s.submit(req, t);
-  };
-  EXPECT_EQ(b.assign(submit(b), t).node_id, "slow");  // b's index read the node a registered
+  EXPECT_EQ(b.assign(submit(b, t), t).node_id, "slow");  // b's index read the node a registered
   // slow is full (b's own write); a registers a faster node: b places there.
   NodeInfo fast = single("fast", 64, 400);
   fast.max_jobs = 1;
   a.register_node(fast, t);
-  EXPECT_EQ(b.assign(submit(b), t).node_id, "fast");
+  EXPECT_EQ(b.assign(submit(b, t), t).node_id, "fast");
   // Both full: a third job waits. a finishes slow's job: b places the next one there.
-  EXPECT_EQ(b.assign(submit(b), t).state, JobState::Queued);
+  EXPECT_EQ(b.assign(submit(b, t), t).state, JobState::Queued);
   const auto w = a.next_job_for("slow", t);
   ASSERT_TRUE(w);
   a.complete(w->job_id, w->attempt, "slow", {1, 1, "stop"}, t);
   EXPECT_EQ(b.assign_queued(t).at(0).node_id, "slow");
   // The same views either way.
   EXPECT_EQ(b.nodes().size(), 2u);
+}
+
+// The log of nodes whose jobs changed is pruned after its window. A coordinator that last
+// looked before the pruned changes reads every node again: it still sees the job a pruned
+// change ended.
+TEST_P(StoreIndexTest, ACoordinatorBehindThePrunedChangesReadsEveryNodeAgain) {
+  const std::string at = fresh("index-pruned");
+  StoreOptions o;
+  o.change_window_ms = 100;
+  auto a = JobStore::open(at, o);
+  auto b = JobStore::open(at, o);
+  const int64_t t = 1'000'000;
+  auto finish = [&](JobStore& s, const std::string& node) {
+    const auto w = s.next_job_for(node, t);
+    ASSERT_TRUE(w);
+    s.complete(w->job_id, w->attempt, node, {1, 1, "stop"}, t);
+  };
+  NodeInfo slow = single("slow", 64, 100);
+  slow.max_jobs = 1;
+  a.register_node(slow, t);
+  const std::string first = submit(b, t);
+  EXPECT_EQ(b.assign(first, t).node_id, "slow");  // b's index: slow is full
+  // Cancelled: slow is free, which only the log says (a completion rewrites the node's row).
+  EXPECT_TRUE(a.cancel(first, t));
+  NodeInfo fast = single("fast", 64, 400);
+  fast.max_jobs = 1;
+  a.register_node(fast, t);
+  // Jobs on the fast node for several windows: the log keeps only their latest changes.
+  for (int i = 0; i < 30; ++i) {
+    EXPECT_EQ(a.assign(submit(a, t), t).node_id, "fast");
+    finish(a, "fast");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  {
+    auto db = sql::open_database(at, {"job store", "orchard-jobs", "6", ""});
+    sql::Stmt pruned(*db, "SELECT below, (SELECT count(*) FROM node_changes WHERE node_id = 'slow') FROM node_changes_pruned");
+    ASSERT_TRUE(pruned.step());
+    EXPECT_GT(pruned.i64(0), 0) << "the log was pruned";
+    EXPECT_EQ(pruned.i64(1), 0) << "the change that freed slow is gone";
+  }
+  EXPECT_EQ(b.assign(submit(b, t), t).node_id, "fast");
+  EXPECT_EQ(b.assign(submit(b, t), t).node_id, "slow") << "b still knows slow is free";
 }
 
 }  // namespace
