@@ -187,6 +187,8 @@ void register_network(CLI::App& app) {
                 r.register_s, r.index_s, r.jobs, r.placed, r.waiting, r.failed);
     std::printf("placement: %.0f placements/s, p50 %.3f ms, p99 %.3f ms, max %.3f ms; peak resident memory %.0f MiB\n",
                 r.placements_per_s, r.p50_ms, r.p99_ms, r.max_ms, r.peak_rss_mib);
+    std::printf("placement CPU: %.0f placements per CPU second (this process's, %.2f s)\n", r.placements_per_cpu_s,
+                r.place_cpu_s);
     std::printf("store: %s\n", sim->store.c_str());
   });
 

@@ -54,6 +54,7 @@ std::optional<std::string> cannot_run(const JobDemand& job, const NodeView& v, p
   if (job.n_ctx > n.max_context)
     return "context " + std::to_string(job.n_ctx) + " exceeds its limit of " + std::to_string(n.max_context);
   parallel::PredictOptions po;
+  po.explain = false;
   po.n_ctx = job.n_ctx;
   po.prompt = std::max<int64_t>(1, std::min(job.prompt_tokens, job.n_ctx));
   po.gen = std::max<int64_t>(1, job.max_tokens);
@@ -145,6 +146,7 @@ std::string PlacementResult::why_not(const JobDemand& job) const {
 
 double model_speed(const NodeInfo& n, const parallel::ModelCost& cost) {
   parallel::PredictOptions po;
+  po.explain = false;
   po.n_ctx = 1;
   po.prompt = 1;
   po.gen = 1;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <deque>
 #include <random>
 
@@ -17,6 +18,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double cpu_seconds() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
 
 constexpr int kJobSlots = 4;  // each simulated node's max_jobs
 
@@ -114,8 +116,10 @@ SimulateReport simulate(const SimulateOptions& o, const std::function<void(const
       store.submit(req, unix_now_ms());
     }
     const auto t0 = Clock::now();
+    const double cpu0 = cpu_seconds();
     const std::vector<AssignResult> batch = store.assign_queued(unix_now_ms());
     const double batch_ms = seconds_since(t0) * 1000;
+    r.place_cpu_s += cpu_seconds() - cpu0;
     for (const AssignResult& a : batch) {
       if (a.state == JobState::Assigned) {
         ++r.placed;
@@ -149,6 +153,7 @@ SimulateReport simulate(const SimulateOptions& o, const std::function<void(const
   r.p99_ms = at(0.99);
   r.max_ms = ms.back();
   r.placements_per_s = r.place_s > 0 ? static_cast<double>(ms.size()) / r.place_s : 0;
+  r.placements_per_cpu_s = r.place_cpu_s > 0 ? static_cast<double>(ms.size()) / r.place_cpu_s : 0;
   r.peak_rss_mib = platform::peak_resident_mib();
   return r;
 }

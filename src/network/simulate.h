@@ -25,6 +25,10 @@ struct SimulateReport {
   double index_s = 0;           // reading them all into the placement index
   double place_s = 0;           // the placement passes alone, summed
   double placements_per_s = 0;  // placed / place_s
+  // The CPU time of those passes (this process's, so the database's work when it is SQLite):
+  // a comparison less at the mercy of other programs on a shared machine than the wall clock.
+  double place_cpu_s = 0;
+  double placements_per_cpu_s = 0;
   double p50_ms = 0, p99_ms = 0, max_ms = 0;  // per placed job: its pass's time, from start to commit
   double peak_rss_mib = 0;      // this process's, at the end
 };

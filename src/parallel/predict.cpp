@@ -335,19 +335,22 @@ Prediction predict(const ModelCost& m, const ClusterSpec& cl, const Candidate& c
     if (!last) p.exchanged_bytes += T * act;
     p.compute_s += slowest;
     p.comm_s += sync + hop;
-    std::string what = fmt("stage %.0f: layers %.0f-%.0f, each rank reads ", s, static_cast<double>(b),
-                           static_cast<double>(e - 1)) + format_size(read);
-    if (expert)
-      what += std::string(split > 1 ? " of attention, dense layers and shared experts" : " of whole attention and dense layers") +
-              fmt(" + its routed experts (the busiest of %.0f ranks gets %.2f of a token's %.0f)", T, busiest,
-                  static_cast<double>(m.n_experts_used));
-    p.terms.push_back(what + fmt(" per token: %.2f ms; syncs %.3f ms; hop %.3f ms", slowest * 1e3, sync * 1e3, hop * 1e3));
+    if (o.explain) {
+      std::string what = fmt("stage %.0f: layers %.0f-%.0f, each rank reads ", s, static_cast<double>(b),
+                             static_cast<double>(e - 1)) + format_size(read);
+      if (expert)
+        what += std::string(split > 1 ? " of attention, dense layers and shared experts" : " of whole attention and dense layers") +
+                fmt(" + its routed experts (the busiest of %.0f ranks gets %.2f of a token's %.0f)", T, busiest,
+                    static_cast<double>(m.n_experts_used));
+      p.terms.push_back(what + fmt(" per token: %.2f ms; syncs %.3f ms; hop %.3f ms", slowest * 1e3, sync * 1e3, hop * 1e3));
+    }
   }
   if (c.ranks() > 1) p.comm_s += md.broadcast();
   p.token_s = p.compute_s + p.comm_s;
-  if (c.ranks() > 1) p.terms.push_back(fmt("activations exchanged per token: %.1f KiB in all", p.exchanged_bytes / 1024));
+  if (o.explain && c.ranks() > 1) p.terms.push_back(fmt("activations exchanged per token: %.1f KiB in all", p.exchanged_bytes / 1024));
   p.tg_tps = 1.0 / p.token_s;
-  p.terms.push_back(fmt("generation: compute %.2f ms + communication %.3f ms = %.2f ms per token → %.1f tokens/s",
+  if (o.explain)
+    p.terms.push_back(fmt("generation: compute %.2f ms + communication %.3f ms = %.2f ms per token → %.1f tokens/s",
                         p.compute_s * 1e3, p.comm_s * 1e3, p.token_s * 1e3, p.tg_tps));
 
   // Prompt: chunks through the stages (one chunk of the whole prompt without a pipeline).
@@ -410,7 +413,8 @@ Prediction predict(const ModelCost& m, const ClusterSpec& cl, const Candidate& c
   p.ttft_s = first_pass + static_cast<double>(n_chunks - 1) * slowest_stage + head;
   p.ttft_compute_s = p.ttft_compute_s * static_cast<double>(n_chunks) + head;
   p.ttft_comm_s = p.ttft_s - p.ttft_compute_s;
-  p.terms.push_back(fmt("prompt of %.0f tokens in %.0f chunk(s): first pass %.1f ms, then %.1f ms per chunk", static_cast<double>(o.prompt),
+  if (o.explain)
+    p.terms.push_back(fmt("prompt of %.0f tokens in %.0f chunk(s): first pass %.1f ms, then %.1f ms per chunk", static_cast<double>(o.prompt),
                         static_cast<double>(n_chunks), first_pass * 1e3, slowest_stage * 1e3) +
                     fmt(" → TTFT %.0f ms", p.ttft_s * 1e3));
 
@@ -425,7 +429,8 @@ Prediction predict(const ModelCost& m, const ClusterSpec& cl, const Candidate& c
   if (known) {
     p.joules_per_token = joules;
     p.usd_per_mtok = joules * 1e6 / 3.6e6 * cl.price_kwh;
-    p.terms.push_back(fmt("energy: %.2f J per token → %.3f per million tokens at %.2f per kWh", joules, p.usd_per_mtok,
+    if (o.explain)
+      p.terms.push_back(fmt("energy: %.2f J per token → %.3f per million tokens at %.2f per kWh", joules, p.usd_per_mtok,
                           cl.price_kwh));
   }
   return p;

@@ -33,6 +33,8 @@ struct PredictOptions {
   int64_t gen = 128;      // generated tokens (tokens/s is their mean)
   int64_t chunk = 64;     // prompt tokens per pipeline step
   KVType kv_type = KVType::F32;  // what the KV cache holds
+  // false: no Prediction::terms (their formatting was most of a network placement's planning)
+  bool explain = true;
   int kv_elem_bytes() const { return static_cast<int>(kv_type_bytes(kv_type)); }
 };
 
