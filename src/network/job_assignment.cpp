@@ -151,9 +151,10 @@ std::vector<AssignResult> JobStore::place_in(const std::vector<Queued>& jobs, in
   sql::Stmt up(db(), "UPDATE jobs SET state = 'assigned', waiting = '' WHERE id IN (" + parameters(1, attempts.size()) + ")");
   for (size_t i = 0; i < attempts.size(); ++i) up.bind(static_cast<int>(i) + 1, attempts[i].job_id);
   up.step();
-  // The nodes' live attempts changed: other coordinators' indexes (and this one's next pass)
-  // read them again.
-  nodes_changed_in(std::vector<std::string>(nodes.begin(), nodes.end()));
+  // The nodes' live attempts changed: other coordinators' indexes read them again. This one
+  // counted them already (add_job), so when it had read the log up to here it skips them.
+  const auto [top, logged] = nodes_changed_in(std::vector<std::string>(nodes.begin(), nodes.end()));
+  if (index_->change_seq == top) index_->change_seq = logged;
   return out;
 }
 

@@ -472,15 +472,19 @@ NodeIndex& JobStore::index_in() {
   return ix.nodes;
 }
 
-void JobStore::nodes_changed_in(const std::vector<std::string>& node_ids) {
-  if (node_ids.empty()) return;
+std::pair<int64_t, int64_t> JobStore::nodes_changed_in(const std::vector<std::string>& node_ids) {
+  if (node_ids.empty()) return {0, 0};
+  sql::Stmt top(db(), std::string("SELECT ") + kNextChange + " - 1");
+  top.step();
+  const int64_t before = top.i64(0);
   std::string sql = "INSERT INTO node_changes(seq, node_id) VALUES";
-  for (size_t i = 0; i < node_ids.size(); ++i)
-    sql += std::string(i ? ", " : " ") + "(" + kNextChange + ", ?" + std::to_string(i + 1) + ")";
+  for (size_t i = 0; i < node_ids.size(); ++i) sql += std::string(i ? ", " : " ") + "(?1, ?" + std::to_string(i + 2) + ")";
   sql::Stmt s(db(), sql);
-  for (size_t i = 0; i < node_ids.size(); ++i) s.bind(static_cast<int>(i) + 1, node_ids[i]);
+  s.bind(1, before + 1);
+  for (size_t i = 0; i < node_ids.size(); ++i) s.bind(static_cast<int>(i) + 2, node_ids[i]);
   s.step();
   prune_changes_in();
+  return {before, before + 1};
 }
 
 void JobStore::touch_node_in(const std::string& node_id) { nodes_changed_in({node_id}); }

@@ -426,7 +426,8 @@ class JobStore {
   // node_changes (a write to the node's own row sets its seq instead, kNextSeq).
   void touch_node_in(const std::string& node_id);
   void touch_job_nodes_in(const std::string& job_id);  // the nodes holding the job's live attempts
-  void nodes_changed_in(const std::vector<std::string>& node_ids);
+  // Returns the log's top before and the number these rows were logged under.
+  std::pair<int64_t, int64_t> nodes_changed_in(const std::vector<std::string>& node_ids);
   void prune_changes_in();
   static constexpr const char* kNextChange =
       "coalesce((SELECT max(seq) FROM node_changes), (SELECT below FROM node_changes_pruned), 0) + 1";
