@@ -489,9 +489,13 @@ std::pair<int64_t, int64_t> JobStore::nodes_changed_in(const std::vector<std::st
 
 void JobStore::touch_node_in(const std::string& node_id) { nodes_changed_in({node_id}); }
 
+std::string JobStore::log_live_nodes_sql(const std::string& attempts_where) {
+  return std::string("INSERT INTO node_changes(seq, node_id) SELECT ") + kNextChange +
+         ", node_id FROM attempts WHERE state IN ('assigned', 'running') AND " + attempts_where;
+}
+
 void JobStore::touch_job_nodes_in(const std::string& job_id) {
-  sql::Stmt s(db(), std::string("INSERT INTO node_changes(seq, node_id) SELECT ") + kNextChange +
-                        ", node_id FROM attempts WHERE job_id = ?1 AND state IN ('assigned', 'running')");
+  sql::Stmt s(db(), log_live_nodes_sql("job_id = ?1"));
   s.bind(1, job_id).step();
   prune_changes_in();
 }

@@ -431,6 +431,9 @@ class JobStore {
   void prune_changes_in();
   static constexpr const char* kNextChange =
       "coalesce((SELECT max(seq) FROM node_changes), (SELECT below FROM node_changes_pruned), 0) + 1";
+  // The statement logging the nodes of the live attempts that `attempts_where` (a condition on
+  // `attempts`) picks.
+  static std::string log_live_nodes_sql(const std::string& attempts_where);
   std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> change_marks_;  // (when, log's top)
   static constexpr const char* kNextSeqValue = "(SELECT coalesce(max(seq), 0) + 1 FROM nodes)";
   static constexpr const char* kNextSeq = "seq = (SELECT coalesce(max(seq), 0) + 1 FROM nodes)";

@@ -133,9 +133,7 @@ bool JobStore::ban_in(const std::string& node_id, const std::string& reason, int
                    "AND state IN ('queued', 'assigned', 'running') AND audit_of IN "
                    "(SELECT job_id FROM attempts WHERE node_id = ?1 AND state = 'done')");
   audits.bind(1, node_id).bind(2, now_ms).step();
-  sql::Stmt their_nodes(db(), std::string("INSERT INTO node_changes(seq, node_id) SELECT ") + kNextChange +
-                                   ", node_id FROM attempts WHERE state IN ('assigned', 'running') "
-                                   "AND job_id IN (SELECT id FROM jobs WHERE state = 'cancelled')");
+  sql::Stmt their_nodes(db(), log_live_nodes_sql("job_id IN (SELECT id FROM jobs WHERE state = 'cancelled')"));
   their_nodes.step();
   sql::Stmt orphans(db(),
                     "UPDATE attempts SET state = 'cancelled', ended_at = ?1 WHERE state IN ('assigned', 'running') "
