@@ -87,7 +87,7 @@ Reply stream_one(httplib::Client& c, const std::string& prompt, int n) {
   return r;
 }
 
-double median(std::vector<double> v) {
+double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
@@ -137,7 +137,7 @@ void register_bench_serve(CLI::App& bench) {
   cmd->add_option("-m,--model", o->model, "GGUF model (default: the built-in tiny model)");
   cmd->add_option("--clients", o->clients, "Comma-separated concurrent client counts")->capture_default_str();
   cmd->add_option("-n", o->n, "Tokens each client generates")->capture_default_str();
-  cmd->add_option("-r,--reps", o->reps, "Repetitions (the median is reported)")->capture_default_str();
+  cmd->add_option("-r,--reps", o->reps, "Repetitions (the median_of is reported)")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str();
   cmd->add_option("-c,--ctx", o->ctx, "Positions per slot")->capture_default_str();
   cmd->add_flag("--no-repack", o->no_repack, "One weight layout only (less memory, slower batches)");
@@ -211,7 +211,7 @@ void register_bench_serve(CLI::App& bench) {
     bool all_ok = true;
     for (size_t g = 0; g < counts.size(); ++g) {
       const int c = counts[g];
-      const double rate = median(rates[g]);
+      const double rate = median_of(rates[g]);
       if (g == 0) base = rate;
       all_ok = all_ok && ok[g];
       std::printf("| %s | %d | %d | %.1f | %.1f | %.2f× | %s |\n", std::filesystem::path(eo.model_path).filename().c_str(),

@@ -182,16 +182,16 @@ void check_peer(const DoctorOptions& o, const std::string& text, Report& r) {
   }
 }
 
-std::atomic<bool> g_stop{false};
-void on_signal(int) { g_stop = true; }
+std::atomic<bool> g_doctor_stop{false};
+void stop_doctor(int) { g_doctor_stop = true; }
 
 int listen_for_probes(const DoctorOptions& o) {
   dist::net::Fd fd = dist::net::listen_on({o.host, static_cast<uint16_t>(o.port)});
   std::fprintf(stderr, "orchard doctor: answering link probes on %s:%u (Ctrl-C stops)\n", o.host.c_str(),
                dist::net::local_port(fd.get()));
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
-  dist::serve_link_probes(fd.get(), g_stop);
+  std::signal(SIGINT, stop_doctor);
+  std::signal(SIGTERM, stop_doctor);
+  dist::serve_link_probes(fd.get(), g_doctor_stop);
   return 0;
 }
 

@@ -97,15 +97,15 @@ int ledger(const LedgerOpts& o) {
 
 network::Coordinator* g_coordinator = nullptr;
 
-void on_signal(int) {
+void stop_coordinator(int) {
   if (g_coordinator) g_coordinator->stop();  // only flags and closes the socket
 }
 
-struct ServeOpts {
+struct CoordinatorOpts {
   network::CoordinatorOptions c;
   double heartbeat_timeout_s = 30, lease_s = 30, queue_timeout_s = 600, sign_every_s = 60;
   double audit_window_s = 600;
-  ServeOpts() {
+  CoordinatorOpts() {
     c.audit_rate = 0.05;
     c.canary_rate = 0.02;
     c.probation_jobs = 10;
@@ -113,7 +113,7 @@ struct ServeOpts {
   }
 };
 
-void serve(ServeOpts& o) {
+void serve(CoordinatorOpts& o) {
   if (o.c.data_dir.empty() && o.c.database.empty())
     throw Error("give --data DIR (SQLite files there) or --db postgresql://… (a database replicas share)");
   o.c.store.heartbeat_timeout_ms = static_cast<int64_t>(o.heartbeat_timeout_s * 1000);
@@ -135,8 +135,8 @@ void serve(ServeOpts& o) {
   network::Coordinator coordinator(o.c);
   const int port = coordinator.bind();
   g_coordinator = &coordinator;
-  signal(SIGINT, on_signal);
-  signal(SIGTERM, on_signal);
+  signal(SIGINT, stop_coordinator);
+  signal(SIGTERM, stop_coordinator);
   std::fprintf(stderr,
                "orchard network serve: coordinator on %s://%s:%d, data in %s\n"
                "  world page: %s://%s:%d/ · clients: /v1/chat/completions /v1/completions /v1/models (Bearer API "
@@ -192,7 +192,7 @@ void register_network(CLI::App& app) {
     std::printf("store: %s\n", sim->store.c_str());
   });
 
-  auto so = std::make_shared<ServeOpts>();
+  auto so = std::make_shared<CoordinatorOpts>();
   auto* srv = net->add_subcommand("serve", "Run the coordinator: places jobs on nodes, streams their output, pays them");
   srv->add_option("--data", so->c.data_dir, "Folder of the coordinator's SQLite files (created when absent)")
       ->type_name("DIR");

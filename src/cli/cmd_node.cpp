@@ -54,7 +54,7 @@ std::string default_pin_file(const std::string& coordinator) {
 
 node::Agent* g_agent = nullptr;
 
-void on_signal(int) {
+void stop_agent(int) {
   if (g_agent) g_agent->drain();  // only sets a flag
 }
 
@@ -104,8 +104,8 @@ void serve_agent(node::AgentOptions ao, std::vector<node::ServedModel> models, c
   auto identity = network::NodeIdentity::load_or_create(key_path(o));
   node::Agent agent(std::move(ao), std::move(identity), std::move(models));
   g_agent = &agent;
-  signal(SIGINT, on_signal);
-  signal(SIGTERM, on_signal);
+  signal(SIGINT, stop_agent);
+  signal(SIGTERM, stop_agent);
   std::string served;
   for (const auto& m : agent.describe().models) served += (served.empty() ? "" : ", ") + m.name;
   std::fprintf(stderr, "orchard node %s: serving %s to %s as %s (%s)\n", agent.id().c_str(), served.c_str(),

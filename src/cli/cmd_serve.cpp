@@ -40,7 +40,7 @@ struct ServeOpts {
 
 serve::Server* g_server = nullptr;
 
-void on_signal(int) {
+void stop_server(int) {
   // httplib's stop() only flags and shuts the listening socket: safe enough from a handler.
   if (g_server) g_server->stop();
 }
@@ -95,8 +95,8 @@ void serve_http(serve::Executor& exec, Engine& engine, const ServeOpts& o, const
   serve::Server server(service, sopt);
   const int port = server.bind();
   g_server = &server;
-  signal(SIGINT, on_signal);
-  signal(SIGTERM, on_signal);
+  signal(SIGINT, stop_server);
+  signal(SIGTERM, stop_server);
   std::fprintf(stderr,
                "orchard serve: %s (%s) on %s://%s:%d  — %d slots × %lld positions (%s KV cache), chat template: %s\n"
                "  OpenAI: /v1/chat/completions /v1/completions /v1/models · Ollama: /api/chat /api/generate "

@@ -22,8 +22,6 @@ using gguf_detail::ByteReader;
 namespace {
 
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as a little-endian u32
-constexpr uint64_t kDefaultAlignment = 32;
-constexpr uint32_t kMaxDims = 4;  // GGML_MAX_DIMS
 
 // Smallest possible encodings, used to refuse forged counts before anything is allocated.
 constexpr uint64_t kMinKvBytes = 8 + 4 + 1;          // key length, value type, a 1-byte value
@@ -269,7 +267,7 @@ void GGUFFile::parse() {
       r.fail("alignment " + std::to_string(a->u64) + " is not a nonzero power of two");
     alignment_ = a->u64;
   } else {
-    alignment_ = kDefaultAlignment;
+    alignment_ = kGgufDefaultAlignment;
   }
 
   // Tensor infos.
@@ -284,8 +282,8 @@ void GGUFFile::parse() {
       r.fail("duplicate tensor name (first defined as #" + std::to_string(tensor_index_[t.name]) + ")");
 
     const uint32_t n_dims = r.read<uint32_t>("n_dims");
-    if (n_dims == 0 || n_dims > kMaxDims)
-      r.fail("n_dims " + std::to_string(n_dims) + " is outside 1.." + std::to_string(kMaxDims));
+    if (n_dims == 0 || n_dims > kGgufMaxDims)
+      r.fail("n_dims " + std::to_string(n_dims) + " is outside 1.." + std::to_string(kGgufMaxDims));
     int64_t n_elements = 1;
     for (uint32_t d = 0; d < n_dims; ++d) {
       const std::string field = "ne[" + std::to_string(d) + "]";

@@ -23,6 +23,11 @@ enum class GGUFType : uint32_t {
 };
 const char* gguf_type_name(GGUFType t);
 
+// The format's alignment of tensor data when `general.alignment` is absent, and its most
+// dimensions per tensor (GGML_MAX_DIMS): the reader checks files by them, the writer writes by them.
+constexpr uint64_t kGgufDefaultAlignment = 32;
+constexpr uint32_t kGgufMaxDims = 4;
+
 // One metadata value. Scalars live in the matching field; arrays keep their element type and
 // elements (nested arrays are arrays of GGUFValue). Large homogeneous arrays of numbers or
 // strings are stored compactly in `strings` / `numbers` to keep 150k-entry vocabularies cheap.

@@ -17,8 +17,6 @@ namespace orchard {
 namespace {
 
 constexpr uint32_t kVersion = 3;
-constexpr uint64_t kDefaultAlignment = 32;
-constexpr size_t kMaxDims = 4;
 const char* const kAlignmentKey = "general.alignment";
 
 bool valid_alignment(uint64_t a) { return a != 0 && (a & (a - 1)) == 0 && a <= std::numeric_limits<uint32_t>::max(); }
@@ -247,8 +245,8 @@ void GGUFWriter::add_tensor(const std::string& name, DType type, const std::vect
   const std::string where = "GGUF writer: tensor '" + name + "': ";
   const TypeInfo* info = type_info(static_cast<uint32_t>(type));
   if (!info) throw Error(where + "unknown type id " + std::to_string(static_cast<uint32_t>(type)));
-  if (ne.empty() || ne.size() > kMaxDims)
-    throw Error(where + std::to_string(ne.size()) + " dimensions, expected 1.." + std::to_string(kMaxDims));
+  if (ne.empty() || ne.size() > kGgufMaxDims)
+    throw Error(where + std::to_string(ne.size()) + " dimensions, expected 1.." + std::to_string(kGgufMaxDims));
   uint64_t rows = 1;
   for (int64_t d : ne) {
     if (d <= 0) throw Error(where + "dimension " + std::to_string(d) + " is not positive");
@@ -278,7 +276,7 @@ std::vector<uint8_t> GGUFWriter::header_bytes() const {
     throw Error("GGUF writer: alignment " + std::to_string(alignment_) + " is not a nonzero power of two");
   const bool alignment_key_set = std::any_of(kv_.begin(), kv_.end(),
                                              [](const auto& kv) { return kv.first == kAlignmentKey; });
-  const bool write_alignment_key = !alignment_key_set && alignment_ != kDefaultAlignment;
+  const bool write_alignment_key = !alignment_key_set && alignment_ != kGgufDefaultAlignment;
 
   std::vector<uint8_t> out;
   Encoder e(out);

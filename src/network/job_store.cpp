@@ -11,18 +11,18 @@
 namespace orchard::network {
 namespace {
 
-constexpr const char* kFormat = "orchard-jobs";
+constexpr const char* kJobsFormat = "orchard-jobs";
 // 2: node keys, token ids per output chunk, the finish reason, failed attempts.
 // 3: audits and settlements (docs/verification.md); a version 2 store is upgraded when opened.
 // 4: nodes.seq, for the placement index (node_index.h); a version 2 or 3 store is upgraded.
 // 5: a node's pending memory challenge and the memory it proved (memory_proofs.cpp).
 // 6: node_changes, the log of nodes whose live attempts changed (below).
-constexpr const char* kVersion = "6";
+constexpr const char* kJobsVersion = "6";
 
 // Live attempts ('assigned', 'running') are the ones holding a lease; the partial UNIQUE index
 // lets a job have one at a time whatever the code above does. `info` is the node's description
 // as JSON (node_info.h), rewritten with each heartbeat's load and status.
-constexpr const char* kSchema = R"sql(
+constexpr const char* kJobsSchema = R"sql(
 CREATE TABLE IF NOT EXISTS nodes(
   id TEXT PRIMARY KEY,
   owner TEXT NOT NULL,
@@ -151,7 +151,7 @@ INSERT INTO node_changes_pruned(below) VALUES(0);
 )sql";
 
 const std::string& schema_v6() {
-  static const std::string s = std::string(kSchema) + kVerification + kNodeSeq + kMemoryProofs + kNodeChanges;
+  static const std::string s = std::string(kJobsSchema) + kVerification + kNodeSeq + kMemoryProofs + kNodeChanges;
   return s;
 }
 
@@ -230,7 +230,7 @@ JobStore JobStore::open(const std::string& location, const StoreOptions& options
       options.queue_timeout_ms <= 0 || options.assign_batch < 1 || options.audit_window_ms < 0 ||
       options.change_window_ms <= 0 || !(options.abandon_factor >= 0 && options.abandon_factor < 1))
     throw Error(location + ": job store options out of range (positive times and counts, abandon_factor in [0, 1))");
-  sql::FileKind kind{"job store", kFormat, kVersion, schema_v6().c_str()};
+  sql::FileKind kind{"job store", kJobsFormat, kJobsVersion, schema_v6().c_str()};
   static constexpr sql::FileKind::Upgrade kUpgrades[] = {
       {"2", kVerification}, {"3", kNodeSeq}, {"4", kMemoryProofs}, {"5", kNodeChanges}};
   kind.upgrades = kUpgrades;

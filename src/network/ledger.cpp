@@ -7,12 +7,12 @@
 namespace orchard::network {
 namespace {
 
-constexpr const char* kFormat = "orchard-ledger";
-constexpr const char* kVersion = "1";
+constexpr const char* kLedgerFormat = "orchard-ledger";
+constexpr const char* kLedgerVersion = "1";
 
 // The schema. Entries and signed heads are append-only: the triggers make an UPDATE or DELETE
 // fail inside the database, whoever issues it; verify() checks they are still there.
-constexpr const char* kSchema = R"sql(
+constexpr const char* kLedgerSchema = R"sql(
 CREATE TABLE IF NOT EXISTS accounts(name TEXT PRIMARY KEY, created_at INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS entries(
   seq INTEGER PRIMARY KEY,
@@ -87,7 +87,7 @@ CREATE TRIGGER signed_heads_no_truncate BEFORE TRUNCATE ON signed_heads
 constexpr const char* kEntryColumns =
     "seq, job_id, attempt, payer, payee, amount, details, created_at, prev_hash, hash";
 
-int64_t now_ms() {
+int64_t ledger_now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
@@ -120,7 +120,7 @@ Entry read_entry(const sql::Stmt& s) {
 }
 
 Ledger Ledger::open(const std::string& location) {
-  return Ledger(sql::open_database(location, {"ledger", kFormat, kVersion, kSchema, kPostgresSchema}));
+  return Ledger(sql::open_database(location, {"ledger", kLedgerFormat, kLedgerVersion, kLedgerSchema, kPostgresSchema}));
 }
 
 std::optional<Entry> Ledger::entry_for_job(const std::string& job_id) {
@@ -161,7 +161,7 @@ Entry Ledger::append(const std::string& job_id, int64_t attempt, const std::stri
   e.payee = payee;
   e.amount = amount;
   e.details = details.dump();
-  e.created_at = now_ms();
+  e.created_at = ledger_now_ms();
   const Head h = head();
   e.seq = h.seq + 1;
   e.prev_hash = h.hash;
@@ -241,7 +241,7 @@ SignedHead Ledger::sign_head_in(EVP_PKEY* key) {
   EVP_MD_CTX_free(ctx);
   if (!ok) throw Error(where() + ": signing the head failed (OpenSSL)");
   sh.signature = to_hex(sig, sig_len);
-  sh.signed_at = now_ms();
+  sh.signed_at = ledger_now_ms();
   sql::Stmt ins(db(), "INSERT INTO signed_heads(seq, hash, public_key, signature, signed_at) VALUES(?1, ?2, ?3, ?4, ?5)");
   ins.bind(1, sh.seq).bind(2, sh.hash).bind(3, sh.public_key).bind(4, sh.signature).bind(5, sh.signed_at).step();
   return sh;

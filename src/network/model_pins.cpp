@@ -8,7 +8,7 @@
 namespace orchard::network {
 namespace {
 
-constexpr const char* kSchema = R"sql(
+constexpr const char* kPinsSchema = R"sql(
 CREATE TABLE IF NOT EXISTS model_pins(
   name TEXT PRIMARY KEY,
   sha256 TEXT NOT NULL,
@@ -20,7 +20,7 @@ CREATE TABLE IF NOT EXISTS model_pins(
 constexpr const char* kDescription = "ALTER TABLE model_pins ADD COLUMN description TEXT NOT NULL DEFAULT '';";
 
 const std::string& schema_v2() {
-  static const std::string s = std::string(kSchema) + kDescription;
+  static const std::string s = std::string(kPinsSchema) + kDescription;
   return s;
 }
 

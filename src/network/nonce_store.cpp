@@ -33,7 +33,7 @@ void MemoryNonceStore::prune(int64_t now_ms) {
 
 namespace {
 
-constexpr const char* kSchema = R"sql(
+constexpr const char* kNoncesSchema = R"sql(
 CREATE TABLE IF NOT EXISTS node_nonces(
   node TEXT NOT NULL,
   nonce TEXT NOT NULL,
@@ -42,12 +42,12 @@ CREATE TABLE IF NOT EXISTS node_nonces(
 CREATE INDEX IF NOT EXISTS node_nonces_expiry ON node_nonces(expires_at);
 )sql";
 
-constexpr sql::FileKind kKind{"replay guard", "orchard-nonces", "1", kSchema};
+constexpr sql::FileKind kNoncesKind{"replay guard", "orchard-nonces", "1", kNoncesSchema};
 
 }  // namespace
 
 std::unique_ptr<DatabaseNonceStore> DatabaseNonceStore::open(const std::string& location) {
-  return std::unique_ptr<DatabaseNonceStore>(new DatabaseNonceStore(sql::open_database(location, kKind)));
+  return std::unique_ptr<DatabaseNonceStore>(new DatabaseNonceStore(sql::open_database(location, kNoncesKind)));
 }
 
 bool DatabaseNonceStore::remember(const std::string& node_id, const std::string& nonce, int64_t expires_at_ms,

@@ -11,17 +11,13 @@
 #include <vector>
 
 #include "platform/platform.h"
+#include "platform/wall_clock.h"
 
 namespace orchard::node {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-int64_t unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // Time since boot, as ms; a day when unknown (only the "nobody there" answer uses it).
 int64_t uptime_ms() { return static_cast<int64_t>(platform::uptime_seconds().value_or(86'400.0) * 1000); }
@@ -87,7 +83,7 @@ std::optional<int64_t> graphical_session_idle_ms(const std::string& out, int64_t
 }
 
 std::optional<int64_t> SystemActivity::idle_ms() {
-  const int64_t now = unix_ms();
+  const int64_t now = platform::unix_time_ms();
   const int64_t boot = uptime_ms();
   std::optional<int64_t> idle = terminal_idle_ms(dev_, now, boot);
   if (!loginctl_.empty())

@@ -5,19 +5,11 @@
 #include <chrono>
 
 #include "protocol/request_signing.h"
+#include "platform/wall_clock.h"
 
 namespace orchard::node {
 
 using nlohmann::json;
-
-namespace {
-
-int64_t unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 CoordinatorClient::CoordinatorClient(const std::string& url, const protocol::NodeIdentity& identity, std::string ca_cert)
     : url_(url), identity_(identity), ca_cert_(std::move(ca_cert)) {
@@ -30,7 +22,7 @@ CoordinatorClient::CoordinatorClient(const std::string& url, const protocol::Nod
 
 json CoordinatorClient::call(const std::string& method, const std::string& path, const json& body, int timeout_s) const {
   const std::string text = body.is_null() ? std::string() : body.dump();
-  const protocol::Headers signed_headers = protocol::sign_request(identity_, method, path, text, unix_ms());
+  const protocol::Headers signed_headers = protocol::sign_request(identity_, method, path, text, platform::unix_time_ms());
   httplib::Headers headers(signed_headers.begin(), signed_headers.end());
   httplib::Client c(url_);
   if (!ca_cert_.empty()) c.set_ca_cert_path(ca_cert_.c_str());

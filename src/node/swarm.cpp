@@ -20,6 +20,7 @@
 #include "protocol/node_info.h"
 #include "protocol/request_signing.h"
 #include "tensor/error.h"
+#include "platform/wall_clock.h"
 
 namespace orchard::node {
 
@@ -36,11 +37,6 @@ namespace {
 constexpr const char* kIdleModel = "swarm-idle";
 constexpr const char* kChatModel = "swarm-chat";
 constexpr const char* kWorkerText = "swarm says hello";
-
-int64_t unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
@@ -191,7 +187,7 @@ void SimNode::post(const std::string& target, const json& body, std::function<vo
   req_.set(http::field::host, s_.o.host);
   req_.set(http::field::content_type, "application/json");
   req_.body() = body.dump();
-  for (const auto& [name, value] : protocol::sign_request(id_, "POST", target, req_.body(), unix_ms()))
+  for (const auto& [name, value] : protocol::sign_request(id_, "POST", target, req_.body(), platform::unix_time_ms()))
     req_.set(name, value);
   req_.keep_alive(true);
   req_.prepare_payload();

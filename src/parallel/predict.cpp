@@ -29,9 +29,9 @@ std::vector<int> rank_nodes(const ClusterSpec& cl, int n_nodes) {
   return out;
 }
 
-class Model {
+class TimingModel {
  public:
-  Model(const ClusterSpec& cl, const Candidate& c, double dim) : cl_(cl), c_(c), dim_(dim) {
+  TimingModel(const ClusterSpec& cl, const Candidate& c, double dim) : cl_(cl), c_(c), dim_(dim) {
     node_of_ = rank_nodes(cl, c.n_nodes);
   }
   int node(int rank) const { return node_of_[static_cast<size_t>(rank)]; }
@@ -161,7 +161,7 @@ std::string Candidate::label() const {
 namespace {
 
 // Seconds rank r of `md` takes to stream `bytes` (by format) while `share` ranks use its machine.
-double stream_s(const Model& md, int r, const BytesByType& bytes, int share, double scale = 1.0) {
+double stream_s(const TimingModel& md, int r, const BytesByType& bytes, int share, double scale = 1.0) {
   double secs = 0;
   for (const auto& [type, n] : bytes) secs += n * scale / md.gen_rate(r, type, share);
   return secs;
@@ -171,7 +171,7 @@ double stream_s(const Model& md, int r, const BytesByType& bytes, int share, dou
 // each layer lasts as long as its slowest rank — attention and dense layers (split `split` ways,
 // or whole on each rank), its columns of the shared experts, and however many of the token's
 // routed experts land on it.
-double expert_stage_s(const ModelCost& m, const Model& md, int s, int T, int split, int64_t b, int64_t e, bool last,
+double expert_stage_s(const ModelCost& m, const TimingModel& md, int s, int T, int split, int64_t b, int64_t e, bool last,
                       const std::vector<int64_t>& held, double kv_per_layer, double* busiest) {
   std::vector<double> fixed(static_cast<size_t>(T)), per_expert(static_cast<size_t>(T));
   std::map<std::array<double, 3>, double> seen;  // layers of one shape cost the same
@@ -229,7 +229,7 @@ Prediction predict(const ModelCost& m, const ClusterSpec& cl, const Candidate& c
     throw Error(c.label() + ": more expert-parallel ranks than the model's " + std::to_string(m.n_experts) + " experts");
   if (!expert && c.tp > m.n_kv_heads)
     throw Error(c.label() + ": more tensor ranks than the model's " + std::to_string(m.n_kv_heads) + " KV heads");
-  Model md(cl, c, static_cast<double>(m.dim));
+  TimingModel md(cl, c, static_cast<double>(m.dim));
   Prediction p;
   p.candidate = c;
   const int P = c.stages, T = c.tp;

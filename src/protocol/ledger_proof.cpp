@@ -3,6 +3,7 @@
 #include <map>
 
 #include "model/json_number.h"
+#include "protocol/json_field.h"
 #include "protocol/ledger_entry.h"
 #include "protocol/node_identity.h"
 #include "tensor/error.h"
@@ -12,18 +13,6 @@ namespace orchard::protocol {
 using nlohmann::json;
 
 namespace {
-
-template <class T>
-T field(const json& j, const char* what, const char* key) {
-  if (!j.is_object() || !j.contains(key)) throw Error(std::string(what) + ": '" + key + "' is missing");
-  try {
-    return exact_get<T>(j[key]);
-  } catch (const json::out_of_range&) {
-    throw Error(std::string(what) + ": '" + key + "' is out of range");
-  } catch (const json::exception&) {
-    throw Error(std::string(what) + ": '" + key + "' has the wrong type");
-  }
-}
 
 std::string seq_text(int64_t seq) { return "seq " + std::to_string(seq); }
 
@@ -51,23 +40,23 @@ json to_json(const SignedHead& h) {
 Entry entry_from_json(const json& j) {
   const char* what = "ledger entry";
   Entry e;
-  e.seq = field<int64_t>(j, what, "seq");
-  e.job_id = field<std::string>(j, what, "job_id");
-  e.attempt = field<int64_t>(j, what, "attempt");
-  e.payer = field<std::string>(j, what, "payer");
-  e.payee = field<std::string>(j, what, "payee");
-  e.amount = field<int64_t>(j, what, "amount");
-  e.details = field<std::string>(j, what, "details");
-  e.created_at = field<int64_t>(j, what, "created_at");
-  e.prev_hash = field<std::string>(j, what, "prev_hash");
-  e.hash = field<std::string>(j, what, "hash");
+  e.seq = required_field<int64_t>(j, what, "seq");
+  e.job_id = required_field<std::string>(j, what, "job_id");
+  e.attempt = required_field<int64_t>(j, what, "attempt");
+  e.payer = required_field<std::string>(j, what, "payer");
+  e.payee = required_field<std::string>(j, what, "payee");
+  e.amount = required_field<int64_t>(j, what, "amount");
+  e.details = required_field<std::string>(j, what, "details");
+  e.created_at = required_field<int64_t>(j, what, "created_at");
+  e.prev_hash = required_field<std::string>(j, what, "prev_hash");
+  e.hash = required_field<std::string>(j, what, "hash");
   return e;
 }
 
 SignedHead signed_head_from_json(const json& j) {
   const char* what = "signed head";
-  return {field<int64_t>(j, what, "seq"), field<std::string>(j, what, "hash"), field<std::string>(j, what, "public_key"),
-          field<std::string>(j, what, "signature"), field<int64_t>(j, what, "signed_at")};
+  return {required_field<int64_t>(j, what, "seq"), required_field<std::string>(j, what, "hash"), required_field<std::string>(j, what, "public_key"),
+          required_field<std::string>(j, what, "signature"), required_field<int64_t>(j, what, "signed_at")};
 }
 
 int64_t proof_start(const SignedHead& head, const std::vector<Entry>& listed, const std::optional<Head>& anchor) {

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "model/json_number.h"
+#include "protocol/json_field.h"
 #include "protocol/ledger_entry.h"
 #include "protocol/secure_random.h"
 #include "tensor/huge_buffer.h"
@@ -125,18 +126,6 @@ std::string raw_from_hex(const nlohmann::json& j, const char* field, size_t byte
   if (!j.is_string() || !from_hex(j.get<std::string>(), out) || out.size() != bytes)
     throw Error(std::string("memory check: '") + field + "' must be " + std::to_string(2 * bytes) + " hex digits");
   return out;
-}
-
-template <typename T>
-T field(const nlohmann::json& j, const char* name, const char* what) {
-  if (!j.is_object() || !j.contains(name)) throw Error(std::string(what) + ": '" + name + "' is missing");
-  try {
-    return exact_get<T>(j.at(name));  // untrusted numbers: an integer must fit exactly
-  } catch (const nlohmann::json::out_of_range&) {
-    throw Error(std::string(what) + ": '" + name + "' is out of range");
-  } catch (const nlohmann::json::exception&) {
-    throw Error(std::string(what) + ": '" + name + "' has the wrong type");
-  }
 }
 
 }  // namespace
@@ -305,16 +294,16 @@ nlohmann::json to_json(const MemoryChallenge& c) {
 MemoryChallenge memory_challenge_from_json(const nlohmann::json& j) {
   const char* what = "memory challenge";
   MemoryChallenge c;
-  c.seed = field<std::string>(j, "seed", what);
+  c.seed = required_field<std::string>(j, what, "seed");
   std::string raw;
   if (!from_hex(c.seed, raw) || raw.size() != kHash) throw Error("memory challenge: 'seed' must be 64 hex digits");
-  c.blocks = field<uint64_t>(j, "blocks", what);
-  if (field<uint64_t>(j, "block_bytes", what) != kMemoryProofBlockBytes)
-    throw Error("memory challenge: blocks of " + std::to_string(field<uint64_t>(j, "block_bytes", what)) +
+  c.blocks = required_field<uint64_t>(j, what, "blocks");
+  if (required_field<uint64_t>(j, what, "block_bytes") != kMemoryProofBlockBytes)
+    throw Error("memory challenge: blocks of " + std::to_string(required_field<uint64_t>(j, what, "block_bytes")) +
                 " bytes (this node makes 1024-byte blocks: update it)");
-  c.probes = field<int>(j, "probes", what);
-  c.issued_ms = field<int64_t>(j, "issued_ms", what);
-  c.due_ms = field<int64_t>(j, "due_ms", what);
+  c.probes = required_field<int>(j, what, "probes");
+  c.issued_ms = required_field<int64_t>(j, what, "issued_ms");
+  c.due_ms = required_field<int64_t>(j, what, "due_ms");
   if (c.blocks < 2 || c.blocks > (uint64_t{1} << 40) || c.probes < 1 || c.probes > 1024)
     throw Error("memory challenge: 'blocks' must be within [2, 2^40] and 'probes' within [1, 1024]");
   return c;
@@ -334,15 +323,15 @@ nlohmann::json to_json(const MemoryProof& p) {
 MemoryProof memory_proof_from_json(const nlohmann::json& j) {
   const char* what = "memory proof";
   MemoryProof p;
-  p.seed = field<std::string>(j, "seed", what);
+  p.seed = required_field<std::string>(j, what, "seed");
   p.root = raw_from_hex(j.value("root", nlohmann::json()), "root", kHash);
-  const auto openings = field<nlohmann::json>(j, "openings", what);
+  const auto openings = required_field<nlohmann::json>(j, what, "openings");
   if (!openings.is_array() || openings.size() > 3 * 1024) throw Error("memory proof: 'openings' must be an array of at most 3072");
   for (const nlohmann::json& o : openings) {
     MemoryOpening m;
-    m.index = field<uint64_t>(o, "index", "memory proof opening");
+    m.index = required_field<uint64_t>(o, "memory proof opening", "index");
     m.block = raw_from_hex(o.value("block", nlohmann::json()), "block", kMemoryProofBlockBytes);
-    const auto path = field<nlohmann::json>(o, "path", "memory proof opening");
+    const auto path = required_field<nlohmann::json>(o, "memory proof opening", "path");
     if (!path.is_array() || path.size() > 64) throw Error("memory proof: a 'path' must be an array of at most 64 hashes");
     for (const nlohmann::json& h : path) m.path.push_back(raw_from_hex(h, "path", kHash));
     p.openings.push_back(std::move(m));

@@ -1,6 +1,7 @@
 #include "protocol/messages.h"
 
 #include "model/json_number.h"
+#include "protocol/json_field.h"
 #include "tensor/error.h"
 
 namespace orchard::protocol {
@@ -8,21 +9,6 @@ namespace orchard::protocol {
 using nlohmann::json;
 
 namespace {
-
-// Reads `j[key]` as T; a missing or mistyped field is an orchard::Error naming `what` and it.
-template <class T>
-T field(const json& j, const char* what, const char* key) {
-  if (!j.is_object()) throw Error(std::string(what) + ": expected a JSON object");
-  const auto it = j.find(key);
-  if (it == j.end()) throw Error(std::string(what) + ": '" + key + "' is missing");
-  try {
-    return exact_get<T>(*it);
-  } catch (const json::out_of_range&) {
-    throw Error(std::string(what) + ": '" + key + "' is out of range (" + it->dump() + ")");
-  } catch (const json::exception&) {
-    throw Error(std::string(what) + ": '" + key + "' has the wrong type (" + it->type_name() + ")");
-  }
-}
 
 }  // namespace
 
@@ -34,9 +20,9 @@ json to_json(const OutputChunk& c) { return {{"index", c.index}, {"text", c.text
 
 OutputChunk chunk_from_json(const json& j) {
   OutputChunk c;
-  c.index = field<int64_t>(j, "output chunk", "index");
-  c.text = field<std::string>(j, "output chunk", "text");
-  c.tokens = j.contains("tokens") ? field<std::vector<int32_t>>(j, "output chunk", "tokens") : std::vector<int32_t>{};
+  c.index = required_field<int64_t>(j, "output chunk", "index");
+  c.text = required_field<std::string>(j, "output chunk", "text");
+  c.tokens = j.contains("tokens") ? required_field<std::vector<int32_t>>(j, "output chunk", "tokens") : std::vector<int32_t>{};
   return c;
 }
 
@@ -52,20 +38,20 @@ json to_json(const Work& w) {
 
 Work work_from_json(const json& j) {
   Work w;
-  w.job_id = field<std::string>(j, "work", "job_id");
-  w.attempt = field<int64_t>(j, "work", "attempt");
-  w.model = field<std::string>(j, "work", "model");
-  w.n_ctx = field<int64_t>(j, "work", "n_ctx");
-  w.max_tokens = field<int64_t>(j, "work", "max_tokens");
-  w.lease_deadline_ms = field<int64_t>(j, "work", "lease_deadline_ms");
+  w.job_id = required_field<std::string>(j, "work", "job_id");
+  w.attempt = required_field<int64_t>(j, "work", "attempt");
+  w.model = required_field<std::string>(j, "work", "model");
+  w.n_ctx = required_field<int64_t>(j, "work", "n_ctx");
+  w.max_tokens = required_field<int64_t>(j, "work", "max_tokens");
+  w.lease_deadline_ms = required_field<int64_t>(j, "work", "lease_deadline_ms");
   // The job store never hands out anything else (job_store.cpp); a node checks anyway, since
   // what is left to generate is max_tokens minus what earlier attempts produced.
   if (w.n_ctx < 1 || w.max_tokens < 1 || w.max_tokens > w.n_ctx)
     throw Error("work: max_tokens " + std::to_string(w.max_tokens) + " and n_ctx " + std::to_string(w.n_ctx) +
                 " must satisfy 1 <= max_tokens <= n_ctx");
   w.plan = j.value("plan", "");
-  w.request = field<json>(j, "work", "request");
-  for (const json& c : field<json>(j, "work", "output")) {
+  w.request = required_field<json>(j, "work", "request");
+  for (const json& c : required_field<json>(j, "work", "output")) {
     OutputChunk chunk = chunk_from_json(c);
     if (chunk.index != static_cast<int64_t>(w.output.size()))
       throw Error("work: output chunk " + std::to_string(chunk.index) + " is out of order");
@@ -86,10 +72,10 @@ json to_json(const RegisterReply& r) {
 
 RegisterReply register_reply_from_json(const json& j) {
   RegisterReply r;
-  r.node_id = field<std::string>(j, "registration reply", "node_id");
-  r.lease_ms = field<int64_t>(j, "registration reply", "lease_ms");
-  r.heartbeat_timeout_ms = field<int64_t>(j, "registration reply", "heartbeat_timeout_ms");
-  r.heartbeat_interval_ms = field<int64_t>(j, "registration reply", "heartbeat_interval_ms");
+  r.node_id = required_field<std::string>(j, "registration reply", "node_id");
+  r.lease_ms = required_field<int64_t>(j, "registration reply", "lease_ms");
+  r.heartbeat_timeout_ms = required_field<int64_t>(j, "registration reply", "heartbeat_timeout_ms");
+  r.heartbeat_interval_ms = required_field<int64_t>(j, "registration reply", "heartbeat_interval_ms");
   if (j.contains("memory_challenge") && !j["memory_challenge"].is_null())
     r.memory_challenge = memory_challenge_from_json(j["memory_challenge"]);
   return r;

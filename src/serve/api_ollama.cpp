@@ -80,7 +80,7 @@ json ollama_calls(const std::vector<ToolCall>& calls) {
   return out;
 }
 
-void chat(Service& service, const httplib::Request& req, httplib::Response& res) {
+void ollama_chat(Service& service, const httplib::Request& req, httplib::Response& res) {
   const json body = parse_body(req.body);
   if (!body.contains("messages")) throw ApiError::bad_request("'messages' is required", "messages");
   GenerateOptions o = read_options(body, service);
@@ -159,7 +159,7 @@ json details(const ModelInfo& m) {
 }  // namespace
 
 void add_ollama_routes(httplib::Server& http, Service& service) {
-  http.Post("/api/chat", guarded(ollama_error, [&](const auto& req, auto& res) { chat(service, req, res); }));
+  http.Post("/api/chat", guarded(ollama_error, [&](const auto& req, auto& res) { ollama_chat(service, req, res); }));
   http.Post("/api/generate", guarded(ollama_error, [&](const auto& req, auto& res) { generate(service, req, res); }));
   http.Get("/api/tags", guarded(ollama_error, [&](const auto&, auto& res) {
              const ModelInfo& m = service.model();

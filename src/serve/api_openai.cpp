@@ -91,7 +91,7 @@ std::vector<std::shared_ptr<Stream>> start_choices(Service& service, const OpenA
   return streams;
 }
 
-void chat(Service& service, const httplib::Request& req, httplib::Response& res) {
+void openai_chat(Service& service, const httplib::Request& req, httplib::Response& res) {
   OpenAIRequest r = read_openai_request(parse_body(req.body), true, service.defaults());
   r.tool_format = service.tool_format();
   const auto prompt = service.chat_prompt(r.messages, r.options, r.tools);
@@ -344,7 +344,7 @@ void respond_openai(httplib::Response& res, const OpenAIRequest& r, std::shared_
 
 void add_openai_routes(httplib::Server& http, Service& service) {
   http.Post("/v1/chat/completions",
-            guarded(openai_error, [&](const auto& req, auto& res) { chat(service, req, res); }));
+            guarded(openai_error, [&](const auto& req, auto& res) { openai_chat(service, req, res); }));
   http.Post("/v1/completions",
             guarded(openai_error, [&](const auto& req, auto& res) { completions(service, req, res); }));
   http.Get("/v1/models", guarded(openai_error, [&](const auto&, auto& res) {

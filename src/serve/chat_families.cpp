@@ -5,8 +5,8 @@ namespace {
 
 bool has(std::string_view text, std::string_view marker) { return text.find(marker) != std::string_view::npos; }
 
-// Python's str.strip(), which the templates apply through `| trim` and `.strip()`.
-std::string_view trim(std::string_view s) {
+// Python's str.strip(), which the templates apply through `| py_strip` and `.strip()`.
+std::string_view py_strip(std::string_view s) {
   constexpr std::string_view ws = " \t\n\r\f\v";
   const size_t b = s.find_first_not_of(ws);
   if (b == std::string_view::npos) return {};
@@ -36,13 +36,13 @@ std::string llama2(const std::vector<ChatMessage>& messages, std::string_view bo
     if (k == 0 && s.system) content = "<<SYS>>\n" + s.system->content + "\n<</SYS>>\n\n" + content;
     if (s.turns[k]->role == "assistant") {
       out += " ";
-      out += trim(content);
+      out += py_strip(content);
       out += " ";
       out += eos;
     } else {
       out += bos;
       out += "[INST] ";
-      out += trim(content);
+      out += py_strip(content);
       out += " [/INST]";
     }
   }
@@ -58,7 +58,7 @@ std::string mistral(const std::vector<ChatMessage>& messages, std::string_view b
   for (size_t k = 0; k < s.turns.size(); ++k) {
     if (s.turns[k]->role == "assistant") {
       out += " ";
-      out += trim(s.turns[k]->content);
+      out += py_strip(s.turns[k]->content);
       out += eos;
       continue;
     }
@@ -78,7 +78,7 @@ std::string gemma(const std::vector<ChatMessage>& messages, bool gen, std::strin
     out += s.turns[k]->role == "assistant" ? "model" : "user";
     out += "\n";
     if (k == 0 && s.system) out += s.system->content + "\n\n";
-    out += trim(s.turns[k]->content);
+    out += py_strip(s.turns[k]->content);
     out += "<end_of_turn>\n";
   }
   if (gen) out += "<start_of_turn>model\n";
@@ -97,7 +97,7 @@ std::string wrapped(const std::vector<ChatMessage>& messages, const Wrap& w, std
     out += w.begin;
     out += m.role;
     out += w.after_role;
-    out += w.trim_content ? trim(m.content) : std::string_view(m.content);
+    out += w.trim_content ? py_strip(m.content) : std::string_view(m.content);
     out += w.end;
     out += end_extra;
   }

@@ -23,7 +23,7 @@ constexpr std::string_view kDsCallBegin = "<\xEF\xBD\x9Ctool\xE2\x96\x81" "call\
 constexpr std::string_view kDsCallEnd = "<\xEF\xBD\x9Ctool\xE2\x96\x81" "call\xE2\x96\x81" "end\xEF\xBD\x9C>";
 constexpr std::string_view kDsSep = "<\xEF\xBD\x9Ctool\xE2\x96\x81" "sep\xEF\xBD\x9C>";
 
-std::string_view trim(std::string_view s) {
+std::string_view trim_space(std::string_view s) {
   const size_t b = s.find_first_not_of(" \t\r\n");
   if (b == std::string_view::npos) return {};
   return s.substr(b, s.find_last_not_of(" \t\r\n") + 1 - b);
@@ -98,22 +98,22 @@ ToolReply parse_hermes(std::string_view text, const std::vector<ToolSpec>& tools
     const size_t end = text.find(kHermesClose, start);
     const std::string_view body = text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
     const size_t next = end == std::string_view::npos ? text.size() : end + kHermesClose.size();
-    auto j = parse(trim(body));
+    auto j = parse(trim_space(body));
     auto call = j ? call_from(*j, tools) : std::nullopt;
     if (call) r.calls.push_back(std::move(*call));
     else content += text.substr(k, next - k);
     pos = next;
   }
-  r.content = trim(content);
+  r.content = trim_space(content);
   return r;
 }
 
 // One or more JSON objects, separated by blanks or ';', all calls; else the text stays text.
 // The generic format wraps them: {"tool_call": {…}} or {"tool_calls": [{…}, …]}.
 ToolReply parse_json_calls(std::string_view text, const std::vector<ToolSpec>& tools, bool generic) {
-  std::string_view t = trim(text);
-  if (!generic && starts_with(t, kPythonTag)) t = trim(t.substr(kPythonTag.size()));
-  const ToolReply as_text{std::string(trim(text)), {}};
+  std::string_view t = trim_space(text);
+  if (!generic && starts_with(t, kPythonTag)) t = trim_space(t.substr(kPythonTag.size()));
+  const ToolReply as_text{std::string(trim_space(text)), {}};
   ToolReply r;
   for (size_t pos = 0; pos < t.size();) {
     const size_t end = t[pos] == '{' ? json_end(t, pos) : std::string_view::npos;
@@ -130,17 +130,17 @@ ToolReply parse_json_calls(std::string_view text, const std::vector<ToolSpec>& t
     pos = end;
     while (pos < t.size() && (t[pos] == ';' || t[pos] == ' ' || t[pos] == '\n' || t[pos] == '\t' || t[pos] == '\r')) ++pos;
   }
-  if (r.calls.empty()) r.content = trim(text);
+  if (r.calls.empty()) r.content = trim_space(text);
   return r;
 }
 
 ToolReply parse_mistral(std::string_view text, const std::vector<ToolSpec>& tools) {
   const size_t k = text.find(kMistral);
-  if (k == std::string_view::npos) return {std::string(trim(text)), {}};
+  if (k == std::string_view::npos) return {std::string(trim_space(text)), {}};
   ToolReply r;
-  r.content = trim(text.substr(0, k));
-  std::string_view rest = trim(text.substr(k + kMistral.size()));
-  const auto as_text = [&] { return ToolReply{std::string(trim(text)), {}}; };
+  r.content = trim_space(text.substr(0, k));
+  std::string_view rest = trim_space(text.substr(k + kMistral.size()));
+  const auto as_text = [&] { return ToolReply{std::string(trim_space(text)), {}}; };
   if (starts_with(rest, "[")) {
     auto j = parse(rest.substr(0, json_end(rest, 0)));
     if (!j || !j->is_array()) return as_text();
@@ -155,23 +155,23 @@ ToolReply parse_mistral(std::string_view text, const std::vector<ToolSpec>& tool
   while (!rest.empty()) {
     const size_t a = rest.find(kMistralArgs);
     if (a == std::string_view::npos) return as_text();
-    const std::string_view args = trim(rest.substr(a + kMistralArgs.size()));
+    const std::string_view args = trim_space(rest.substr(a + kMistralArgs.size()));
     const size_t end = json_end(args, 0);
     auto j = args.empty() || args[0] != '{' ? std::nullopt : parse(args.substr(0, end));
-    auto call = j ? call_from(json{{"name", std::string(trim(rest.substr(0, a)))}, {"arguments", *j}}, tools) : std::nullopt;
+    auto call = j ? call_from(json{{"name", std::string(trim_space(rest.substr(0, a)))}, {"arguments", *j}}, tools) : std::nullopt;
     if (!call) return as_text();
     r.calls.push_back(std::move(*call));
-    rest = trim(args.substr(end));
-    if (starts_with(rest, kMistral)) rest = trim(rest.substr(kMistral.size()));
+    rest = trim_space(args.substr(end));
+    if (starts_with(rest, kMistral)) rest = trim_space(rest.substr(kMistral.size()));
   }
   return r;
 }
 
 ToolReply parse_deepseek(std::string_view text, const std::vector<ToolSpec>& tools) {
   const size_t k = text.find(kDsCallsBegin);
-  if (k == std::string_view::npos) return {std::string(trim(text)), {}};
+  if (k == std::string_view::npos) return {std::string(trim_space(text)), {}};
   ToolReply r;
-  r.content = trim(text.substr(0, k));
+  r.content = trim_space(text.substr(0, k));
   size_t pos = k + kDsCallsBegin.size();
   for (;;) {
     const size_t b = text.find(kDsCallBegin, pos);
@@ -181,24 +181,24 @@ ToolReply parse_deepseek(std::string_view text, const std::vector<ToolSpec>& too
     const std::string_view body = text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
     pos = end == std::string_view::npos ? text.size() : end + kDsCallEnd.size();
     const size_t sep = body.find(kDsSep);
-    if (sep == std::string_view::npos) return {std::string(trim(text)), {}};
-    std::string_view name = trim(body.substr(0, sep)), args = body.substr(sep + kDsSep.size());
+    if (sep == std::string_view::npos) return {std::string(trim_space(text)), {}};
+    std::string_view name = trim_space(body.substr(0, sep)), args = body.substr(sep + kDsSep.size());
     if (name == "function") {  // V3: type, name on the line after the separator, then fenced JSON
       const size_t nl = args.find('\n');
-      name = trim(args.substr(0, nl));
+      name = trim_space(args.substr(0, nl));
       args = nl == std::string_view::npos ? std::string_view() : args.substr(nl + 1);
-      args = trim(args);
+      args = trim_space(args);
       if (starts_with(args, "```json")) args = args.substr(7);
       else if (starts_with(args, "```")) args = args.substr(3);
       const size_t fence = args.rfind("```");
       if (fence != std::string_view::npos) args = args.substr(0, fence);
     }
-    auto j = parse(trim(args));
+    auto j = parse(trim_space(args));
     auto call = j ? call_from(json{{"name", std::string(name)}, {"arguments", *j}}, tools) : std::nullopt;
-    if (!call) return {std::string(trim(text)), {}};
+    if (!call) return {std::string(trim_space(text)), {}};
     r.calls.push_back(std::move(*call));
   }
-  if (r.calls.empty()) return {std::string(trim(text)), {}};
+  if (r.calls.empty()) return {std::string(trim_space(text)), {}};
   return r;
 }
 
@@ -329,7 +329,7 @@ size_t tool_safe_prefix(ToolFormat f, std::string_view text) {
     case ToolFormat::Llama3:
     case ToolFormat::Generic: {
       // A call is the whole reply: hold it while it could still be one.
-      const std::string_view t = trim(text);
+      const std::string_view t = trim_space(text);
       if (t.empty() || t[0] == '{') return 0;
       if (f == ToolFormat::Llama3 && (starts_with(t, kPythonTag) || starts_with(kPythonTag, t))) return 0;
       return text.size();
@@ -358,7 +358,7 @@ ToolReply ToolStream::finish() {
   if (r.calls.empty()) {
     r.content = text_.substr(sent_);
   } else {
-    const std::string_view head = trim(std::string_view(text_).substr(0, sent_));
+    const std::string_view head = trim_space(std::string_view(text_).substr(0, sent_));
     r.content = r.content.size() > head.size() && r.content.compare(0, head.size(), head) == 0
                     ? r.content.substr(head.size())
                     : std::string();

@@ -20,7 +20,7 @@ struct CmdResult {
   std::string out;  // stdout and stderr together
 };
 
-CmdResult run(const std::string& args) {
+CmdResult run_merged(const std::string& args) {
   const std::string cmd = test::orchard_binary() + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return {-1, ""};
@@ -32,33 +32,33 @@ CmdResult run(const std::string& args) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
-fs::path temp_dir() {
+fs::path cli_temp_dir() {
   fs::path d = fs::temp_directory_path() / ("orchard-cli-" + std::to_string(getpid()));
   fs::create_directories(d);
   return d;
 }
 
 TEST(Cli, HelpListsSubcommandsAndEachHasHelp) {
-  CmdResult r = run("--help");
+  CmdResult r = run_merged("--help");
   EXPECT_EQ(r.code, 0);
   for (const char* sub : {"generate", "info", "perplexity", "make-model"}) {
     EXPECT_NE(r.out.find(sub), std::string::npos) << sub;
-    CmdResult h = run(std::string(sub) + " --help");
+    CmdResult h = run_merged(std::string(sub) + " --help");
     EXPECT_EQ(h.code, 0) << sub;
     EXPECT_NE(h.out.find("OPTIONS"), std::string::npos) << h.out;
   }
 }
 
 TEST(Cli, UnknownSubcommandFails) {
-  EXPECT_NE(run("frobnicate").code, 0);
-  EXPECT_NE(run("").code, 0);
+  EXPECT_NE(run_merged("frobnicate").code, 0);
+  EXPECT_NE(run_merged("").code, 0);
 }
 
 // Greedy 64 tokens of stories260K after "Once upon a time" with `extra` options, checked against
-// llama.cpp's text in `golden` (a file under golden/); returns the run for further checks.
+// llama.cpp's text in `golden` (a file under golden/); returns the run_merged for further checks.
 CmdResult expect_greedy_golden(const std::string& extra, const std::string& golden) {
   const auto model = test::data_file("models/stories260K.gguf").string();
-  CmdResult r = run("generate -m " + model + " -p 'Once upon a time' -n 64 --temp 0 -t 1" + extra);
+  CmdResult r = run_merged("generate -m " + model + " -p 'Once upon a time' -n 64 --temp 0 -t 1" + extra);
   EXPECT_EQ(r.code, 0) << r.out;
   std::ifstream in(test::data_file("golden/" + golden));
   auto g = nlohmann::json::parse(in);
@@ -81,50 +81,50 @@ TEST(Cli, KvTypeTakesF16OrF32AndNamesABadValue) {
   ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
   expect_greedy_golden(" --kv-type f16", "stories260K.once_upon_a_time.greedy64.kvf16.json");
   const auto model = test::data_file("models/stories260K.gguf").string();
-  CmdResult bad = run("generate -m " + model + " -n 2 --kv-type f17");
+  CmdResult bad = run_merged("generate -m " + model + " -n 2 --kv-type f17");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.out.find("'f17' is not f32 or f16"), std::string::npos) << bad.out;
 }
 
 TEST(Cli, InfoPrintsMetadataAndTensors) {
   ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
-  CmdResult r = run("info " + test::data_file("models/stories260K.gguf").string());
+  CmdResult r = run_merged("info " + test::data_file("models/stories260K.gguf").string());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("llama.embedding_length"), std::string::npos);
   EXPECT_NE(r.out.find("token_embd.weight"), std::string::npos);
 }
 
 TEST(Cli, CorruptOrMissingModelGivesClearErrorAndNonZeroExit) {
-  const fs::path d = temp_dir();
+  const fs::path d = cli_temp_dir();
   const fs::path bad = d / "bad.gguf";
   std::ofstream(bad) << "GGUF this is not a model";
-  CmdResult r = run("generate -m " + bad.string() + " -n 4");
+  CmdResult r = run_merged("generate -m " + bad.string() + " -n 4");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("bad.gguf"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("terminate"), std::string::npos) << r.out;  // no uncaught exception
-  CmdResult m = run("info " + (d / "missing.gguf").string());
+  CmdResult m = run_merged("info " + (d / "missing.gguf").string());
   EXPECT_NE(m.code, 0);
   EXPECT_NE(m.out.find("missing.gguf"), std::string::npos) << m.out;
   fs::remove_all(d);
 }
 
 TEST(Cli, MakeModelThenGenerateSaysTextIsMeaningless) {
-  const fs::path d = temp_dir();
+  const fs::path d = cli_temp_dir();
   const fs::path model = d / "tiny.gguf";
-  CmdResult mk = run("make-model --shape tiny --type Q4_0 -o " + model.string());
+  CmdResult mk = run_merged("make-model --shape tiny --type Q4_0 -o " + model.string());
   ASSERT_EQ(mk.code, 0) << mk.out;
   EXPECT_NE(mk.out.find("meaningless"), std::string::npos);
-  CmdResult g = run("generate -m " + model.string() + " -p 'the water' -n 8 --seed 3");
+  CmdResult g = run_merged("generate -m " + model.string() + " -p 'the water' -n 8 --seed 3");
   EXPECT_EQ(g.code, 0) << g.out;
   EXPECT_NE(g.out.find("generation 8 tokens"), std::string::npos) << g.out;
-  CmdResult bad = run("make-model --shape nope -o " + (d / "x.gguf").string());
+  CmdResult bad = run_merged("make-model --shape nope -o " + (d / "x.gguf").string());
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.out.find("unknown model shape 'nope'"), std::string::npos) << bad.out;
   fs::remove_all(d);
 }
 
 TEST(Cli, DefaultModelIsBuiltInWhenNoneGiven) {
-  const fs::path d = temp_dir();
+  const fs::path d = cli_temp_dir();
   // CmdResult with a private home so the test never touches the user's cache.
   const std::string env = "ORCHARD_HOME=" + (d / "home").string() + " ";
   const std::string cmd = env + test::orchard_binary() + " generate -n 4 -p 'the' 2>&1";
@@ -141,7 +141,7 @@ TEST(Cli, DefaultModelIsBuiltInWhenNoneGiven) {
 
 TEST(Cli, PerplexityMatchesGolden) {
   ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
-  CmdResult r = run("perplexity -m " + test::data_file("models/stories260K.gguf").string() + " -f " +
+  CmdResult r = run_merged("perplexity -m " + test::data_file("models/stories260K.gguf").string() + " -f " +
               test::data_file("golden/stories260K.ppl_text.txt").string() + " -c 128");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("PPL = 4.02"), std::string::npos) << r.out;

@@ -21,7 +21,7 @@ using nlohmann::json;
 
 using test::read_json;
 
-std::unique_ptr<Engine> load(const std::string& rel, KVType kv_type = KVType::F32) {
+std::unique_ptr<Engine> load_engine(const std::string& rel, KVType kv_type = KVType::F32) {
   EngineOptions o;
   o.model_path = test::data_file(rel).string();
   o.n_ctx = 512;
@@ -78,7 +78,7 @@ class StoriesGolden : public ::testing::TestWithParam<StoriesCase> {};
 TEST_P(StoriesGolden, GreedyTokensMatchLlamaCpp) {
   ORCHARD_REQUIRE_FILES(GetParam().model);
   const auto& c = GetParam();
-  auto e = load(c.model);
+  auto e = load_engine(c.model);
   for (const char* prompt : {"once_upon_a_time", "the_little_dog"}) {
     json g = read_json(test::data_file(std::string("golden/") + c.prefix + prompt + ".greedy64.kvf32.json"));
     GenerateOptions o;
@@ -94,7 +94,7 @@ TEST_P(StoriesGolden, GreedyTokensMatchLlamaCpp) {
 TEST_P(StoriesGolden, LogitsWithinTolerance) {
   ORCHARD_REQUIRE_FILES(GetParam().model);
   const auto& c = GetParam();
-  auto e = load(c.model);
+  auto e = load_engine(c.model);
   for (const char* prompt : {"once_upon_a_time", "the_little_dog"}) {
     const std::string base = std::string("golden/") + c.prefix + prompt + ".greedy64.kvf32";
     json g = read_json(test::data_file(base + ".json"));
@@ -112,7 +112,7 @@ TEST_P(StoriesGolden, LogitsWithinTolerance) {
 TEST_P(StoriesGolden, PerplexityWithinOnePercent) {
   ORCHARD_REQUIRE_FILES(GetParam().model);
   const auto& c = GetParam();
-  auto e = load(c.model);
+  auto e = load_engine(c.model);
   std::ifstream in(test::data_file("golden/stories260K.ppl_text.txt"), std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(in)), {});
   PerplexityResult r = perplexity(*e, text, 128);
@@ -131,7 +131,7 @@ TEST_P(StoriesGolden, PerplexityWithinOnePercent) {
 // away from the F32 cache's.
 TEST(StoriesGoldenF16KV, GreedyTokensAndLogitsFollowLlamaCppsF16KVRun) {
   ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
-  auto e = load("models/stories260K.gguf", KVType::F16);
+  auto e = load_engine("models/stories260K.gguf", KVType::F16);
   for (const char* prompt : {"once_upon_a_time", "the_little_dog"}) {
     const std::string base = std::string("golden/stories260K.") + prompt + ".greedy64.";
     json g16 = read_json(test::data_file(base + "kvf16.json"));
@@ -177,7 +177,7 @@ TEST_P(QuantZooGolden, TeacherForcedLogitsWithinTolerance) {
   ORCHARD_REQUIRE_DATA();
   const auto& c = GetParam();
   const std::string base = std::string("golden/quant/randllama.") + c.variant;
-  auto e = load(base + ".gguf");
+  auto e = load_engine(base + ".gguf");
   json g = read_json(test::data_file(base + ".once_upon_a_time.greedy16.kvf32.json"));
   auto golden = test::read_f32(test::data_file(base + ".once_upon_a_time.greedy16.kvf32.logits.f32"));
   LogitDiff d = teacher_forced(*e, g, golden, 2 * c.max_tol);

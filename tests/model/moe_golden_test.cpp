@@ -49,7 +49,7 @@ std::vector<const char*> prompts_of(const Case& c) {
   return out;
 }
 
-std::unique_ptr<Engine> load(const Case& c) {
+std::unique_ptr<Engine> load_case(const Case& c) {
   EngineOptions o;
   o.model_path = test::data_file(std::string("golden/") + c.dir + "/" + c.variant + ".gguf").string();
   o.n_ctx = 512;
@@ -84,7 +84,7 @@ size_t steps_to_match(const Case& c, const json& g) {
 TEST_P(MoeGolden, GreedyTokensMatchLlamaCpp) {
   ORCHARD_REQUIRE_DATA();
   const Case& c = GetParam();
-  auto e = load(c);
+  auto e = load_case(c);
   const auto prompts = prompts_of(c);
   ASSERT_FALSE(prompts.empty());
   for (const char* prompt : prompts) {
@@ -112,7 +112,7 @@ TEST_P(MoeGolden, GreedyTokensMatchLlamaCpp) {
 TEST_P(MoeGolden, TeacherForcedLogitsAndRoutingMatchLlamaCpp) {
   ORCHARD_REQUIRE_DATA();
   const Case& c = GetParam();
-  auto e = load(c);
+  auto e = load_case(c);
   // The products in ggml's rounding: a prompt of 16 tokens or more may otherwise take a
   // kernel's faster many-token path (PackedKernels::gemm_many), whose last bits differ; that
   // path is checked against the scalar reference in tests/tensor/kernels_test.cpp.

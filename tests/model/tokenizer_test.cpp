@@ -22,7 +22,7 @@ struct LoadedTokenizer {
   std::unique_ptr<Tokenizer> tokenizer;
 };
 
-LoadedTokenizer load(const std::string& rel) {
+LoadedTokenizer load_tokenizer(const std::string& rel) {
   LoadedTokenizer t;
   t.file = GGUFFile::open(test::data_file(rel).string());
   t.tokenizer = Tokenizer::from_gguf(*t.file);
@@ -72,7 +72,7 @@ class TokenizerVectors : public ::testing::TestWithParam<const char*> {};
 TEST_P(TokenizerVectors, EncodesEveryVectorExactlyAndRoundTrips) {
   ORCHARD_REQUIRE_DATA();
   const std::string vocab = GetParam();
-  const auto t = load("tokenizer/ggml-vocab-" + vocab + ".gguf");
+  const auto t = load_tokenizer("tokenizer/ggml-vocab-" + vocab + ".gguf");
   const auto cases = read_vectors(vocab);
   ASSERT_EQ(cases.size(), 46u);
   int encoded = 0, round_tripped = 0;
@@ -106,7 +106,7 @@ INSTANTIATE_TEST_SUITE_P(AllVocabs, TokenizerVectors,
 TEST(TokenizerLoad, EncodeIsSafeFromManyThreads) {
   ORCHARD_REQUIRE_DATA();
   // As llama.cpp's test-tokenizer-0 does: one tokenizer, all vectors on several threads at once.
-  const auto t = load("tokenizer/ggml-vocab-qwen2.gguf");
+  const auto t = load_tokenizer("tokenizer/ggml-vocab-qwen2.gguf");
   const auto cases = read_vectors("qwen2");
   std::vector<int> mismatches(4, 0);
   std::vector<std::thread> threads;
@@ -120,12 +120,12 @@ TEST(TokenizerLoad, EncodeIsSafeFromManyThreads) {
   EXPECT_EQ(mismatches, std::vector<int>(4, 0));
 }
 
-// How fast they load and encode (a quadratic merge would take minutes on the long text below)
+// How fast they load_tokenizer and encode (a quadratic merge would take minutes on the long text below)
 // is measured by bench/tokenizer_bench, not asserted here: these machines are shared.
 TEST(TokenizerLoad, LargeBpeVocabsLoadWithEveryToken) {
   ORCHARD_REQUIRE_DATA();
   for (const char* vocab : {"llama-bpe", "qwen2"}) {
-    const auto t = load(std::string("tokenizer/ggml-vocab-") + vocab + ".gguf");
+    const auto t = load_tokenizer(std::string("tokenizer/ggml-vocab-") + vocab + ".gguf");
     const auto* tokens = t.file->get_string_array("tokenizer.ggml.tokens");
     ASSERT_NE(tokens, nullptr) << vocab;
     EXPECT_GT(tokens->size(), 100000u) << vocab;
@@ -140,7 +140,7 @@ TEST(TokenizerLoad, OneLongPreTokenRoundTrips) {
   std::string text;
   text.assign(200000, 'a');
   for (const char* vocab : {"llama-bpe", "llama-spm"}) {
-    const auto t = load(std::string("tokenizer/ggml-vocab-") + vocab + ".gguf");
+    const auto t = load_tokenizer(std::string("tokenizer/ggml-vocab-") + vocab + ".gguf");
     const auto ids = t.tokenizer->encode(text, false);
     EXPECT_LT(ids.size(), text.size() / 2) << vocab << ": the letters were not merged";
     EXPECT_EQ(t.tokenizer->decode(ids), text) << vocab;
@@ -151,7 +151,7 @@ TEST(TokenizerLoad, VocabsWithoutVectorsLoadAndRoundTrip) {
   ORCHARD_REQUIRE_DATA();
   // baichuan: SPM without tokenizer.ggml.pre; gpt-neox: BPE without it (falls back to 'default').
   for (const char* vocab : {"baichuan", "gpt-neox"}) {
-    const auto t = load(std::string("tokenizer/ggml-vocab-") + vocab + ".gguf");
+    const auto t = load_tokenizer(std::string("tokenizer/ggml-vocab-") + vocab + ".gguf");
     for (const std::string text : {"Hello, world! 3333 \xD0\xBD\xD0\xB5\xD1\x89\xD0\xBE", "  two  spaces\n\tand tabs"}) {
       const auto ids = t.tokenizer->encode(text, false);
       EXPECT_FALSE(ids.empty()) << vocab;
@@ -167,14 +167,14 @@ TEST(TokenizerLoad, InvalidUtf8InputIsEncodedWithoutLoss) {
   // Falcon then drops the bytes (no UNK); DeepSeek has "\xC3\xBF" etc. only as user-defined
   // tokens, which decode as that text.
   for (const char* vocab : {"llama-spm", "llama-bpe", "qwen2", "gpt-2"}) {
-    const auto t = load(std::string("tokenizer/ggml-vocab-") + vocab + ".gguf");
+    const auto t = load_tokenizer(std::string("tokenizer/ggml-vocab-") + vocab + ".gguf");
     EXPECT_EQ(t.tokenizer->decode(t.tokenizer->encode(text, false)), text) << vocab;
   }
 }
 
 TEST(SpmTokenizer, Stories260KPromptWithBos) {
   ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
-  const auto t = load("models/stories260K.gguf");
+  const auto t = load_tokenizer("models/stories260K.gguf");
   EXPECT_EQ(t.tokenizer->encode("Once upon a time", true),
             (std::vector<TokenId>{1, 403, 407, 261, 378}));
   EXPECT_EQ(t.tokenizer->encode("The little dog", true),
@@ -188,7 +188,7 @@ TEST(SpmTokenizer, Stories260KPromptWithBos) {
 
 TEST(SpmTokenizer, Stories260KPerplexityText) {
   ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
-  const auto t = load("models/stories260K.gguf");
+  const auto t = load_tokenizer("models/stories260K.gguf");
   const std::string text = read_text(test::data_file("golden/stories260K.ppl_text.txt"));
   std::string golden = read_text(test::data_file("golden/stories260K.ppl_text.tokens.txt"));
   for (char& c : golden)
@@ -205,7 +205,7 @@ TEST(SpmTokenizer, Stories260KPerplexityText) {
 
 TEST(SpmTokenizer, BosEosAndDummyPrefix) {
   ORCHARD_REQUIRE_DATA();
-  const auto t = load("tokenizer/ggml-vocab-llama-spm.gguf");
+  const auto t = load_tokenizer("tokenizer/ggml-vocab-llama-spm.gguf");
   const auto plain = t.tokenizer->encode("Hello world", false);
   const auto with_bos = t.tokenizer->encode("Hello world", true);
   ASSERT_EQ(with_bos.size(), plain.size() + 1);
@@ -229,7 +229,7 @@ TEST(SpmTokenizer, BosEosAndDummyPrefix) {
 
 TEST(SpmTokenizer, SpecialTokensParsedOnlyWhenAsked) {
   ORCHARD_REQUIRE_DATA();
-  const auto t = load("tokenizer/ggml-vocab-phi-3.gguf");
+  const auto t = load_tokenizer("tokenizer/ggml-vocab-phi-3.gguf");
   const std::string text = "<|user|>\nHi<|end|>";
   const auto parsed = t.tokenizer->encode(text, false, /*parse_special=*/true);
   ASSERT_GE(parsed.size(), 3u);
@@ -248,25 +248,25 @@ TEST(SpmTokenizer, SpecialTokensParsedOnlyWhenAsked) {
 
 TEST(BpeTokenizer, BosPolicyPerVocabulary) {
   ORCHARD_REQUIRE_DATA();
-  const auto llama3 = load("tokenizer/ggml-vocab-llama-bpe.gguf");
+  const auto llama3 = load_tokenizer("tokenizer/ggml-vocab-llama-bpe.gguf");
   const auto ids = llama3.tokenizer->encode("Hello", true);
   ASSERT_EQ(ids.size(), 2u);
   EXPECT_EQ(ids[0], 128000);  // llama-bpe adds BOS although the file has no add_bos_token key
   EXPECT_EQ(llama3.tokenizer->decode(ids), "Hello");
   EXPECT_EQ(llama3.tokenizer->decode(ids, true), "<|begin_of_text|>Hello");
 
-  const auto qwen = load("tokenizer/ggml-vocab-qwen2.gguf");
+  const auto qwen = load_tokenizer("tokenizer/ggml-vocab-qwen2.gguf");
   EXPECT_EQ(qwen.tokenizer->encode("Hello", true), qwen.tokenizer->encode("Hello", false));
 
-  const auto deepseek = load("tokenizer/ggml-vocab-deepseek-llm.gguf");
+  const auto deepseek = load_tokenizer("tokenizer/ggml-vocab-deepseek-llm.gguf");
   EXPECT_EQ(deepseek.tokenizer->encode("Hello", true).front(), 100000);
-  const auto gpt2 = load("tokenizer/ggml-vocab-gpt-2.gguf");
+  const auto gpt2 = load_tokenizer("tokenizer/ggml-vocab-gpt-2.gguf");
   EXPECT_EQ(gpt2.tokenizer->encode("Hello", true), gpt2.tokenizer->encode("Hello", false));
 }
 
 TEST(BpeTokenizer, SpecialTokensAndEndOfGeneration) {
   ORCHARD_REQUIRE_DATA();
-  const auto t = load("tokenizer/ggml-vocab-llama-bpe.gguf");
+  const auto t = load_tokenizer("tokenizer/ggml-vocab-llama-bpe.gguf");
   const std::string text = "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>";
   const auto ids = t.tokenizer->encode(text, false, /*parse_special=*/true);
   ASSERT_GE(ids.size(), 4u);
@@ -285,7 +285,7 @@ TEST(BpeTokenizer, SpecialTokensAndEndOfGeneration) {
   EXPECT_FALSE(t.tokenizer->is_eog(128000));  // BOS
   EXPECT_FALSE(t.tokenizer->is_eog(t.tokenizer->encode("Hi", false)[0]));
 
-  const auto qwen = load("tokenizer/ggml-vocab-qwen2.gguf");
+  const auto qwen = load_tokenizer("tokenizer/ggml-vocab-qwen2.gguf");
   EXPECT_TRUE(qwen.tokenizer->is_eog(151645));  // <|im_end|>, the eos
   EXPECT_TRUE(qwen.tokenizer->is_eog(151643));  // <|endoftext|>
   EXPECT_FALSE(qwen.tokenizer->is_eog(151644));  // <|im_start|>
@@ -320,7 +320,7 @@ TEST(Utf8Streamer, InvalidBytesBecomeReplacementCharacters) {
 TEST(Utf8Streamer, TokenByTokenEqualsDecode) {
   ORCHARD_REQUIRE_DATA();
   // Llama 2 spells these scripts partly in byte tokens, so characters span several tokens.
-  const auto t = load("tokenizer/ggml-vocab-llama-spm.gguf");
+  const auto t = load_tokenizer("tokenizer/ggml-vocab-llama-spm.gguf");
   const std::string text = "нещо на Български 🚀 កាន់តែពិសេសអាច 我想在apple工作";
   const auto ids = t.tokenizer->encode(text, true);
   Utf8Streamer s;

@@ -18,7 +18,7 @@ namespace {
 
 using namespace orchard::network::testing;
 
-constexpr int64_t kT0 = 1'700'000'000'000;
+constexpr int64_t kVerifyT0 = 1'700'000'000'000;
 
 StoreOptions options(int64_t window_ms) {
   StoreOptions o;
@@ -42,7 +42,7 @@ NodeInfo node(const std::string& id, const std::string& owner, const std::string
   return n;
 }
 
-JobRequest request(const std::string& id) {
+JobRequest verify_request(const std::string& id) {
   JobRequest r;
   r.id = id;
   r.client = "client-1";
@@ -56,7 +56,7 @@ JobRequest request(const std::string& id) {
 
 // Runs `job` on `node` to the end: three chunks of two tokens each (none when `with_tokens` is false).
 Completion run_job(JobStore& st, const std::string& job, const std::string& node, int64_t now, bool with_tokens = true) {
-  st.submit(request(job), now);
+  st.submit(verify_request(job), now);
   const auto w = st.next_job_for(node, now);
   if (!w || w->job_id != job) {
     ADD_FAILURE() << job << " was not given to " << node;
@@ -80,44 +80,44 @@ INSTANTIATE_TEST_SUITE_P(Backends, JobVerificationTest,
 
 TEST_P(JobVerificationTest, APaymentIsDueWhenTheAuditWindowClosesAndOnce) {
   auto st = JobStore::open(fresh("verify-window"), options(5'000));
-  st.register_node(node("n1", "alice"), kT0);
-  run_job(st, "job-1", "n1", kT0);
+  st.register_node(node("n1", "alice"), kVerifyT0);
+  run_job(st, "job-1", "n1", kVerifyT0);
   EXPECT_EQ(st.settlement("job-1"), SettlementState::Pending);
-  EXPECT_TRUE(due_ids(st, kT0 + 4'000).empty()) << "the window is still open";
-  ASSERT_EQ(due_ids(st, kT0 + 5'002), std::vector<std::string>{"job-1"});
-  const Completion c = st.due_settlements(kT0 + 5'002).front();
+  EXPECT_TRUE(due_ids(st, kVerifyT0 + 4'000).empty()) << "the window is still open";
+  ASSERT_EQ(due_ids(st, kVerifyT0 + 5'002), std::vector<std::string>{"job-1"});
+  const Completion c = st.due_settlements(kVerifyT0 + 5'002).front();
   EXPECT_EQ(c.owner, "alice");
   EXPECT_EQ(c.client, "client-1");
   EXPECT_EQ(c.usage.generated_tokens, 6u);
   EXPECT_EQ(st.node_stats("n1").pending_jobs, 1);
-  st.mark_paid("job-1", kT0 + 5'003);
+  st.mark_paid("job-1", kVerifyT0 + 5'003);
   EXPECT_EQ(st.settlement("job-1"), SettlementState::Paid);
-  EXPECT_TRUE(due_ids(st, kT0 + 9'000).empty());
+  EXPECT_TRUE(due_ids(st, kVerifyT0 + 9'000).empty());
   EXPECT_EQ(st.node_stats("n1").pending_jobs, 0);
   EXPECT_FALSE(st.settlement("no-such-job"));
 }
 
 TEST_P(JobVerificationTest, AnAuditGoesOnlyToAnotherOwnersNodeWithTheSameFileAndHoldsThePayment) {
   auto st = JobStore::open(fresh("verify-route"), options(0));
-  st.register_node(node("n1", "alice"), kT0);
-  run_job(st, "job-1", "n1", kT0);
-  st.register_node(node("n2", "alice"), kT0 + 10);         // the audited node's owner
-  st.register_node(node("n3", "bob", kShaB), kT0 + 10);    // another file under the name
-  st.register_node(node("n4", "carol"), kT0 + 10);         // the one that may audit
-  const auto audit = st.submit_audit("job-1", kT0 + 20);
+  st.register_node(node("n1", "alice"), kVerifyT0);
+  run_job(st, "job-1", "n1", kVerifyT0);
+  st.register_node(node("n2", "alice"), kVerifyT0 + 10);         // the audited node's owner
+  st.register_node(node("n3", "bob", kShaB), kVerifyT0 + 10);    // another file under the name
+  st.register_node(node("n4", "carol"), kVerifyT0 + 10);         // the one that may audit
+  const auto audit = st.submit_audit("job-1", kVerifyT0 + 20);
   ASSERT_TRUE(audit);
   EXPECT_EQ(audit->rfind("audit-", 0), 0u) << *audit;
-  EXPECT_TRUE(due_ids(st, kT0 + 30).empty()) << "an audit is running";
-  EXPECT_FALSE(st.next_job_for("n1", kT0 + 30));
-  EXPECT_FALSE(st.next_job_for("n2", kT0 + 30));
-  EXPECT_FALSE(st.next_job_for("n3", kT0 + 30));
-  const auto w = st.next_job_for("n4", kT0 + 30);
+  EXPECT_TRUE(due_ids(st, kVerifyT0 + 30).empty()) << "an audit is running";
+  EXPECT_FALSE(st.next_job_for("n1", kVerifyT0 + 30));
+  EXPECT_FALSE(st.next_job_for("n2", kVerifyT0 + 30));
+  EXPECT_FALSE(st.next_job_for("n3", kVerifyT0 + 30));
+  const auto w = st.next_job_for("n4", kVerifyT0 + 30);
   ASSERT_TRUE(w);
   EXPECT_EQ(w->job_id, *audit);
   EXPECT_EQ(w->request["api"], kAuditApi);
   const AuditRequest a = audit_request_from_json(w->request["body"]);
   EXPECT_EQ(a.tokens, (std::vector<int32_t>{0, 1, 10, 11, 20, 21}));
-  EXPECT_EQ(a.request, request("job-1").request);
+  EXPECT_EQ(a.request, verify_request("job-1").request);
 
   const auto task = st.audit_task(*audit);
   ASSERT_TRUE(task);
@@ -126,13 +126,13 @@ TEST_P(JobVerificationTest, AnAuditGoesOnlyToAnotherOwnersNodeWithTheSameFileAnd
   EXPECT_EQ(task->owner, "alice");
   EXPECT_EQ(task->tokens, 6u);
   EXPECT_FALSE(st.audit_task("job-1")) << "a client job is no audit";
-  st.append_output(*audit, w->attempt, "n4", 0, "{}", kT0 + 40);
-  const Completion done = st.complete(*audit, w->attempt, "n4", {0, 1, "stop"}, kT0 + 41);
+  st.append_output(*audit, w->attempt, "n4", 0, "{}", kVerifyT0 + 40);
+  const Completion done = st.complete(*audit, w->attempt, "n4", {0, 1, "stop"}, kVerifyT0 + 41);
   EXPECT_EQ(done.kind, kAuditJob);
   EXPECT_EQ(done.client, kNetworkAccount);
   EXPECT_EQ(done.owner, "carol");
-  st.record_audit(*task, AuditOutcome::Passed, "greedy: fine", kT0 + 42);
-  EXPECT_EQ(due_ids(st, kT0 + 50), (std::vector<std::string>{"job-1", *audit}));
+  st.record_audit(*task, AuditOutcome::Passed, "greedy: fine", kVerifyT0 + 42);
+  EXPECT_EQ(due_ids(st, kVerifyT0 + 50), (std::vector<std::string>{"job-1", *audit}));
   EXPECT_EQ(st.node_stats("n1").audits_passed, 1);
   EXPECT_TRUE(st.node_stats("n1").banned.empty());
 }
@@ -141,10 +141,10 @@ TEST_P(JobVerificationTest, AnAuditGoesOnlyToAnotherOwnersNodeWithTheSameFileAnd
 // failed or unjudged one, counted up to the limit asked.
 TEST_P(JobVerificationTest, PassedAuditsAreCountedPerNodeUpToTheProbationsLength) {
   auto st = JobStore::open(fresh("verify-probation"), options(0));
-  st.register_node(node("n1", "alice"), kT0);
-  st.register_node(node("n2", "bob"), kT0);
+  st.register_node(node("n1", "alice"), kVerifyT0);
+  st.register_node(node("n2", "bob"), kVerifyT0);
   EXPECT_EQ(st.audits_passed("n1", 10), 0);
-  int64_t t = kT0 + 10;
+  int64_t t = kVerifyT0 + 10;
   for (int i = 0; i < 3; ++i, t += 100) {
     const std::string job = "job-" + std::to_string(i);
     run_job(st, job, "n1", t);
@@ -171,50 +171,50 @@ TEST_P(JobVerificationTest, PassedAuditsAreCountedPerNodeUpToTheProbationsLength
 // or registering again after committing instead of opening, bans the node.
 TEST_P(JobVerificationTest, ANodeProvingItsMemoryGetsWorkOnlyOnceItProved) {
   auto st = JobStore::open(fresh("verify-memory"), options(0));
-  const MemoryDemand d{1000, 32, kT0 + 20'000};
-  st.submit(request("job-1"), kT0);
-  const auto c = st.register_node(node("n1", "alice"), kT0 + 1, {}, d);
+  const MemoryDemand d{1000, 32, kVerifyT0 + 20'000};
+  st.submit(verify_request("job-1"), kVerifyT0);
+  const auto c = st.register_node(node("n1", "alice"), kVerifyT0 + 1, {}, d);
   ASSERT_TRUE(c);
   EXPECT_EQ(c->bytes(), 1000u * 1024);
   const auto pending = st.pending_memory_check("n1");
   ASSERT_TRUE(pending);
   EXPECT_EQ(pending->challenge.seed, c->seed);
-  EXPECT_EQ(pending->challenge.due_ms, kT0 + 20'000);
+  EXPECT_EQ(pending->challenge.due_ms, kVerifyT0 + 20'000);
   EXPECT_FALSE(pending->committed());
   EXPECT_TRUE(st.node_stats("n1").memory_check_pending);
-  EXPECT_FALSE(st.next_job_for("n1", kT0 + 2)) << "placement passes over a node proving its memory";
+  EXPECT_FALSE(st.next_job_for("n1", kVerifyT0 + 2)) << "placement passes over a node proving its memory";
   EXPECT_EQ(st.job("job-1").state, JobState::Queued);
-  const auto replaced = st.register_node(node("n1", "alice"), kT0 + 3, {}, d);
+  const auto replaced = st.register_node(node("n1", "alice"), kVerifyT0 + 3, {}, d);
   ASSERT_TRUE(replaced);
   EXPECT_NE(replaced->seed, c->seed);
-  EXPECT_FALSE(st.commit_memory("n1", c->seed, std::string(32, 'r'), {5, 6}, kT0 + 10)) << "the first check was replaced";
-  EXPECT_TRUE(st.commit_memory("n1", replaced->seed, std::string(32, 'r'), {5, 6}, kT0 + 10));
-  EXPECT_FALSE(st.commit_memory("n1", replaced->seed, std::string(32, 's'), {7}, kT0 + 11)) << "committed once";
+  EXPECT_FALSE(st.commit_memory("n1", c->seed, std::string(32, 'r'), {5, 6}, kVerifyT0 + 10)) << "the first check was replaced";
+  EXPECT_TRUE(st.commit_memory("n1", replaced->seed, std::string(32, 'r'), {5, 6}, kVerifyT0 + 10));
+  EXPECT_FALSE(st.commit_memory("n1", replaced->seed, std::string(32, 's'), {7}, kVerifyT0 + 11)) << "committed once";
   const auto committed = st.pending_memory_check("n1");
   ASSERT_TRUE(committed && committed->committed());
   EXPECT_EQ(committed->root, std::string(32, 'r'));
   EXPECT_EQ(committed->probes, (std::vector<uint64_t>{5, 6}));
-  EXPECT_EQ(committed->answer_by_ms, kT0 + 10);
-  EXPECT_FALSE(st.record_memory_proof("n1", c->seed, "", kT0 + 4)) << "an answer to the replaced check";
-  EXPECT_TRUE(st.record_memory_proof("n1", replaced->seed, "", kT0 + 5));
+  EXPECT_EQ(committed->answer_by_ms, kVerifyT0 + 10);
+  EXPECT_FALSE(st.record_memory_proof("n1", c->seed, "", kVerifyT0 + 4)) << "an answer to the replaced check";
+  EXPECT_TRUE(st.record_memory_proof("n1", replaced->seed, "", kVerifyT0 + 5));
   EXPECT_FALSE(st.pending_memory_check("n1"));
   EXPECT_FALSE(st.node_stats("n1").memory_check_pending);
   EXPECT_EQ(st.node_stats("n1").memory_proven, 1000 * 1024);
-  const auto w = st.next_job_for("n1", kT0 + 6);
+  const auto w = st.next_job_for("n1", kVerifyT0 + 6);
   ASSERT_TRUE(w);
   EXPECT_EQ(w->job_id, "job-1");
-  EXPECT_FALSE(st.register_node(node("n1", "alice"), kT0 + 7, {}, d)) << "proved that much already";
+  EXPECT_FALSE(st.register_node(node("n1", "alice"), kVerifyT0 + 7, {}, d)) << "proved that much already";
   EXPECT_FALSE(st.pending_memory_check("n1"));
-  const auto more = st.register_node(node("n1", "alice"), kT0 + 8, {}, MemoryDemand{2000, 32, kT0 + 20'008});
+  const auto more = st.register_node(node("n1", "alice"), kVerifyT0 + 8, {}, MemoryDemand{2000, 32, kVerifyT0 + 20'008});
   ASSERT_TRUE(more) << "a larger claim is checked again";
-  EXPECT_TRUE(st.record_memory_proof("n1", more->seed, "probe 3: block 7 is not what blocks 6 and 2 make", kT0 + 9));
+  EXPECT_TRUE(st.record_memory_proof("n1", more->seed, "probe 3: block 7 is not what blocks 6 and 2 make", kVerifyT0 + 9));
   EXPECT_NE(st.node_stats("n1").banned.find("memory check: probe 3"), std::string::npos) << st.node_stats("n1").banned;
 
   // Committing, seeing the probes, and registering for a fresh seed instead of opening them.
-  const auto c2 = st.register_node(node("n2", "bob"), kT0, {}, d);
+  const auto c2 = st.register_node(node("n2", "bob"), kVerifyT0, {}, d);
   ASSERT_TRUE(c2);
-  ASSERT_TRUE(st.commit_memory("n2", c2->seed, std::string(32, 'r'), {5}, kT0 + 10));
-  EXPECT_THROW(st.register_node(node("n2", "bob"), kT0 + 1, {}, d), Banned);
+  ASSERT_TRUE(st.commit_memory("n2", c2->seed, std::string(32, 'r'), {5}, kVerifyT0 + 10));
+  EXPECT_THROW(st.register_node(node("n2", "bob"), kVerifyT0 + 1, {}, d), Banned);
   EXPECT_NE(st.node_stats("n2").banned.find("instead of opening the probes"), std::string::npos) << st.node_stats("n2").banned;
 }
 
@@ -235,36 +235,36 @@ AuditTask finish_audit(JobStore& st, const std::string& audit, const std::string
 // again, and placement passes it over.
 TEST_P(JobVerificationTest, TwoAuditorsAgreeingBanTheNodeAndForfeitItsPendingPayments) {
   auto st = JobStore::open(fresh("verify-ban"), options(60'000));
-  st.register_node(node("n1", "mallory"), kT0);
-  run_job(st, "job-1", "n1", kT0);
-  run_job(st, "job-2", "n1", kT0 + 10);
-  st.register_node(node("n4", "carol"), kT0 + 20);
-  st.register_node(node("n5", "dave"), kT0 + 20);
-  const auto audit = st.submit_audit("job-1", kT0 + 20);
+  st.register_node(node("n1", "mallory"), kVerifyT0);
+  run_job(st, "job-1", "n1", kVerifyT0);
+  run_job(st, "job-2", "n1", kVerifyT0 + 10);
+  st.register_node(node("n4", "carol"), kVerifyT0 + 20);
+  st.register_node(node("n5", "dave"), kVerifyT0 + 20);
+  const auto audit = st.submit_audit("job-1", kVerifyT0 + 20);
   ASSERT_TRUE(audit);
-  EXPECT_FALSE(st.submit_audit("job-1", kT0 + 21)) << "audited once";
+  EXPECT_FALSE(st.submit_audit("job-1", kVerifyT0 + 21)) << "audited once";
   // n4 and n5 are both free: the lower id takes the first audit.
-  const AuditTask first = finish_audit(st, *audit, "n4", kT0 + 30);
+  const AuditTask first = finish_audit(st, *audit, "n4", kVerifyT0 + 30);
   EXPECT_EQ(first.round, 1);
   EXPECT_EQ(first.auditor_owner, "carol");
-  const AuditDecision d1 = st.record_audit(first, AuditOutcome::Failed, "greedy: token 3 of 6 is 4.2 below the best logit", kT0 + 33);
+  const AuditDecision d1 = st.record_audit(first, AuditOutcome::Failed, "greedy: token 3 of 6 is 4.2 below the best logit", kVerifyT0 + 33);
   EXPECT_TRUE(d1.banned_node.empty()) << "one auditor is not enough";
   ASSERT_FALSE(d1.confirmation.empty());
   EXPECT_TRUE(st.node_stats("n1").banned.empty());
-  EXPECT_FALSE(st.next_job_for("n4", kT0 + 40)) << "the first auditor cannot confirm itself";
-  const AuditTask second = finish_audit(st, d1.confirmation, "n5", kT0 + 40);
+  EXPECT_FALSE(st.next_job_for("n4", kVerifyT0 + 40)) << "the first auditor cannot confirm itself";
+  const AuditTask second = finish_audit(st, d1.confirmation, "n5", kVerifyT0 + 40);
   EXPECT_EQ(second.round, 2);
   EXPECT_EQ(second.first_audit, *audit);
   EXPECT_EQ(second.first_auditor_node, "n4");
-  const auto waiting = due_ids(st, kT0 + 120'000);
+  const auto waiting = due_ids(st, kVerifyT0 + 120'000);
   EXPECT_EQ(std::find(waiting.begin(), waiting.end(), "job-1"), waiting.end()) << "job-1 waits for the verdict";
   EXPECT_NE(std::find(waiting.begin(), waiting.end(), "job-2"), waiting.end()) << "job-2 is not audited";
   EXPECT_EQ(st.unjudged_audits(), std::vector<std::string>{d1.confirmation}) << "done, its verdict not recorded yet";
-  const AuditDecision d2 = st.record_audit(second, AuditOutcome::Failed, "greedy: token 3 of 6 is 4.1 below the best logit", kT0 + 43);
+  const AuditDecision d2 = st.record_audit(second, AuditOutcome::Failed, "greedy: token 3 of 6 is 4.1 below the best logit", kVerifyT0 + 43);
   EXPECT_EQ(d2.banned_node, "n1");
   EXPECT_TRUE(st.unjudged_audits().empty());
   // Recording a verdict again (a retry after a failure half-way) changes nothing.
-  const AuditDecision again = st.record_audit(first, AuditOutcome::Failed, "again", kT0 + 44);
+  const AuditDecision again = st.record_audit(first, AuditOutcome::Failed, "again", kVerifyT0 + 44);
   EXPECT_TRUE(again.banned_node.empty() && again.confirmation.empty());
   EXPECT_EQ(st.settlement("job-1"), SettlementState::Forfeited);
   EXPECT_EQ(st.settlement("job-2"), SettlementState::Forfeited);
@@ -272,10 +272,10 @@ TEST_P(JobVerificationTest, TwoAuditorsAgreeingBanTheNodeAndForfeitItsPendingPay
   EXPECT_NE(n.banned.find("token 3 of 6 is 4.1"), std::string::npos) << n.banned;
   EXPECT_EQ(n.audits_failed, 1);
   EXPECT_EQ(n.reliability, 0);
-  EXPECT_THROW(st.next_job_for("n1", kT0 + 50), Banned);
-  EXPECT_THROW(st.register_node(node("n1", "mallory"), kT0 + 51), Banned);
-  st.submit(request("job-3"), kT0 + 60);
-  const AssignResult r = st.assign("job-3", kT0 + 60);
+  EXPECT_THROW(st.next_job_for("n1", kVerifyT0 + 50), Banned);
+  EXPECT_THROW(st.register_node(node("n1", "mallory"), kVerifyT0 + 51), Banned);
+  st.submit(verify_request("job-3"), kVerifyT0 + 60);
+  const AssignResult r = st.assign("job-3", kVerifyT0 + 60);
   EXPECT_NE(r.node_id, "n1");
   EXPECT_FALSE(r.node_id.empty()) << r.reason;
   const NodeView banned = st.nodes().front();
@@ -289,22 +289,22 @@ TEST_P(JobVerificationTest, TwoAuditorsAgreeingBanTheNodeAndForfeitItsPendingPay
 // (it ran another file, or lied), and the audited node is paid.
 TEST_P(JobVerificationTest, AFirstAuditorContradictedByTheSecondIsBannedInstead) {
   auto st = JobStore::open(fresh("verify-framed"), options(0));
-  st.register_node(node("n1", "alice"), kT0);
-  run_job(st, "job-1", "n1", kT0);
-  st.register_node(node("n4", "mallory"), kT0 + 20);
-  st.register_node(node("n5", "dave"), kT0 + 20);
-  const auto audit = st.submit_audit("job-1", kT0 + 20);
+  st.register_node(node("n1", "alice"), kVerifyT0);
+  run_job(st, "job-1", "n1", kVerifyT0);
+  st.register_node(node("n4", "mallory"), kVerifyT0 + 20);
+  st.register_node(node("n5", "dave"), kVerifyT0 + 20);
+  const auto audit = st.submit_audit("job-1", kVerifyT0 + 20);
   ASSERT_TRUE(audit);
-  const AuditTask first = finish_audit(st, *audit, "n4", kT0 + 30);
-  const AuditDecision d1 = st.record_audit(first, AuditOutcome::Failed, "greedy: token 0 of 6 is 9 below", kT0 + 33);
+  const AuditTask first = finish_audit(st, *audit, "n4", kVerifyT0 + 30);
+  const AuditDecision d1 = st.record_audit(first, AuditOutcome::Failed, "greedy: token 0 of 6 is 9 below", kVerifyT0 + 33);
   ASSERT_FALSE(d1.confirmation.empty());
-  const AuditTask second = finish_audit(st, d1.confirmation, "n5", kT0 + 40);
-  const AuditDecision d2 = st.record_audit(second, AuditOutcome::Passed, "greedy: fine", kT0 + 43);
+  const AuditTask second = finish_audit(st, d1.confirmation, "n5", kVerifyT0 + 40);
+  const AuditDecision d2 = st.record_audit(second, AuditOutcome::Passed, "greedy: fine", kVerifyT0 + 43);
   EXPECT_EQ(d2.banned_node, "n4");
   EXPECT_NE(st.node_stats("n4").banned.find("contradicted"), std::string::npos) << st.node_stats("n4").banned;
   EXPECT_TRUE(st.node_stats("n1").banned.empty());
   EXPECT_EQ(st.node_stats("n1").audits_passed, 1);
-  const auto due = due_ids(st, kT0 + 50);
+  const auto due = due_ids(st, kVerifyT0 + 50);
   EXPECT_NE(std::find(due.begin(), due.end(), "job-1"), due.end());
   EXPECT_EQ(st.settlement(*audit), SettlementState::Forfeited) << "the false audit is not paid";
 }
@@ -312,61 +312,61 @@ TEST_P(JobVerificationTest, AFirstAuditorContradictedByTheSecondIsBannedInstead)
 // With no third owner to confirm, a failed audit stands unconfirmed: nobody is penalised.
 TEST_P(JobVerificationTest, AFailedAuditNobodyCanConfirmPenalisesNobody) {
   auto st = JobStore::open(fresh("verify-unconfirmed"), options(0));
-  st.register_node(node("n1", "alice"), kT0);
-  run_job(st, "job-1", "n1", kT0);
-  st.register_node(node("n4", "carol"), kT0 + 20);
-  const auto audit = st.submit_audit("job-1", kT0 + 20);
+  st.register_node(node("n1", "alice"), kVerifyT0);
+  run_job(st, "job-1", "n1", kVerifyT0);
+  st.register_node(node("n4", "carol"), kVerifyT0 + 20);
+  const auto audit = st.submit_audit("job-1", kVerifyT0 + 20);
   ASSERT_TRUE(audit);
-  const AuditTask first = finish_audit(st, *audit, "n4", kT0 + 30);
-  const AuditDecision d = st.record_audit(first, AuditOutcome::Failed, "greedy: off", kT0 + 33);
+  const AuditTask first = finish_audit(st, *audit, "n4", kVerifyT0 + 30);
+  const AuditDecision d = st.record_audit(first, AuditOutcome::Failed, "greedy: off", kVerifyT0 + 33);
   ASSERT_FALSE(d.confirmation.empty());
   // Nobody may take the confirmation: it failed at placement and the payment is released.
   EXPECT_EQ(st.job(d.confirmation).state, JobState::Failed);
   EXPECT_TRUE(st.node_stats("n1").banned.empty());
   EXPECT_TRUE(st.node_stats("n4").banned.empty());
-  const auto due = due_ids(st, kT0 + 35);
+  const auto due = due_ids(st, kVerifyT0 + 35);
   EXPECT_NE(std::find(due.begin(), due.end(), "job-1"), due.end());
 }
 
 TEST_P(JobVerificationTest, OnlyJobsOfOneAuthorWithTokenIdsAreAudited) {
   auto st = JobStore::open(fresh("verify-which"), options(0));
-  st.register_node(node("n1", "alice"), kT0);
-  st.register_node(node("n4", "carol"), kT0);
+  st.register_node(node("n1", "alice"), kVerifyT0);
+  st.register_node(node("n4", "carol"), kVerifyT0);
   // No token ids: nothing to score.
-  run_job(st, "job-plain", "n1", kT0, false);
-  EXPECT_FALSE(st.submit_audit("job-plain", kT0 + 10));
+  run_job(st, "job-plain", "n1", kVerifyT0, false);
+  EXPECT_FALSE(st.submit_audit("job-plain", kVerifyT0 + 10));
   // Resumed: two nodes wrote its output.
-  st.submit(request("job-resumed"), kT0 + 20);
-  auto w = st.next_job_for("n1", kT0 + 20);
+  st.submit(verify_request("job-resumed"), kVerifyT0 + 20);
+  auto w = st.next_job_for("n1", kVerifyT0 + 20);
   ASSERT_TRUE(w);
-  st.append_output("job-resumed", w->attempt, "n1", 0, "a", kT0 + 21, {1});
-  st.hand_back("job-resumed", w->attempt, "n1", kT0 + 22);
-  st.heartbeat("n1", HeartbeatState{0, NodeStatus::Draining, std::nullopt}, kT0 + 23);
-  w = st.next_job_for("n4", kT0 + 24);
+  st.append_output("job-resumed", w->attempt, "n1", 0, "a", kVerifyT0 + 21, {1});
+  st.hand_back("job-resumed", w->attempt, "n1", kVerifyT0 + 22);
+  st.heartbeat("n1", HeartbeatState{0, NodeStatus::Draining, std::nullopt}, kVerifyT0 + 23);
+  w = st.next_job_for("n4", kVerifyT0 + 24);
   ASSERT_TRUE(w);
   ASSERT_EQ(w->job_id, "job-resumed");
-  st.append_output("job-resumed", w->attempt, "n4", 1, "b", kT0 + 25, {2});
-  st.complete("job-resumed", w->attempt, "n4", {5, 2, "length"}, kT0 + 26);
-  EXPECT_FALSE(st.submit_audit("job-resumed", kT0 + 30));
+  st.append_output("job-resumed", w->attempt, "n4", 1, "b", kVerifyT0 + 25, {2});
+  st.complete("job-resumed", w->attempt, "n4", {5, 2, "length"}, kVerifyT0 + 26);
+  EXPECT_FALSE(st.submit_audit("job-resumed", kVerifyT0 + 30));
   // Not done, unknown, or itself an audit.
-  EXPECT_FALSE(st.submit_audit("no-such-job", kT0 + 30));
-  st.heartbeat("n1", HeartbeatState{}, kT0 + 31);
-  run_job(st, "job-ok", "n1", kT0 + 40);
-  const auto audit = st.submit_audit("job-ok", kT0 + 50);
+  EXPECT_FALSE(st.submit_audit("no-such-job", kVerifyT0 + 30));
+  st.heartbeat("n1", HeartbeatState{}, kVerifyT0 + 31);
+  run_job(st, "job-ok", "n1", kVerifyT0 + 40);
+  const auto audit = st.submit_audit("job-ok", kVerifyT0 + 50);
   ASSERT_TRUE(audit);
-  EXPECT_FALSE(st.submit_audit(*audit, kT0 + 51));
+  EXPECT_FALSE(st.submit_audit(*audit, kVerifyT0 + 51));
 }
 
 TEST_P(JobVerificationTest, AnAuditNoNodeCanTakeReleasesThePayment) {
   auto st = JobStore::open(fresh("verify-hopeless"), options(0));
-  st.register_node(node("n1", "alice"), kT0);
-  run_job(st, "job-1", "n1", kT0);
-  const auto audit = st.submit_audit("job-1", kT0 + 10);
+  st.register_node(node("n1", "alice"), kVerifyT0);
+  run_job(st, "job-1", "n1", kVerifyT0);
+  const auto audit = st.submit_audit("job-1", kVerifyT0 + 10);
   ASSERT_TRUE(audit);
   const JobStatus a = st.job(*audit);
   EXPECT_EQ(a.state, JobState::Failed) << "placed at once, and no node may ever take it";
   EXPECT_NE(a.error.find("is a party to the work this job audits"), std::string::npos) << a.error;
-  EXPECT_EQ(due_ids(st, kT0 + 13), std::vector<std::string>{"job-1"});
+  EXPECT_EQ(due_ids(st, kVerifyT0 + 13), std::vector<std::string>{"job-1"});
 }
 
 
@@ -374,7 +374,7 @@ network::Canary canary(const std::string& sha = kShaA) {
   Canary c;
   c.model = kSmall.name;
   c.model_sha256 = sha;
-  c.request = request("unused").request;
+  c.request = verify_request("unused").request;
   c.tokens = {0, 1, 10, 11, 20, 21};
   c.margins = {1, 1, 1, 1, 1, 1};
   return c;
@@ -385,27 +385,27 @@ network::Canary canary(const std::string& sha = kShaA) {
 // its measured share of the predicted speed, which placement then scores by.
 TEST_P(JobVerificationTest, ACanaryGoesToItsNodeAloneAndMeasuresItOrBansIt) {
   auto st = JobStore::open(fresh("verify-canary"), options(0));
-  EXPECT_FALSE(st.submit_canary("n1", 0, kT0)) << "no node, no canaries";
-  st.register_node(node("n1", "alice"), kT0);
-  st.register_node(node("n2", "bob"), kT0);
-  st.register_node(node("n3", "carol", kShaB), kT0);
-  EXPECT_FALSE(st.submit_canary("n1", 0, kT0)) << "no canaries stored";
-  const std::string id = st.add_canary(canary(), kT0);
+  EXPECT_FALSE(st.submit_canary("n1", 0, kVerifyT0)) << "no node, no canaries";
+  st.register_node(node("n1", "alice"), kVerifyT0);
+  st.register_node(node("n2", "bob"), kVerifyT0);
+  st.register_node(node("n3", "carol", kShaB), kVerifyT0);
+  EXPECT_FALSE(st.submit_canary("n1", 0, kVerifyT0)) << "no canaries stored";
+  const std::string id = st.add_canary(canary(), kVerifyT0);
   EXPECT_EQ(id.rfind("canary-", 0), 0u);
   ASSERT_EQ(st.canaries().size(), 1u);
   EXPECT_EQ(st.canaries()[0].tokens, canary().tokens);
-  EXPECT_FALSE(st.submit_canary("n3", 7, kT0)) << "n3 offers another file under the name";
-  const auto job = st.submit_canary("n2", 7, kT0 + 1);
+  EXPECT_FALSE(st.submit_canary("n3", 7, kVerifyT0)) << "n3 offers another file under the name";
+  const auto job = st.submit_canary("n2", 7, kVerifyT0 + 1);
   ASSERT_TRUE(job);
   EXPECT_EQ(job->rfind("job-", 0), 0u) << "named like any client's job";
-  EXPECT_FALSE(st.next_job_for("n1", kT0 + 2)) << "n1 is idle and better placed, but the canary is n2's";
-  const auto w = st.next_job_for("n2", kT0 + 1'000);
+  EXPECT_FALSE(st.next_job_for("n1", kVerifyT0 + 2)) << "n1 is idle and better placed, but the canary is n2's";
+  const auto w = st.next_job_for("n2", kVerifyT0 + 1'000);
   ASSERT_TRUE(w);
   EXPECT_EQ(w->job_id, *job);
   EXPECT_EQ(w->request, canary().request);
   EXPECT_EQ(w->max_tokens, 8) << "the body's max_tokens, as a client's job would get";
-  for (int i = 0; i < 3; ++i) st.append_output(*job, w->attempt, "n2", i, "t", kT0 + 1'100, {10 * i, 10 * i + 1});
-  st.complete(*job, w->attempt, "n2", {5, 6, "length"}, kT0 + 1'500);  // 6 tokens in 0.5 s
+  for (int i = 0; i < 3; ++i) st.append_output(*job, w->attempt, "n2", i, "t", kVerifyT0 + 1'100, {10 * i, 10 * i + 1});
+  st.complete(*job, w->attempt, "n2", {5, 6, "length"}, kVerifyT0 + 1'500);  // 6 tokens in 0.5 s
   const auto run = st.canary_run(*job);
   ASSERT_TRUE(run);
   EXPECT_EQ(run->node_id, "n2");
@@ -413,7 +413,7 @@ TEST_P(JobVerificationTest, ACanaryGoesToItsNodeAloneAndMeasuresItOrBansIt) {
   EXPECT_DOUBLE_EQ(run->measured_tps, 12.0);
   EXPECT_GT(run->predicted_tps, 12.0);
   EXPECT_FALSE(st.canary_run("job-none"));
-  st.record_canary(*run, check_canary(run->canary.tokens, run->canary.margins, run->returned), kT0 + 1'600);
+  st.record_canary(*run, check_canary(run->canary.tokens, run->canary.margins, run->returned), kVerifyT0 + 1'600);
   std::map<std::string, NodeView> by_id;
   for (const NodeView& v : st.nodes()) by_id[v.info.id] = v;
   ASSERT_TRUE(by_id["n2"].speed_ratio);
@@ -422,31 +422,31 @@ TEST_P(JobVerificationTest, ACanaryGoesToItsNodeAloneAndMeasuresItOrBansIt) {
   EXPECT_EQ(st.node_stats("n2").audits_passed, 1);
   EXPECT_EQ(st.audits_passed("n2", 10), 0) << "probation counts client jobs: every registration brings a canary";
   // n2 claims what n1 claims but delivered a fraction of it: n1 wins the next job.
-  st.submit(request("job-next"), kT0 + 2'000);
-  EXPECT_EQ(st.assign("job-next", kT0 + 2'000).node_id, "n1");
+  st.submit(verify_request("job-next"), kVerifyT0 + 2'000);
+  EXPECT_EQ(st.assign("job-next", kVerifyT0 + 2'000).node_id, "n1");
 
   // A wrong answer bans at once: the operator's own reference needs no second opinion.
-  const auto job2 = st.submit_canary("n1", 0, kT0 + 3'000);
+  const auto job2 = st.submit_canary("n1", 0, kVerifyT0 + 3'000);
   ASSERT_TRUE(job2);
-  st.heartbeat("n1", HeartbeatState{}, kT0 + 3'000);
-  auto w2 = st.next_job_for("n1", kT0 + 3'001);
+  st.heartbeat("n1", HeartbeatState{}, kVerifyT0 + 3'000);
+  auto w2 = st.next_job_for("n1", kVerifyT0 + 3'001);
   while (w2 && w2->job_id != *job2) {  // job-next first
-    st.complete(w2->job_id, w2->attempt, "n1", {5, 0, "stop"}, kT0 + 3'002);
-    w2 = st.next_job_for("n1", kT0 + 3'003);
+    st.complete(w2->job_id, w2->attempt, "n1", {5, 0, "stop"}, kVerifyT0 + 3'002);
+    w2 = st.next_job_for("n1", kVerifyT0 + 3'003);
   }
   ASSERT_TRUE(w2);
-  st.append_output(*job2, w2->attempt, "n1", 0, "x", kT0 + 3'010, {99});
-  st.complete(*job2, w2->attempt, "n1", {5, 1, "length"}, kT0 + 3'020);
+  st.append_output(*job2, w2->attempt, "n1", 0, "x", kVerifyT0 + 3'010, {99});
+  st.complete(*job2, w2->attempt, "n1", {5, 1, "length"}, kVerifyT0 + 3'020);
   const auto run2 = st.canary_run(*job2);
   ASSERT_TRUE(run2);
   const Verdict v = check_canary(run2->canary.tokens, run2->canary.margins, run2->returned);
   EXPECT_EQ(v.outcome, AuditOutcome::Failed);
-  st.record_canary(*run2, v, kT0 + 3'030);
+  st.record_canary(*run2, v, kVerifyT0 + 3'030);
   EXPECT_NE(st.node_stats("n1").banned.find("canary " + id), std::string::npos) << st.node_stats("n1").banned;
   EXPECT_EQ(st.settlement(*job2), SettlementState::Forfeited);
   EXPECT_TRUE(st.remove_canary(id));
   EXPECT_FALSE(st.remove_canary(id));
-  EXPECT_THROW(st.add_canary(canary("not-a-hash"), kT0), Error);
+  EXPECT_THROW(st.add_canary(canary("not-a-hash"), kVerifyT0), Error);
 }
 
 // The price class is measured: a node is priced as a laptop until a canary measured it, then
@@ -455,23 +455,23 @@ TEST_P(JobVerificationTest, ANodesPriceClassIsTheBandwidthACanaryMeasuredNotItsL
   auto st = JobStore::open(fresh("verify-price"), options(0));
   NodeInfo n = node("n1", "alice");
   n.hardware = HardwareClass::Workstation;  // what it says
-  st.register_node(n, kT0);
-  st.add_canary(canary(), kT0);
-  EXPECT_EQ(run_job(st, "job-before", "n1", kT0).usage.hardware, HardwareClass::Laptop) << "unmeasured";
-  const auto job = st.submit_canary("n1", 0, kT0 + 10);
+  st.register_node(n, kVerifyT0);
+  st.add_canary(canary(), kVerifyT0);
+  EXPECT_EQ(run_job(st, "job-before", "n1", kVerifyT0).usage.hardware, HardwareClass::Laptop) << "unmeasured";
+  const auto job = st.submit_canary("n1", 0, kVerifyT0 + 10);
   ASSERT_TRUE(job);
-  const auto w = st.next_job_for("n1", kT0 + 100);
+  const auto w = st.next_job_for("n1", kVerifyT0 + 100);
   ASSERT_TRUE(w);
-  for (int i = 0; i < 3; ++i) st.append_output(*job, w->attempt, "n1", i, "t", kT0 + 101, {10 * i, 10 * i + 1});
-  st.complete(*job, w->attempt, "n1", {5, 6, "length"}, kT0 + 101);  // 6 tokens in 1 ms: faster than predicted
+  for (int i = 0; i < 3; ++i) st.append_output(*job, w->attempt, "n1", i, "t", kVerifyT0 + 101, {10 * i, 10 * i + 1});
+  st.complete(*job, w->attempt, "n1", {5, 6, "length"}, kVerifyT0 + 101);  // 6 tokens in 1 ms: faster than predicted
   const auto run = st.canary_run(*job);
   ASSERT_TRUE(run);
-  st.record_canary(*run, check_canary(run->canary.tokens, run->canary.margins, run->returned), kT0 + 102);
+  st.record_canary(*run, check_canary(run->canary.tokens, run->canary.margins, run->returned), kVerifyT0 + 102);
   // It delivered all of the 200 GB/s it reported: desktop, not the workstation it claimed.
-  EXPECT_EQ(run_job(st, "job-after", "n1", kT0 + 200).usage.hardware, HardwareClass::Desktop);
+  EXPECT_EQ(run_job(st, "job-after", "n1", kVerifyT0 + 200).usage.hardware, HardwareClass::Desktop);
   // Registering again forgets the measurement until the next canary.
-  st.register_node(n, kT0 + 300);
-  EXPECT_EQ(run_job(st, "job-again", "n1", kT0 + 400).usage.hardware, HardwareClass::Laptop);
+  st.register_node(n, kVerifyT0 + 300);
+  EXPECT_EQ(run_job(st, "job-again", "n1", kVerifyT0 + 400).usage.hardware, HardwareClass::Laptop);
   EXPECT_EQ(measured_hardware_class(99.9), HardwareClass::Laptop);
   EXPECT_EQ(measured_hardware_class(100), HardwareClass::Desktop);
   EXPECT_EQ(measured_hardware_class(819), HardwareClass::Workstation);
@@ -483,8 +483,8 @@ TEST_P(JobVerificationTest, AVersionTwoStoreIsUpgradedWithItsCompletedJobsDue) {
   const std::string where = fresh("verify-upgrade");
   {
     auto st = JobStore::open(where, options(0));
-    st.register_node(node("n1", "alice"), kT0);
-    run_job(st, "job-old", "n1", kT0);
+    st.register_node(node("n1", "alice"), kVerifyT0);
+    run_job(st, "job-old", "n1", kVerifyT0);
   }
   {
     // Back to version 2's shape: it is brought to 3 (audits), to 4 (nodes.seq), to 5 (memory
@@ -506,11 +506,11 @@ TEST_P(JobVerificationTest, AVersionTwoStoreIsUpgradedWithItsCompletedJobsDue) {
   }
   EXPECT_THROW(sql::open_database(where, {"job store", "orchard-jobs", "6", ""}), Error) << "it is version 2 now";
   auto st = JobStore::open(where, options(0));
-  EXPECT_EQ(due_ids(st, kT0 + 10), std::vector<std::string>{"job-old"});
+  EXPECT_EQ(due_ids(st, kVerifyT0 + 10), std::vector<std::string>{"job-old"});
   EXPECT_EQ(st.job("job-old").state, JobState::Done);
-  run_job(st, "job-new", "n1", kT0 + 20);
+  run_job(st, "job-new", "n1", kVerifyT0 + 20);
   EXPECT_EQ(st.settlement("job-new"), SettlementState::Pending);
-  EXPECT_TRUE(st.register_node(node("n1", "alice"), kT0 + 30, {}, MemoryDemand{10, 32, kT0 + 40}))
+  EXPECT_TRUE(st.register_node(node("n1", "alice"), kVerifyT0 + 30, {}, MemoryDemand{10, 32, kVerifyT0 + 40}))
       << "version 5's columns are there";
   // Version 6's log: the placement of job-new was logged for n1.
   auto db = sql::open_database(where, {"job store", "orchard-jobs", "6", ""});

@@ -19,23 +19,23 @@
 namespace orchard::network {
 namespace {
 
-constexpr int64_t kNow = 1'700'000'000'000;
+constexpr int64_t kNonceNow = 1'700'000'000'000;
 
 // The same contract for both stores.
 void expect_remembers_until_expiry(NonceStore& s) {
-  EXPECT_TRUE(s.remember("node-a", "n1", kNow + 100, kNow));
-  EXPECT_FALSE(s.remember("node-a", "n1", kNow + 100, kNow + 50));
-  EXPECT_FALSE(s.remember("node-a", "n1", kNow + 100, kNow + 100));  // expiry is inclusive
-  EXPECT_TRUE(s.remember("node-b", "n1", kNow + 100, kNow));          // nonces are per node
-  EXPECT_TRUE(s.remember("node-a", "n2", kNow + 100, kNow));
+  EXPECT_TRUE(s.remember("node-a", "n1", kNonceNow + 100, kNonceNow));
+  EXPECT_FALSE(s.remember("node-a", "n1", kNonceNow + 100, kNonceNow + 50));
+  EXPECT_FALSE(s.remember("node-a", "n1", kNonceNow + 100, kNonceNow + 100));  // expiry is inclusive
+  EXPECT_TRUE(s.remember("node-b", "n1", kNonceNow + 100, kNonceNow));          // nonces are per node
+  EXPECT_TRUE(s.remember("node-a", "n2", kNonceNow + 100, kNonceNow));
   // Past its expiry the entry is dropped (by then the timestamp check refuses the request).
-  EXPECT_TRUE(s.remember("node-a", "n1", kNow + 300, kNow + 101));
+  EXPECT_TRUE(s.remember("node-a", "n1", kNonceNow + 300, kNonceNow + 101));
 }
 
 TEST(NonceStore, MemoryStoreRemembersUntilExpiry) {
   MemoryNonceStore s;
   expect_remembers_until_expiry(s);
-  EXPECT_EQ(s.size(), 1u);  // only the last one is unexpired at kNow + 101
+  EXPECT_EQ(s.size(), 1u);  // only the last one is unexpired at kNonceNow + 101
 }
 
 class NonceStoreTest : public test::BackendTest {};
@@ -49,7 +49,7 @@ TEST_P(NonceStoreTest, RemembersUntilExpiry) {
   // Expired rows are dropped at most once a second (a statement of its own): until then they
   // stay, and the next remember a second later leaves only its own.
   EXPECT_EQ(s->size(), 3);
-  EXPECT_TRUE(s->remember("node-c", "n1", kNow + 2000, kNow + 1001));
+  EXPECT_TRUE(s->remember("node-c", "n1", kNonceNow + 2000, kNonceNow + 1001));
   EXPECT_EQ(s->size(), 1);
 }
 
@@ -57,14 +57,14 @@ TEST_P(NonceStoreTest, IsSharedBetweenConnectionsAndSurvivesReopening) {
   const auto path = fresh("nonces-shared");
   auto one = DatabaseNonceStore::open(path);
   auto two = DatabaseNonceStore::open(path);
-  EXPECT_TRUE(one->remember("node-a", "n1", kNow + 1000, kNow));
-  EXPECT_FALSE(two->remember("node-a", "n1", kNow + 1000, kNow));
-  EXPECT_TRUE(two->remember("node-a", "n2", kNow + 1000, kNow));
-  EXPECT_FALSE(one->remember("node-a", "n2", kNow + 1000, kNow));
+  EXPECT_TRUE(one->remember("node-a", "n1", kNonceNow + 1000, kNonceNow));
+  EXPECT_FALSE(two->remember("node-a", "n1", kNonceNow + 1000, kNonceNow));
+  EXPECT_TRUE(two->remember("node-a", "n2", kNonceNow + 1000, kNonceNow));
+  EXPECT_FALSE(one->remember("node-a", "n2", kNonceNow + 1000, kNonceNow));
   one.reset();
   two.reset();
   auto reopened = DatabaseNonceStore::open(path);  // a restarted coordinator still refuses them
-  EXPECT_FALSE(reopened->remember("node-a", "n1", kNow + 1000, kNow + 10));
+  EXPECT_FALSE(reopened->remember("node-a", "n1", kNonceNow + 1000, kNonceNow + 10));
 }
 
 TEST_P(NonceStoreTest, AcceptsEachNonceOnceAcrossProcesses) {
@@ -85,7 +85,7 @@ TEST_P(NonceStoreTest, AcceptsEachNonceOnceAcrossProcesses) {
         for (int i = 0; i < kNonces; ++i) order[static_cast<size_t>(i)] = i;
         std::shuffle(order.begin(), order.end(), std::mt19937(static_cast<unsigned>(p)));
         for (int32_t i : order)
-          if (s->remember("node-a", "nonce-" + std::to_string(i), kNow + 60'000, kNow))
+          if (s->remember("node-a", "nonce-" + std::to_string(i), kNonceNow + 60'000, kNonceNow))
             if (write(fds[1], &i, sizeof i) != sizeof i) _exit(3);
       } catch (...) {
         _exit(2);
@@ -117,7 +117,7 @@ TEST_P(NonceStoreTest, AcceptsEachNonceOnceAcrossThreads) {
       auto own = DatabaseNonceStore::open(path);
       NonceStore& s = t % 2 ? *own : static_cast<NonceStore&>(*shared);
       for (int i = 0; i < 100; ++i)
-        if (s.remember("node-a", "nonce-" + std::to_string(i), kNow + 60'000, kNow)) ++accepted;
+        if (s.remember("node-a", "nonce-" + std::to_string(i), kNonceNow + 60'000, kNonceNow)) ++accepted;
     });
   for (auto& th : threads) th.join();
   EXPECT_EQ(accepted.load(), 100);

@@ -14,7 +14,7 @@ namespace {
 
 using namespace orchard::network::testing;
 
-constexpr int64_t kNow = 1'000'000;
+constexpr int64_t kPlaceNow = 1'000'000;
 
 JobDemand demand(const ModelInfo& m, int64_t n_ctx = 4096) {
   JobDemand d;
@@ -25,7 +25,7 @@ JobDemand demand(const ModelInfo& m, int64_t n_ctx = 4096) {
   return d;
 }
 
-PlacementResult run(const JobDemand& d, const std::vector<NodeView>& nodes) { return place(d, nodes, {kNow, 30'000}); }
+PlacementResult run(const JobDemand& d, const std::vector<NodeView>& nodes) { return place(d, nodes, {kPlaceNow, 30'000}); }
 
 const Rejection* rejection(const PlacementResult& r, const std::string& node) {
   for (const Rejection& x : r.rejected)
@@ -37,8 +37,8 @@ bool contains(const std::string& text, const std::string& part) { return text.fi
 
 TEST(Placement, TooBigModelGoesToTheCabledGroupNotTheSingleMachines) {
   // 70B in Q4_0 is about 40 GB: no 48 GiB machine holds it (75 % usable), two cabled ones do.
-  const auto r = run(demand(kBig), {view(single("fast-single", 48, 800), kNow), view(group("pair", 2, 48, 200), kNow),
-                                    view(single("other-single", 48, 400), kNow)});
+  const auto r = run(demand(kBig), {view(single("fast-single", 48, 800), kPlaceNow), view(group("pair", 2, 48, 200), kPlaceNow),
+                                    view(single("other-single", 48, 400), kPlaceNow)});
   ASSERT_TRUE(r.choice) << r.why_not(demand(kBig));
   EXPECT_EQ(r.choice->node_id, "pair");
   EXPECT_EQ(r.choice->plan.candidate.ranks(), 2) << r.choice->reason;
@@ -50,13 +50,13 @@ TEST(Placement, TooBigModelGoesToTheCabledGroupNotTheSingleMachines) {
     EXPECT_TRUE(contains(x->why, "nothing fits")) << x->why;
   }
   // A small model fits the fast single machine, which then beats the group.
-  const auto small = run(demand(kSmall), {view(single("fast-single", 48, 800), kNow), view(group("pair", 2, 48, 200), kNow)});
+  const auto small = run(demand(kSmall), {view(single("fast-single", 48, 800), kPlaceNow), view(group("pair", 2, 48, 200), kPlaceNow)});
   ASSERT_TRUE(small.choice);
   EXPECT_EQ(small.choice->node_id, "fast-single");
 }
 
 TEST(Placement, FasterNodeWins) {
-  const auto r = run(demand(kSmall), {view(single("slow", 64, 100), kNow), view(single("fast", 64, 400), kNow)});
+  const auto r = run(demand(kSmall), {view(single("slow", 64, 100), kPlaceNow), view(single("fast", 64, 400), kPlaceNow)});
   ASSERT_TRUE(r.choice);
   EXPECT_EQ(r.choice->node_id, "fast");
   EXPECT_GT(r.choice->plan.tg_tps, 0);
@@ -66,22 +66,22 @@ TEST(Placement, FasterNodeWins) {
 TEST(Placement, LoadedNodeLosesToAnIdleSlowerOne) {
   NodeInfo busy = single("fast-but-loaded", 64, 400);
   busy.state.load = 0.8;  // 400 × 0.2 < 250 × 0.9
-  const auto r = run(demand(kSmall), {view(busy, kNow), view(single("idle", 64, 250), kNow)});
+  const auto r = run(demand(kSmall), {view(busy, kPlaceNow), view(single("idle", 64, 250), kPlaceNow)});
   ASSERT_TRUE(r.choice);
   EXPECT_EQ(r.choice->node_id, "idle");
   // Jobs the store has assigned since the last heartbeat count as load too.
   NodeInfo two_slots = single("two-slots", 64, 400);
   two_slots.max_jobs = 2;
-  NodeView v = view(two_slots, kNow);
+  NodeView v = view(two_slots, kPlaceNow);
   v.active_jobs = 1;  // half its slots in use: 400 × 0.5 < 250
-  const auto s = run(demand(kSmall), {v, view(single("idle", 64, 250), kNow)});
+  const auto s = run(demand(kSmall), {v, view(single("idle", 64, 250), kPlaceNow)});
   ASSERT_TRUE(s.choice);
   EXPECT_EQ(s.choice->node_id, "idle");
   EXPECT_DOUBLE_EQ(run(demand(kSmall), {v}).choice->load, 0.5);
 }
 
 TEST(Placement, LessReliableNodeLosesATie) {
-  const auto r = run(demand(kSmall), {view(single("flaky", 64, 300), kNow, 0.5), view(single("steady", 64, 300), kNow)});
+  const auto r = run(demand(kSmall), {view(single("flaky", 64, 300), kPlaceNow, 0.5), view(single("steady", 64, 300), kPlaceNow)});
   ASSERT_TRUE(r.choice);
   EXPECT_EQ(r.choice->node_id, "steady");
 }
@@ -91,12 +91,12 @@ TEST(Placement, DrainingBusyFullAndStaleNodesAreSkippedForNow) {
   draining.state.status = NodeStatus::Draining;
   NodeInfo busy = single("busy", 64, 800);
   busy.state.status = NodeStatus::Busy;
-  NodeView full = view(single("full", 64, 700), kNow);
+  NodeView full = view(single("full", 64, 700), kPlaceNow);
   full.active_jobs = 1;
-  NodeView flagged = view(single("flagged", 64, 650), kNow);
+  NodeView flagged = view(single("flagged", 64, 650), kPlaceNow);
   flagged.draining = true;  // the store's flag, set when its owner reclaims it
-  const auto r = run(demand(kSmall), {view(draining, kNow), view(busy, kNow), full, flagged,
-                                      view(single("stale", 64, 600), kNow - 31'000), view(single("ok", 64, 100), kNow)});
+  const auto r = run(demand(kSmall), {view(draining, kPlaceNow), view(busy, kPlaceNow), full, flagged,
+                                      view(single("stale", 64, 600), kPlaceNow - 31'000), view(single("ok", 64, 100), kPlaceNow)});
   ASSERT_TRUE(r.choice);
   EXPECT_EQ(r.choice->node_id, "ok");
   for (const auto& [id, why] : std::vector<std::pair<std::string, std::string>>{
@@ -107,7 +107,7 @@ TEST(Placement, DrainingBusyFullAndStaleNodesAreSkippedForNow) {
     EXPECT_TRUE(contains(x->why, why)) << id << ": " << x->why;
   }
   // With only those, the job waits: it is not hopeless.
-  const auto wait = run(demand(kSmall), {view(draining, kNow), view(single("stale", 64, 600), kNow - 31'000)});
+  const auto wait = run(demand(kSmall), {view(draining, kPlaceNow), view(single("stale", 64, 600), kPlaceNow - 31'000)});
   EXPECT_FALSE(wait.choice);
   EXPECT_FALSE(wait.hopeless());
 }
@@ -116,8 +116,8 @@ TEST(Placement, NoFitIsAnErrorNamingWhyForEachNode) {
   NodeInfo short_ctx = single("short-context", 512, 400);
   short_ctx.max_context = 2048;
   const auto d = demand(kBig, 8192);
-  const auto r = run(d, {view(single("no-model", 512, 400, {kSmall}), kNow), view(single("too-small", 16, 400), kNow),
-                         view(short_ctx, kNow)});
+  const auto r = run(d, {view(single("no-model", 512, 400, {kSmall}), kPlaceNow), view(single("too-small", 16, 400), kPlaceNow),
+                         view(short_ctx, kPlaceNow)});
   EXPECT_FALSE(r.choice);
   EXPECT_TRUE(r.hopeless());
   const std::string why = r.why_not(d);
@@ -134,12 +134,12 @@ TEST(Placement, NoFitIsAnErrorNamingWhyForEachNode) {
 
 TEST(Placement, NeverCombinesMachinesOfDifferentNodes) {
   // Two 48 GiB singles together would hold the 70B model; as separate nodes they must not.
-  const auto apart = run(demand(kBig), {view(single("a", 48, 400), kNow), view(single("b", 48, 400), kNow)});
+  const auto apart = run(demand(kBig), {view(single("a", 48, 400), kPlaceNow), view(single("b", 48, 400), kPlaceNow)});
   EXPECT_FALSE(apart.choice);
   EXPECT_TRUE(apart.hopeless());
   // The chosen plan uses only the chosen node's machines.
   const NodeInfo pair = group("pair", 2, 48, 200);
-  const auto r = run(demand(kBig), {view(single("a", 48, 400), kNow), view(pair, kNow), view(single("b", 48, 400), kNow)});
+  const auto r = run(demand(kBig), {view(single("a", 48, 400), kPlaceNow), view(pair, kPlaceNow), view(single("b", 48, 400), kPlaceNow)});
   ASSERT_TRUE(r.choice);
   std::set<std::string> mine;
   for (const MachineInfo& m : pair.machines) mine.insert(m.name);

@@ -15,7 +15,7 @@
 namespace orchard::network {
 namespace {
 
-constexpr int64_t kNow = 1'700'000'000'000;
+constexpr int64_t kSignNow = 1'700'000'000'000;
 constexpr const char* kBody = R"({"job":"job-42","tokens":17})";
 constexpr const char* kTarget = "/v1/jobs/job-42/result?attempt=2";
 
@@ -31,10 +31,10 @@ class RequestSigning : public ::testing::Test {
     return it->second;
   };
 
-  Headers signed_by(const NodeIdentity& who, int64_t at = kNow) { return sign_request(who, "POST", kTarget, kBody, at); }
+  Headers signed_by(const NodeIdentity& who, int64_t at = kSignNow) { return sign_request(who, "POST", kTarget, kBody, at); }
 
   AuthResult check(const Headers& h, const std::string& method = "POST", const std::string& target = kTarget,
-                   const std::string& body = kBody, int64_t now = kNow, const VerifyOptions& options = {}) {
+                   const std::string& body = kBody, int64_t now = kSignNow, const VerifyOptions& options = {}) {
     return verify_request(h, method, target, body, now, lookup, nonces, options);
   }
 };
@@ -52,7 +52,7 @@ TEST_F(RequestSigning, SignedRequestVerifiesAndNamesItsNode) {
   EXPECT_EQ(h.size(), 5u);
   EXPECT_EQ(h.at(kNodeHeader), a.id());
   EXPECT_EQ(h.at(kKeyHeader), a.public_key_hex());
-  EXPECT_EQ(h.at(kTimestampHeader), std::to_string(kNow));
+  EXPECT_EQ(h.at(kTimestampHeader), std::to_string(kSignNow));
   EXPECT_EQ(h.at(kNonceHeader).size(), 32u);
   const AuthResult r = check(h);
   ASSERT_TRUE(r.ok()) << r.reason;
@@ -64,7 +64,7 @@ TEST_F(RequestSigning, SignedRequestVerifiesAndNamesItsNode) {
 }
 
 TEST_F(RequestSigning, EmptyBodyAndGetRequestsVerify) {
-  const AuthResult r = check(sign_request(a, "GET", "/v1/work", "", kNow), "GET", "/v1/work", "");
+  const AuthResult r = check(sign_request(a, "GET", "/v1/work", "", kSignNow), "GET", "/v1/work", "");
   EXPECT_TRUE(r.ok()) << r.reason;
 }
 
@@ -120,7 +120,7 @@ TEST_F(RequestSigning, SignatureByAnotherKeyIsRefused) {
   // A's genuine headers with B's signature over the same canonical request.
   Headers h = signed_by(a);
   h[kSignatureHeader] =
-      b.sign(canonical_request(a.id(), "POST", kTarget, sha256_hex(kBody), kNow, h.at(kNonceHeader)));
+      b.sign(canonical_request(a.id(), "POST", kTarget, sha256_hex(kBody), kSignNow, h.at(kNonceHeader)));
   EXPECT_REFUSED(check(h), AuthStatus::BadSignature);
   // One flipped digit.
   Headers flipped = signed_by(a);
@@ -138,7 +138,7 @@ TEST_F(RequestSigning, TamperedMethodTargetOrBodyIsRefused) {
   EXPECT_REFUSED(check(signed_by(a), "POST", kTarget, ""), AuthStatus::BadSignature);
   // And the signed header fields themselves.
   Headers later = signed_by(a);
-  later[kTimestampHeader] = std::to_string(kNow + 1);
+  later[kTimestampHeader] = std::to_string(kSignNow + 1);
   EXPECT_REFUSED(check(later), AuthStatus::BadSignature);
   Headers other_nonce = signed_by(a);
   other_nonce[kNonceHeader] = std::string(32, '7');
@@ -165,7 +165,7 @@ TEST_F(RequestSigning, UnknownNodeIsRefusedUnlessRegistering) {
   EXPECT_REFUSED(check(signed_by(c)), AuthStatus::UnknownNode);
   VerifyOptions registration;
   registration.allow_unregistered = true;
-  const AuthResult r = check(signed_by(c), "POST", kTarget, kBody, kNow, registration);
+  const AuthResult r = check(signed_by(c), "POST", kTarget, kBody, kSignNow, registration);
   ASSERT_TRUE(r.ok()) << r.reason;
   EXPECT_TRUE(r.registering);
   EXPECT_EQ(r.node_id, c.id());
@@ -173,36 +173,36 @@ TEST_F(RequestSigning, UnknownNodeIsRefusedUnlessRegistering) {
   // Registering still needs the key, and a key the id derives from.
   Headers no_key = signed_by(c);
   no_key.erase(kKeyHeader);
-  EXPECT_REFUSED(check(no_key, "POST", kTarget, kBody, kNow, registration), AuthStatus::UnknownNode);
+  EXPECT_REFUSED(check(no_key, "POST", kTarget, kBody, kSignNow, registration), AuthStatus::UnknownNode);
   const auto d = NodeIdentity::from_key(generate_ed25519_key());
   Headers wrong_id = signed_by(d);
   wrong_id[kNodeHeader] = c.id();
-  EXPECT_REFUSED(check(wrong_id, "POST", kTarget, kBody, kNow, registration), AuthStatus::KeyMismatch);
+  EXPECT_REFUSED(check(wrong_id, "POST", kTarget, kBody, kSignNow, registration), AuthStatus::KeyMismatch);
 }
 
 TEST_F(RequestSigning, StaleTimestampIsRefusedPastAndFuture) {
-  EXPECT_REFUSED(check(signed_by(a, kNow - 60'001)), AuthStatus::Stale);
-  EXPECT_REFUSED(check(signed_by(a, kNow + 60'001)), AuthStatus::Stale);
+  EXPECT_REFUSED(check(signed_by(a, kSignNow - 60'001)), AuthStatus::Stale);
+  EXPECT_REFUSED(check(signed_by(a, kSignNow + 60'001)), AuthStatus::Stale);
   EXPECT_REFUSED(check(signed_by(a, 0)), AuthStatus::Stale);
-  EXPECT_REFUSED(check(signed_by(a, kNow - 3'600'000)), AuthStatus::Stale);
-  EXPECT_NE(check(signed_by(a, kNow - 61'000)).reason.find("61000 ms in the past"), std::string::npos);
-  EXPECT_NE(check(signed_by(a, kNow + 61'000)).reason.find("61000 ms in the future"), std::string::npos);
+  EXPECT_REFUSED(check(signed_by(a, kSignNow - 3'600'000)), AuthStatus::Stale);
+  EXPECT_NE(check(signed_by(a, kSignNow - 61'000)).reason.find("61000 ms in the past"), std::string::npos);
+  EXPECT_NE(check(signed_by(a, kSignNow + 61'000)).reason.find("61000 ms in the future"), std::string::npos);
   // The window's edges are inside it.
-  EXPECT_TRUE(check(signed_by(a, kNow - 60'000)).ok());
-  EXPECT_TRUE(check(signed_by(a, kNow + 60'000)).ok());
+  EXPECT_TRUE(check(signed_by(a, kSignNow - 60'000)).ok());
+  EXPECT_TRUE(check(signed_by(a, kSignNow + 60'000)).ok());
   VerifyOptions tight;
   tight.max_skew_ms = 5'000;
-  EXPECT_REFUSED(check(signed_by(a, kNow - 5'001), "POST", kTarget, kBody, kNow, tight), AuthStatus::Stale);
-  EXPECT_TRUE(check(signed_by(a, kNow - 4'999), "POST", kTarget, kBody, kNow, tight).ok());
+  EXPECT_REFUSED(check(signed_by(a, kSignNow - 5'001), "POST", kTarget, kBody, kSignNow, tight), AuthStatus::Stale);
+  EXPECT_TRUE(check(signed_by(a, kSignNow - 4'999), "POST", kTarget, kBody, kSignNow, tight).ok());
 }
 
 TEST_F(RequestSigning, ReplayedRequestIsRefused) {
   const Headers h = signed_by(a);
   ASSERT_TRUE(check(h).ok());
   EXPECT_REFUSED(check(h), AuthStatus::Replayed);
-  EXPECT_REFUSED(check(h, "POST", kTarget, kBody, kNow + 59'000), AuthStatus::Replayed);
+  EXPECT_REFUSED(check(h, "POST", kTarget, kBody, kSignNow + 59'000), AuthStatus::Replayed);
   // Once the window has passed, the clock refuses it (the guard may have forgotten it by then).
-  EXPECT_REFUSED(check(h, "POST", kTarget, kBody, kNow + 60'001), AuthStatus::Stale);
+  EXPECT_REFUSED(check(h, "POST", kTarget, kBody, kSignNow + 60'001), AuthStatus::Stale);
   // The same request content with a fresh nonce is a new request.
   EXPECT_TRUE(check(signed_by(a)).ok());
   // A refused request does not spend its nonce: the genuine one still goes through after.
@@ -217,18 +217,18 @@ TEST_F(RequestSigning, ReplayIsRefusedAcrossSqliteConnections) {
   auto replica1 = DatabaseNonceStore::open(db);
   auto replica2 = DatabaseNonceStore::open(db);
   const Headers h = signed_by(a);
-  const AuthResult first = verify_request(h, "POST", kTarget, kBody, kNow, lookup, *replica1);
+  const AuthResult first = verify_request(h, "POST", kTarget, kBody, kSignNow, lookup, *replica1);
   ASSERT_TRUE(first.ok()) << first.reason;
-  EXPECT_REFUSED(verify_request(h, "POST", kTarget, kBody, kNow + 1, lookup, *replica2), AuthStatus::Replayed);
-  EXPECT_REFUSED(verify_request(h, "POST", kTarget, kBody, kNow + 2, lookup, *replica1), AuthStatus::Replayed);
-  EXPECT_TRUE(verify_request(signed_by(a), "POST", kTarget, kBody, kNow, lookup, *replica2).ok());
+  EXPECT_REFUSED(verify_request(h, "POST", kTarget, kBody, kSignNow + 1, lookup, *replica2), AuthStatus::Replayed);
+  EXPECT_REFUSED(verify_request(h, "POST", kTarget, kBody, kSignNow + 2, lookup, *replica1), AuthStatus::Replayed);
+  EXPECT_TRUE(verify_request(signed_by(a), "POST", kTarget, kBody, kSignNow, lookup, *replica2).ok());
 }
 
 TEST_F(RequestSigning, AuthenticatedIdIsTheSignerNotWhatTheBodyClaims) {
   // B reports work on A's job, naming A in the body: verification succeeds, but it names B,
   // which the coordinator compares with the job's assignee (A) and refuses.
   const std::string body = R"({"job":"job-42","node":")" + a.id() + R"("})";
-  const AuthResult r = check(sign_request(b, "POST", kTarget, body, kNow), "POST", kTarget, body);
+  const AuthResult r = check(sign_request(b, "POST", kTarget, body, kSignNow), "POST", kTarget, body);
   ASSERT_TRUE(r.ok()) << r.reason;
   EXPECT_EQ(r.node_id, b.id());
   EXPECT_NE(r.node_id, a.id());
@@ -302,13 +302,13 @@ TEST_F(RequestSigning, FailingLookupOrGuardIsUnavailableNotAccepted) {
   KeyLookup broken = [](const std::string&) -> std::optional<std::string> {
     throw std::runtime_error("database is locked");
   };
-  EXPECT_REFUSED(verify_request(signed_by(a), "POST", kTarget, kBody, kNow, broken, nonces), AuthStatus::Unavailable);
+  EXPECT_REFUSED(verify_request(signed_by(a), "POST", kTarget, kBody, kSignNow, broken, nonces), AuthStatus::Unavailable);
   struct BrokenStore : NonceStore {
     bool remember(const std::string&, const std::string&, int64_t, int64_t) override {
       throw Error("disk I/O error");
     }
   } broken_store;
-  const AuthResult r = verify_request(signed_by(a), "POST", kTarget, kBody, kNow, lookup, broken_store);
+  const AuthResult r = verify_request(signed_by(a), "POST", kTarget, kBody, kSignNow, lookup, broken_store);
   EXPECT_REFUSED(r, AuthStatus::Unavailable);
   EXPECT_NE(r.reason.find("disk I/O error"), std::string::npos) << r.reason;
 }

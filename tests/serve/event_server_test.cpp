@@ -24,14 +24,14 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class Running {
+class RunningEventServer {
  public:
-  explicit Running(EventServerOptions o = {}) : server(std::move(o)) {}
+  explicit RunningEventServer(EventServerOptions o = {}) : server(std::move(o)) {}
   void start() {
     port = server.bind("127.0.0.1", 0);
     thread = std::thread([this] { server.run(); });
   }
-  ~Running() {
+  ~RunningEventServer() {
     server.stop();
     if (thread.joinable()) thread.join();
   }
@@ -73,7 +73,7 @@ std::string exchange_raw(int port, const std::string& request) {
 }
 
 TEST(EventServer, RoutesByMethodAndPatternWithGroupsQueryAndBody) {
-  Running r;
+  RunningEventServer r;
   r.server.Get(R"(/items/(\d+))", [](const httplib::Request& req, httplib::Response& res) {
     res.set_content("item " + std::string(req.matches[1]) + " q=" + req.get_param_value("q") + " path=" + req.path,
                     "text/plain");
@@ -124,7 +124,7 @@ TEST(HttpTarget, DecodesThePathAndQueryAndKeepsMalformedEscapes) {
 }
 
 TEST(EventServer, KeepsAConnectionAliveAcrossRequestsAndAnswersInOrder) {
-  Running r;
+  RunningEventServer r;
   std::atomic<int> n{0};
   r.server.Get("/n", [&](const httplib::Request&, httplib::Response& res) { res.set_content(std::to_string(++n), "text/plain"); });
   r.start();
@@ -145,7 +145,7 @@ TEST(EventServer, KeepsAConnectionAliveAcrossRequestsAndAnswersInOrder) {
 TEST(EventServer, RefusesMalformedOversizedAndUnroutedRequestsWithTheirStatus) {
   EventServerOptions o;
   o.max_body_bytes = 1000;
-  Running r(o);
+  RunningEventServer r(o);
   r.server.Post("/x", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok", "text/plain"); });
   r.start();
   EXPECT_EQ(exchange_raw(r.port, "BLAH\r\n\r\n").rfind("HTTP/1.1 400", 0), 0u);
@@ -163,7 +163,7 @@ TEST(EventServer, RefusesMalformedOversizedAndUnroutedRequestsWithTheirStatus) {
 TEST(EventServer, HoldsManyParkedRequestsOnFewThreadsAndAnswersEach) {
   EventServerOptions o;
   o.workers = 2;
-  Running r(o);
+  RunningEventServer r(o);
   std::mutex mu;
   std::vector<std::pair<std::string, ReplyPtr>> parked;
   r.server.post_deferred(R"(/wait/(\d+))", [&](const httplib::Request& req, httplib::Response&, const ReplyPtr& reply) {
@@ -219,7 +219,7 @@ TEST(EventServer, HoldsManyParkedRequestsOnFewThreadsAndAnswersEach) {
 TEST(EventServer, ALongWaitingRouteHoldsNoWorkerAndAVeryLongTargetIsRefused) {
   EventServerOptions o;
   o.workers = 1;
-  Running r(o);
+  RunningEventServer r(o);
   std::atomic<bool> release{false};
   r.server.post_blocking("/slow", [&](const httplib::Request&, httplib::Response& res) {
     while (!release) std::this_thread::sleep_for(5ms);
@@ -244,7 +244,7 @@ TEST(EventServer, ALongWaitingRouteHoldsNoWorkerAndAVeryLongTargetIsRefused) {
 }
 
 TEST(EventServer, AParkedRequestWhoseClientLeavesIsReportedAndCannotBeAnswered) {
-  Running r;
+  RunningEventServer r;
   ReplyPtr kept;
   std::atomic<bool> left{false};
   std::atomic<bool> parked{false};
@@ -268,7 +268,7 @@ TEST(EventServer, AParkedRequestWhoseClientLeavesIsReportedAndCannotBeAnswered) 
 }
 
 TEST(EventServer, AnsweredAtOnceByADeferredRouteOrThroughItsReplyWhileItRuns) {
-  Running r;
+  RunningEventServer r;
   r.server.post_deferred("/now", [](const httplib::Request&, httplib::Response& res, const ReplyPtr&) {
     res.set_content("now", "text/plain");
   });
@@ -288,7 +288,7 @@ TEST(EventServer, AnsweredAtOnceByADeferredRouteOrThroughItsReplyWhileItRuns) {
 }
 
 TEST(EventServer, StreamsAChunkedAnswerAndStopsTheProviderWhenTheClientLeaves) {
-  Running r;
+  RunningEventServer r;
   std::atomic<int> released{-1};
   r.server.Get("/count", [](const httplib::Request&, httplib::Response& res) {
     res.set_chunked_content_provider("text/plain", [n = 0](size_t, httplib::DataSink& sink) mutable {
@@ -332,7 +332,7 @@ TEST(EventServer, RefusesHalfTlsSettingsAndAPortInUse) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--tls-key"), std::string::npos) << e.what();
   }
-  Running r;
+  RunningEventServer r;
   r.start();
   EventServer second{EventServerOptions{}};
   try {

@@ -177,7 +177,7 @@ class FakeHub {
   std::thread hub_thread_, cdn_thread_;
 };
 
-std::string error_of(const std::function<void()>& f) {
+std::string error_from(const std::function<void()>& f) {
   try {
     f();
   } catch (const Error& e) {
@@ -242,7 +242,7 @@ TEST_F(HubPull, SizeAndShaComeFromTheRedirectWhenTheListingHasNoLfs) {
 TEST_F(HubPull, InterruptedDownloadResumesWithARangeRequest) {
   hub.cut_after = 20000;
   hub.cuts_left = 1;
-  const std::string err = error_of([&] { pull("owner/model-GGUF"); });
+  const std::string err = error_from([&] { pull("owner/model-GGUF"); });
   EXPECT_NE(err.find("run the same command again to resume"), std::string::npos) << err;
   const fs::path part = folder / "owner/model-GGUF/model-Q4_K_M.gguf.part";
   ASSERT_TRUE(fs::exists(part));
@@ -272,7 +272,7 @@ TEST_F(HubPull, CorruptedDownloadIsRefusedAndNothingInstalled) {
   std::string bad = model;
   bad[bad.size() / 2] ^= 0x55;
   hub.repos["owner/model-GGUF"].served["model-Q4_K_M.gguf"] = bad;
-  const std::string err = error_of([&] { pull("owner/model-GGUF"); });
+  const std::string err = error_from([&] { pull("owner/model-GGUF"); });
   EXPECT_NE(err.find("corrupted download"), std::string::npos) << err;
   EXPECT_NE(err.find("sha256 " + sha256_hex(bad) + ", expected " + sha256_hex(model)), std::string::npos) << err;
   EXPECT_FALSE(fs::exists(folder / "owner/model-GGUF/model-Q4_K_M.gguf"));
@@ -288,33 +288,33 @@ TEST_F(HubPull, AStalePartLongerThanTheFileIsDiscarded) {
 }
 
 TEST_F(HubPull, UserShaMustAgreeWithTheHub) {
-  const std::string err = error_of([&] {
+  const std::string err = error_from([&] {
     pull_model(hub.client(), PullRequest{"owner/model-GGUF", "", std::string(64, 'a'), folder, {}});
   });
   EXPECT_NE(err.find("differs from the hub's sha256"), std::string::npos) << err;
 }
 
 TEST_F(HubPull, MissingRepoAndFileNameWhatWasNotFound) {
-  std::string err = error_of([&] { pull("owner/nothing"); });
+  std::string err = error_from([&] { pull("owner/nothing"); });
   EXPECT_NE(err.find("owner/nothing"), std::string::npos) << err;
   EXPECT_NE(err.find("repository not found"), std::string::npos) << err;
   EXPECT_NE(err.find("404"), std::string::npos) << err;
-  err = error_of([&] { pull("owner/model-GGUF", "model-Q8_0.gguf"); });
+  err = error_from([&] { pull("owner/model-GGUF", "model-Q8_0.gguf"); });
   EXPECT_NE(err.find("model-Q8_0.gguf"), std::string::npos) << err;
   EXPECT_NE(err.find("revision main"), std::string::npos) << err;
   EXPECT_NE(err.find("model-Q4_K_M.gguf"), std::string::npos) << err;  // what it does have
   // The resolve URL alone (a mirror without the listing API) gives the same kind of answer.
-  err = error_of([&] { remote_file_info(hub.client(), "owner/model-GGUF", "model-Q8_0.gguf"); });
+  err = error_from([&] { remote_file_info(hub.client(), "owner/model-GGUF", "model-Q8_0.gguf"); });
   EXPECT_NE(err.find("file not found"), std::string::npos) << err;
 }
 
 TEST_F(HubPull, PrivateRepoAsksForHfTokenAndTheTokenStaysOffTheCdn) {
   hub.repos["owner/private"].files = {{"p.gguf", model}};
   hub.repos["owner/private"].token = "hf_secret";
-  std::string err = error_of([&] { pull("owner/private"); });
+  std::string err = error_from([&] { pull("owner/private"); });
   EXPECT_NE(err.find("401"), std::string::npos) << err;
   EXPECT_NE(err.find("HF_TOKEN"), std::string::npos) << err;
-  err = error_of([&] { pull("owner/private", "", "hf_wrong"); });
+  err = error_from([&] { pull("owner/private", "", "hf_wrong"); });
   EXPECT_NE(err.find("HF_TOKEN was sent but does not grant access"), std::string::npos) << err;
   const PullResult r = pull("owner/private", "", "hf_secret");
   EXPECT_EQ(read_file(r.download.path), model);
@@ -325,13 +325,13 @@ TEST_F(HubPull, PrivateRepoAsksForHfTokenAndTheTokenStaysOffTheCdn) {
 TEST_F(HubPull, UnreachableEndpointIsNamed) {
   HubOptions o;
   o.endpoint = "http://127.0.0.1:1";
-  const std::string err = error_of([&] { pull_model(HubClient(o), PullRequest{"owner/model-GGUF", "", "", folder, {}}); });
+  const std::string err = error_from([&] { pull_model(HubClient(o), PullRequest{"owner/model-GGUF", "", "", folder, {}}); });
   EXPECT_NE(err.find("cannot reach http://127.0.0.1:1"), std::string::npos) << err;
 }
 
 TEST_F(HubPull, UnwritableFolderIsAClearError) {
   write_file(folder / "not-a-folder", "x");
-  const std::string err = error_of([&] {
+  const std::string err = error_from([&] {
     pull_model(hub.client(), PullRequest{"owner/model-GGUF", "", "", folder / "not-a-folder" / "models", {}});
   });
   EXPECT_NE(err.find("cannot create"), std::string::npos) << err;
@@ -339,7 +339,7 @@ TEST_F(HubPull, UnwritableFolderIsAClearError) {
 
 TEST_F(HubPull, SeveralGgufsWithoutOneQ4KMAskForAFile) {
   hub.repos["owner/many"].files = {{"m-Q8_0.gguf", model}, {"m-F16.gguf", model}};
-  const std::string err = error_of([&] { pull("owner/many"); });
+  const std::string err = error_from([&] { pull("owner/many"); });
   EXPECT_NE(err.find("name the one to pull"), std::string::npos) << err;
   EXPECT_NE(err.find("m-Q8_0.gguf"), std::string::npos) << err;
   EXPECT_NE(err.find("m-F16.gguf"), std::string::npos) << err;
@@ -347,7 +347,7 @@ TEST_F(HubPull, SeveralGgufsWithoutOneQ4KMAskForAFile) {
 
 TEST_F(HubPull, HostileFileNamesFromTheHubAreRefused) {
   hub.repos["owner/evil"].files = {{"../../escape.gguf", model}};
-  const std::string err = error_of([&] { pull("owner/evil"); });
+  const std::string err = error_from([&] { pull("owner/evil"); });
   EXPECT_NE(err.find("not a usable file name"), std::string::npos) << err;
   EXPECT_FALSE(fs::exists(folder.parent_path() / "escape.gguf"));
 }
@@ -355,7 +355,7 @@ TEST_F(HubPull, HostileFileNamesFromTheHubAreRefused) {
 TEST(HubChoose, PrefersTheOnlyGgufThenQ4KM) {
   EXPECT_EQ(choose_gguf({{"README.md", 1, ""}, {"a.gguf", 2, ""}}, "o/r").path, "a.gguf");
   EXPECT_EQ(choose_gguf({{"a-Q8_0.gguf", 2, ""}, {"a-q4_k_m.gguf", 2, ""}}, "o/r").path, "a-q4_k_m.gguf");
-  EXPECT_NE(error_of([] { choose_gguf({{"README.md", 1, ""}}, "o/r"); }).find("no .gguf"), std::string::npos);
+  EXPECT_NE(error_from([] { choose_gguf({{"README.md", 1, ""}}, "o/r"); }).find("no .gguf"), std::string::npos);
 }
 
 // ---- the folder ----
@@ -405,20 +405,20 @@ TEST_F(ModelStore, ResolvesPathsFullNamesReposAndBareNames) {
 }
 
 TEST_F(ModelStore, AmbiguousNamesListTheCandidates) {
-  std::string err = error_of([&] { resolve("a/two"); });
+  std::string err = error_from([&] { resolve("a/two"); });
   EXPECT_NE(err.find("a/two/x-Q4_K_M.gguf"), std::string::npos) << err;
   EXPECT_NE(err.find("a/two/x-Q8_0.gguf"), std::string::npos) << err;
-  err = error_of([&] { resolve("x-Q8_0.gguf"); });
+  err = error_from([&] { resolve("x-Q8_0.gguf"); });
   EXPECT_NE(err.find("b/two/x-Q8_0.gguf"), std::string::npos) << err;
 }
 
 TEST_F(ModelStore, UnknownNamesSayWhereItLookedAndSuggestPull) {
-  std::string err = error_of([&] { resolve("someone/else"); });
+  std::string err = error_from([&] { resolve("someone/else"); });
   EXPECT_NE(err.find(folder.string()), std::string::npos) << err;
   EXPECT_NE(err.find("orchard pull someone/else"), std::string::npos) << err;
-  err = error_of([&] { resolve("someone/else/f.gguf"); });
+  err = error_from([&] { resolve("someone/else/f.gguf"); });
   EXPECT_NE(err.find("orchard pull someone/else f.gguf"), std::string::npos) << err;
-  err = error_of([&] { resolve("x-F16"); });  // a .part is not a model yet
+  err = error_from([&] { resolve("x-F16"); });  // a .part is not a model yet
   EXPECT_NE(err.find("not found"), std::string::npos) << err;
 }
 

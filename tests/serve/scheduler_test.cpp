@@ -12,7 +12,7 @@
 namespace orchard::serve {
 namespace {
 
-std::string tiny_model() {
+std::string tiny_model_path() {
   const auto path = std::filesystem::path(::testing::TempDir()) / "scheduler-tiny.gguf";
   if (!std::filesystem::exists(path)) write_synthetic_model(model_shape("tiny"), DType::Q8_0, 5, path.string());
   return path.string();
@@ -30,7 +30,7 @@ std::unique_ptr<Engine> load(const std::string& path, int64_t ctx = 256, bool re
   return Engine::load(o);
 }
 
-GenerateOptions greedy(int n) {
+GenerateOptions greedy_for(int n) {
   GenerateOptions g;
   g.max_tokens = n;
   g.sampling = SamplerOptions::greedy();
@@ -53,17 +53,17 @@ TEST_P(ConcurrentRequests, GetWhatTheyGetAlone) {
   const int which = GetParam();
   if (which == 2) ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
   Fixture f(which == 2 ? load(test::data_file("models/stories260K.gguf").string())
-                       : load(tiny_model(), 256, which == 0),
+                       : load(tiny_model_path(), 256, which == 0),
             4);
   // The reference: the same engine, alone (its model is batch-invariant now, as served).
   const std::vector<std::string> prompts = {"once upon a time", "the cat sat", "a", "red green blue yellow",
                                             "it was a dark and stormy night", "hello"};
   std::vector<GenerateResult> alone;
-  for (const auto& p : prompts) alone.push_back(f.engine->generate(p, greedy(24)));
+  for (const auto& p : prompts) alone.push_back(f.engine->generate(p, greedy_for(24)));
   // Six requests on four slots: two wait, and all of them share steps with the others.
   std::vector<std::shared_ptr<Stream>> streams;
   for (const auto& p : prompts)
-    streams.push_back(f.sched.submit({f.engine->tokenizer().encode(p, true, false), greedy(24)}));
+    streams.push_back(f.sched.submit({f.engine->tokenizer().encode(p, true, false), greedy_for(24)}));
   for (size_t i = 0; i < prompts.size(); ++i) {
     std::string streamed, piece;
     for (;;) {
@@ -91,20 +91,20 @@ INSTANTIATE_TEST_SUITE_P(Scheduler, ConcurrentRequests, ::testing::Values(0, 1, 
 TEST(Scheduler, LongPromptsArriveInPiecesWithoutChangingTheResult) {
   SchedulerOptions o;
   o.max_step_tokens = 3;  // every prompt needs several steps
-  Fixture f(load(tiny_model()), 2, o);
+  Fixture f(load(tiny_model_path()), 2, o);
   const std::string p = "the quick brown fox jumps over the lazy dog and runs far away";
-  auto ref = f.engine->generate(p, greedy(10));
-  auto s = f.sched.submit({f.engine->tokenizer().encode(p, true, false), greedy(10)});
+  auto ref = f.engine->generate(p, greedy_for(10));
+  auto s = f.sched.submit({f.engine->tokenizer().encode(p, true, false), greedy_for(10)});
   const Completion& c = s->wait_done();
   EXPECT_EQ(c.tokens, ref.tokens);
 }
 
 TEST(Scheduler, StopStringsEndTheRequestAndAreNotShown) {
-  Fixture f(load(tiny_model()), 2);
-  auto ref = f.engine->generate("once upon a time", greedy(24));
+  Fixture f(load(tiny_model_path()), 2);
+  auto ref = f.engine->generate("once upon a time", greedy_for(24));
   ASSERT_GT(ref.text.size(), 6u);
   const std::string stop = ref.text.substr(ref.text.size() / 2, 3);
-  auto opts = greedy(24);
+  auto opts = greedy_for(24);
   opts.stop = {stop};
   auto s = f.sched.submit({f.engine->tokenizer().encode("once upon a time", true, false), opts});
   const Completion& c = s->wait_done();
@@ -115,16 +115,16 @@ TEST(Scheduler, StopStringsEndTheRequestAndAreNotShown) {
 TEST(Scheduler, FullQueueIsRefusedAndCancelledRequestsFreeTheirSlots) {
   SchedulerOptions o;
   o.max_queue = 2;
-  Fixture f(load(tiny_model()), 1, o);
+  Fixture f(load(tiny_model_path()), 1, o);
   const auto prompt = f.engine->tokenizer().encode("hello there", true, false);
-  auto running = f.sched.submit({prompt, greedy(100000)});
+  auto running = f.sched.submit({prompt, greedy_for(100000)});
   // Wait until it holds the slot, so the next two fill the queue.
   std::string piece;
   ASSERT_EQ(running->wait(piece, std::chrono::milliseconds(10000)), Stream::Got::Text);
-  auto q1 = f.sched.submit({prompt, greedy(4)});
-  auto q2 = f.sched.submit({prompt, greedy(4)});
+  auto q1 = f.sched.submit({prompt, greedy_for(4)});
+  auto q2 = f.sched.submit({prompt, greedy_for(4)});
   try {
-    f.sched.submit({prompt, greedy(4)});
+    f.sched.submit({prompt, greedy_for(4)});
     FAIL() << "a third waiting request should be refused";
   } catch (const Refused& e) {
     EXPECT_EQ(e.why(), Refused::Why::QueueFull);
@@ -142,33 +142,33 @@ TEST(Scheduler, FullQueueIsRefusedAndCancelledRequestsFreeTheirSlots) {
 }
 
 TEST(Scheduler, PromptsTooLongOrEmptyAreRefused) {
-  Fixture f(load(tiny_model(), 16), 1);
+  Fixture f(load(tiny_model_path(), 16), 1);
   std::vector<TokenId> long_prompt(16, 5);
   try {
-    f.sched.submit({long_prompt, greedy(4)});
+    f.sched.submit({long_prompt, greedy_for(4)});
     FAIL();
   } catch (const Refused& e) {
     EXPECT_EQ(e.why(), Refused::Why::TooLong);
   }
-  EXPECT_THROW(f.sched.submit({{}, greedy(4)}), Refused);
-  EXPECT_THROW(f.sched.submit({{1, 2}, greedy(0)}), Refused);
-  EXPECT_THROW(f.sched.submit({{1, 1 << 30}, greedy(4)}), Refused);
+  EXPECT_THROW(f.sched.submit({{}, greedy_for(4)}), Refused);
+  EXPECT_THROW(f.sched.submit({{1, 2}, greedy_for(0)}), Refused);
+  EXPECT_THROW(f.sched.submit({{1, 1 << 30}, greedy_for(4)}), Refused);
   // A reply that reaches the end of the slot stops with "length".
-  auto s = f.sched.submit({std::vector<TokenId>(12, 5), greedy(100)});
+  auto s = f.sched.submit({std::vector<TokenId>(12, 5), greedy_for(100)});
   const Completion& c = s->wait_done();
   EXPECT_EQ(c.finish_reason, "length");
   EXPECT_EQ(c.completion_tokens, 16 - 12 + 1) << "the last token is returned, never fed";
 }
 
 TEST(Scheduler, StoppingCancelsEverything) {
-  auto f = std::make_unique<Fixture>(load(tiny_model()), 1);
+  auto f = std::make_unique<Fixture>(load(tiny_model_path()), 1);
   const auto prompt = f->engine->tokenizer().encode("hello", true, false);
-  auto a = f->sched.submit({prompt, greedy(1000000)});
-  auto b = f->sched.submit({prompt, greedy(4)});
+  auto a = f->sched.submit({prompt, greedy_for(1000000)});
+  auto b = f->sched.submit({prompt, greedy_for(4)});
   f->sched.stop();
   EXPECT_EQ(a->wait_done().finish_reason, "cancelled");
   EXPECT_EQ(b->wait_done().finish_reason, "cancelled");
-  EXPECT_THROW(f->sched.submit({prompt, greedy(4)}), Refused);
+  EXPECT_THROW(f->sched.submit({prompt, greedy_for(4)}), Refused);
 }
 
 }  // namespace
@@ -237,9 +237,9 @@ TEST(Stream, PaceJoinsTextsAndNeverHoldsBackTheEnd) {
 TEST(Scheduler, StreamIntervalKeepsEveryTextWhole) {
   SchedulerOptions so;
   so.stream_interval = std::chrono::milliseconds(5);
-  Fixture f(load(tiny_model()), 2, so);
-  const GenerateResult alone = f.engine->generate("the cat sat", greedy(32));
-  auto stream = f.sched.submit({f.engine->tokenizer().encode("the cat sat", true, false), greedy(32)});
+  Fixture f(load(tiny_model_path()), 2, so);
+  const GenerateResult alone = f.engine->generate("the cat sat", greedy_for(32));
+  auto stream = f.sched.submit({f.engine->tokenizer().encode("the cat sat", true, false), greedy_for(32)});
   std::string streamed, piece;
   int pieces = 0;
   for (;;) {
@@ -275,7 +275,7 @@ class RecordingExecutor : public LocalExecutor {
 // With a step time far below what any step takes, a long prompt arriving while another request
 // generates goes in one token per step (the floor), and both answers stay what they are alone.
 TEST(Scheduler, StepTimeKeepsPromptPiecesSmallWhileOthersGenerate) {
-  auto engine = load(tiny_model());
+  auto engine = load(tiny_model_path());
   RecordingExecutor exec(*engine, 2);
   Metrics metrics;
   SchedulerOptions o;
@@ -283,12 +283,12 @@ TEST(Scheduler, StepTimeKeepsPromptPiecesSmallWhileOthersGenerate) {
   Scheduler sched(exec, engine->tokenizer(), metrics, o);
   std::string long_prompt;
   for (int i = 0; i < 20; ++i) long_prompt += "the cat sat on the mat ";
-  const auto ref_short = engine->generate("once upon a time", greedy(200));
-  const auto ref_long = engine->generate(long_prompt, greedy(4));
-  auto first = sched.submit({engine->tokenizer().encode("once upon a time", true, false), greedy(200)});
+  const auto ref_short = engine->generate("once upon a time", greedy_for(200));
+  const auto ref_long = engine->generate(long_prompt, greedy_for(4));
+  auto first = sched.submit({engine->tokenizer().encode("once upon a time", true, false), greedy_for(200)});
   std::string piece;
   ASSERT_EQ(first->wait(piece, std::chrono::milliseconds(5000)), Stream::Got::Text);  // generating now
-  auto second = sched.submit({engine->tokenizer().encode(long_prompt, true, false), greedy(4)});
+  auto second = sched.submit({engine->tokenizer().encode(long_prompt, true, false), greedy_for(4)});
   EXPECT_EQ(second->wait_done().tokens, ref_long.tokens);
   EXPECT_EQ(first->wait_done().tokens, ref_short.tokens);
   // Steps feeding both: the first request's generated token and a piece of the second's prompt

@@ -202,7 +202,7 @@ std::vector<uint8_t> random_weights(DType t, int64_t n, uint32_t seed) {
   return out;
 }
 
-const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
+const DType kQuantWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
                               DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
                               DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K};
 
@@ -235,7 +235,7 @@ TEST_P(VecDot, MatchesDoubleReferenceOnDequantizedOperands) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllWeightTypes, VecDot, ::testing::ValuesIn(kWeightTypes),
+INSTANTIATE_TEST_SUITE_P(AllWeightTypes, VecDot, ::testing::ValuesIn(kQuantWeightTypes),
                          [](const auto& info) { return std::string(type_name(info.param)); });
 
 TEST(VecDot, TypePairingFollowsGgml) {
@@ -472,7 +472,7 @@ TEST(Bf16, RoundsToNearestEvenAndKeepsSubnormals) {
 // ---- errors ---------------------------------------------------------------------------------
 
 template <typename F>
-void expect_error_naming(F&& f, const std::string& needle) {
+void expect_quant_error(F&& f, const std::string& needle) {
   try {
     f();
     ADD_FAILURE() << "no orchard::Error thrown (expected one naming " << needle << ")";
@@ -484,25 +484,25 @@ void expect_error_naming(F&& f, const std::string& needle) {
 TEST(QuantErrors, NonComputableTypesAreRefused) {
   std::vector<uint8_t> buf(4096);
   std::vector<float> f(256);
-  expect_error_naming([&] { dequantize_row(DType::IQ2_XXS, buf.data(), f.data(), 256); }, "IQ2_XXS");
-  expect_error_naming([&] { quantize_row(DType::IQ4_NL, f.data(), buf.data(), 256); }, "IQ4_NL");
-  expect_error_naming([&] { vec_dot(DType::IQ2_XXS, buf.data(), buf.data(), 256); }, "IQ2_XXS");
-  expect_error_naming([&] { vec_dot_type(DType::TQ1_0); }, "TQ1_0");
-  expect_error_naming([&] { dequantize_row(DType::I32, buf.data(), f.data(), 4); }, "I32");
+  expect_quant_error([&] { dequantize_row(DType::IQ2_XXS, buf.data(), f.data(), 256); }, "IQ2_XXS");
+  expect_quant_error([&] { quantize_row(DType::IQ4_NL, f.data(), buf.data(), 256); }, "IQ4_NL");
+  expect_quant_error([&] { vec_dot(DType::IQ2_XXS, buf.data(), buf.data(), 256); }, "IQ2_XXS");
+  expect_quant_error([&] { vec_dot_type(DType::TQ1_0); }, "TQ1_0");
+  expect_quant_error([&] { dequantize_row(DType::I32, buf.data(), f.data(), 4); }, "I32");
   // Formats we read but do not write.
-  expect_error_naming([&] { quantize_row(DType::Q3_K, f.data(), buf.data(), 256); }, "Q3_K");
+  expect_quant_error([&] { quantize_row(DType::Q3_K, f.data(), buf.data(), 256); }, "Q3_K");
   // Q8_1 is an activation format only.
-  expect_error_naming([&] { vec_dot(DType::Q8_1, buf.data(), buf.data(), 32); }, "Q8_1");
+  expect_quant_error([&] { vec_dot(DType::Q8_1, buf.data(), buf.data(), 32); }, "Q8_1");
 }
 
 TEST(QuantErrors, PartialBlocksAreRefused) {
   std::vector<uint8_t> buf(4096);
   std::vector<float> f(512);
-  expect_error_naming([&] { dequantize_row(DType::Q4_0, buf.data(), f.data(), 33); }, "Q4_0");
-  expect_error_naming([&] { quantize_row(DType::Q8_0, f.data(), buf.data(), 48); }, "Q8_0");
-  expect_error_naming([&] { dequantize_row(DType::Q6_K, buf.data(), f.data(), 128); }, "Q6_K");
-  expect_error_naming([&] { vec_dot(DType::Q4_K, buf.data(), buf.data(), 300); }, "Q4_K");
-  expect_error_naming([&] { dequantize_row(DType::F16, buf.data(), f.data(), -1); }, "F16");
+  expect_quant_error([&] { dequantize_row(DType::Q4_0, buf.data(), f.data(), 33); }, "Q4_0");
+  expect_quant_error([&] { quantize_row(DType::Q8_0, f.data(), buf.data(), 48); }, "Q8_0");
+  expect_quant_error([&] { dequantize_row(DType::Q6_K, buf.data(), f.data(), 128); }, "Q6_K");
+  expect_quant_error([&] { vec_dot(DType::Q4_K, buf.data(), buf.data(), 300); }, "Q4_K");
+  expect_quant_error([&] { dequantize_row(DType::F16, buf.data(), f.data(), -1); }, "F16");
   // Zero elements is a valid, empty row.
   EXPECT_NO_THROW(dequantize_row(DType::Q4_0, buf.data(), f.data(), 0));
   EXPECT_EQ(vec_dot(DType::Q8_0, buf.data(), buf.data(), 0), 0.0f);

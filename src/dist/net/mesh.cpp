@@ -17,7 +17,7 @@
 namespace orchard::dist::net {
 namespace {
 
-constexpr uint32_t kMagic = 0x4843524F;  // "ORCH"
+constexpr uint32_t kMeshMagic = 0x4843524F;  // "ORCH"
 constexpr size_t kHostLen = 64;
 
 // Wire structs are plain bytes on both ends (same-endian clusters; x86 and
@@ -67,7 +67,7 @@ std::string context(const Hello& h) {
 void handshake_connect(int fd, const Config& c, int channel, const std::string& my_host, uint16_t my_port,
                        const std::string& peer, Clock::time_point deadline) {
   Hello h{};
-  h.magic = kMagic;
+  h.magic = kMeshMagic;
   h.version = kProtocolVersion;
   h.channel = static_cast<uint16_t>(channel);
   h.rank = static_cast<uint32_t>(c.rank);
@@ -80,7 +80,7 @@ void handshake_connect(int fd, const Config& c, int channel, const std::string& 
   write_all(fd, &h, sizeof h, deadline, what);
   Challenge ch{};
   read_all(fd, &ch, sizeof ch, deadline, what);
-  if (ch.magic != kMagic) throw CommError(peer + " is not an orchard rank (bad magic in its reply)");
+  if (ch.magic != kMeshMagic) throw CommError(peer + " is not an orchard rank (bad magic in its reply)");
   if (ch.status == 1 || ch.version != kProtocolVersion)
     throw CommError(peer + " speaks orchard protocol v" + std::to_string(ch.version) + ", this rank speaks v" +
                     std::to_string(kProtocolVersion) + ": run the same orchard version on every machine");
@@ -108,9 +108,9 @@ static bool handshake_accept(int fd, const Config& c, const std::string& from, H
   try {
     Hello h{};
     read_all(fd, &h, sizeof h, deadline, "handshake from " + from);
-    if (h.magic != kMagic) return refuse("not an orchard peer (bad magic)");
+    if (h.magic != kMeshMagic) return refuse("not an orchard peer (bad magic)");
     Challenge ch{};
-    ch.magic = kMagic;
+    ch.magic = kMeshMagic;
     ch.version = kProtocolVersion;
     ch.nonce = random_nonce();
     if (h.version != kProtocolVersion) {

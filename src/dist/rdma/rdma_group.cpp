@@ -11,7 +11,7 @@ namespace {
 // RDMA's per-message cost is a few microseconds, so the ring pays off sooner
 // than on tcp; kept equal until measured on hardware.
 constexpr size_t kRingBytes = 256 << 10;
-constexpr size_t kRingChunkBytes = 256 << 10;
+constexpr size_t kRdmaChunkBytes = 256 << 10;
 
 std::vector<int> everyone(int n) {
   std::vector<int> v(static_cast<size_t>(n));
@@ -26,7 +26,7 @@ RdmaGroup::RdmaGroup(std::shared_ptr<TcpGroup> boot, std::unique_ptr<rdma::Verbs
 
 RdmaGroup::RdmaGroup(std::shared_ptr<TcpGroup> boot, std::shared_ptr<rdma::Links> links, std::vector<int> members,
                      uint32_t id)
-    : TransportGroup(transport_, id, kRingBytes, kRingChunkBytes),
+    : TransportGroup(transport_, id, kRingBytes, kRdmaChunkBytes),
       boot_(boot),
       links_(links),
       members_(members),

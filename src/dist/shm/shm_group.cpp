@@ -24,8 +24,8 @@ constexpr size_t kMailboxBytes = 256 << 10;
 // Below this a rank sums every slot itself; above, each rank sums its share
 // once and all copy the result (n-fold fewer reads at the cost of a sync).
 constexpr size_t kSplitSumBytes = 64 << 10;
-constexpr auto kSpin = std::chrono::microseconds(2000);
-constexpr auto kYield = std::chrono::microseconds(500);
+constexpr auto kShmSpin = std::chrono::microseconds(2000);
+constexpr auto kShmYield = std::chrono::microseconds(500);
 // A peer seen in a different call for this long, with nothing moving, is a
 // mismatch rather than a slow peer.
 constexpr auto kMismatchAfter = std::chrono::seconds(1);
@@ -94,7 +94,7 @@ ShmGroup::ShmGroup(std::unique_ptr<TcpGroup> boot) : boot_(std::move(boot)), me_
   // More ranks than cores: a spinning waiter holds the core its peer needs.
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   oversubscribed_ = static_cast<unsigned>(n_) > cores;
-  spin_ = oversubscribed_ ? std::chrono::microseconds(2) : kSpin;
+  spin_ = oversubscribed_ ? std::chrono::microseconds(2) : kShmSpin;
   sent_.assign(static_cast<size_t>(n_), 0);
   received_.assign(static_cast<size_t>(n_), 0);
   srcs_.resize(static_cast<size_t>(n_));
@@ -124,7 +124,7 @@ void ShmGroup::wait_until(Ready ready, Blocker blocker) {
     for (int i = 1;; ++i) {
       if (ready()) return;
       sched_yield();
-      if ((i & 15) == 0 && net::Clock::now() - yield_start > kYield) break;
+      if ((i & 15) == 0 && net::Clock::now() - yield_start > kShmYield) break;
     }
   }
   shm::SegmentHeader& h = seg_.header();

@@ -13,7 +13,7 @@
 namespace orchard::dist::shm {
 namespace {
 
-constexpr uint64_t kMagic = 0x4D48534843524FULL;  // "ORCHSHM"
+constexpr uint64_t kSegmentMagic = 0x4D48534843524FULL;  // "ORCHSHM"
 constexpr uint32_t kVersion = 1;
 constexpr size_t kHeaderBytes = 4096;
 
@@ -72,7 +72,7 @@ Segment Segment::create(const std::string& name, int ranks, size_t slot_bytes, s
   h.slot_bytes = slot_bytes;
   h.mailbox_bytes = mailbox_bytes;
   std::atomic_thread_fence(std::memory_order_release);
-  h.magic = kMagic;
+  h.magic = kSegmentMagic;
   return s;
 }
 
@@ -96,7 +96,7 @@ Segment Segment::open(const std::string& name, int ranks) {
   s.bytes_ = bytes;
   s.ranks_ = ranks;
   const SegmentHeader& h = s.header();
-  if (h.magic != kMagic || h.version != kVersion || h.ranks != static_cast<uint32_t>(ranks) ||
+  if (h.magic != kSegmentMagic || h.version != kVersion || h.ranks != static_cast<uint32_t>(ranks) ||
       total_bytes(ranks, h.slot_bytes, h.mailbox_bytes) != bytes)
     throw CommError("shm: segment " + name + " has another layout (different orchard versions?)");
   return s;

@@ -14,7 +14,7 @@ constexpr size_t kDefaultRingBytes = 256 << 10;
 // in pieces, and a second level of splitting, each piece waiting for the last, only added waits
 // (2 ranks on loopback, 1-16 MiB all_sum: 256 KiB pieces 1.0-1.3x OpenMPI's time, 4 MiB 0.7-0.95x;
 // 4 ranks 1 MiB and 4 MiB pieces alike).
-constexpr size_t kRingChunkBytes = 4 << 20;
+constexpr size_t kTcpChunkBytes = 4 << 20;
 
 int index_of(const std::vector<int>& members, int mesh_rank) {
   return static_cast<int>(std::find(members.begin(), members.end(), mesh_rank) - members.begin());
@@ -31,7 +31,7 @@ std::unique_ptr<TcpGroup> TcpGroup::create(const Config& config) {
 
 TcpGroup::TcpGroup(std::shared_ptr<net::Mesh> mesh, std::vector<int> members, uint32_t id)
     : TransportGroup(transport_, id, mesh->config().ring_bytes ? mesh->config().ring_bytes : kDefaultRingBytes,
-                     kRingChunkBytes),
+                     kTcpChunkBytes),
       mesh_(mesh),
       members_(members),
       transport_(mesh, members, index_of(members, mesh->rank())) {}

@@ -16,14 +16,14 @@
 namespace orchard::dist {
 namespace {
 
-constexpr auto kSpin = std::chrono::microseconds(2000);
+constexpr auto kTcpSpin = std::chrono::microseconds(2000);
 
 std::chrono::microseconds spin_for(const net::Mesh& mesh) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  return static_cast<unsigned>(mesh.ranks_on_this_host()) <= cores ? kSpin : std::chrono::microseconds(0);
+  return static_cast<unsigned>(mesh.ranks_on_this_host()) <= cores ? kTcpSpin : std::chrono::microseconds(0);
 }
 constexpr int kPollSliceMs = 100;
-constexpr auto kYield = std::chrono::microseconds(500);
+constexpr auto kTcpYield = std::chrono::microseconds(500);
 // Messages go out a piece at a time, with the peers' data read in between, rather than as much
 // as the socket takes at once: both ends then copy in and out of the kernel in step. Pieces of
 // 128 KiB for messages up to 1 MiB (a ring's chunks, a mid-sized all_to_all's blocks), 512 KiB
@@ -178,7 +178,7 @@ void TcpTransport::wait() {
     // More ranks than cores (spin_ 0): hand the core to a peer a while, as shm does, before
     // sleeping in poll and paying for the wake-up (4 ranks on 2 cores, medians of 3 rounds:
     // 1 KiB all_sum 93 -> 71 µs, all_to_all 82 -> 45; OpenMPI's, which yields too, 58 and 66).
-    if (spin_.count() == 0 && now - last_move < kYield) {
+    if (spin_.count() == 0 && now - last_move < kTcpYield) {
       sched_yield();
       continue;
     }

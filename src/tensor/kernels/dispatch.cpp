@@ -21,10 +21,12 @@ Isa best_supported() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
   // Every AVX2 CPU also has F16C (Haswell, Zen 1 onward), and clang 14 cannot query "f16c".
+#if !defined(ORCHARD_NO_AVX512_KERNELS)
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
       __builtin_cpu_supports("fma"))
     return Isa::Avx512;
+#endif
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx2;
   return Isa::Scalar;
 #elif defined(__aarch64__)
@@ -129,24 +131,28 @@ const HalfFns* lookup_half(Isa isa) {
 
 #if !defined(__x86_64__)
 Kernels lookup_avx2(DType) { return {}; }
+const PackedKernels* avx2_packed(DType) { return nullptr; }
+const PackedKernels* avx2_packed_k(DType) { return nullptr; }
+AttendFn avx2_attend() { return nullptr; }
+const HalfFns* avx2_half() { return nullptr; }
+SwigluFn avx2_swiglu() { return nullptr; }
+RopeFn avx2_rope() { return nullptr; }
+LevelProductFn avx2_level_product() { return nullptr; }
+const LatentFns* avx2_latent() { return nullptr; }
+#endif
+// Without the AVX-512 files (off x86, or ORCHARD_AVX512_KERNELS=OFF: the sanitizer build on a
+// CPU that could not run them) best_supported() never answers Avx512 and these are never called.
+#if !defined(__x86_64__) || defined(ORCHARD_NO_AVX512_KERNELS)
 Kernels lookup_avx512(DType) { return {}; }
 void add_avx512_prepared(DType, Kernels&) {}
 const PackedKernels* avx512_packed(DType) { return nullptr; }
-const PackedKernels* avx2_packed(DType) { return nullptr; }
-const PackedKernels* avx2_packed_k(DType) { return nullptr; }
 const PackedKernels* avx512_packed_k(DType) { return nullptr; }
 void add_avx512_many(DType, Kernels&) {}
 AttendFn avx512_attend() { return nullptr; }
-AttendFn avx2_attend() { return nullptr; }
-const HalfFns* avx2_half() { return nullptr; }
 SwigluFn avx512_swiglu() { return nullptr; }
-SwigluFn avx2_swiglu() { return nullptr; }
-RopeFn avx2_rope() { return nullptr; }
 RopeFn avx512_rope() { return nullptr; }
 const HalfFns* avx512_half() { return nullptr; }
-LevelProductFn avx2_level_product() { return nullptr; }
 LevelProductFn avx512_level_product() { return nullptr; }
-const LatentFns* avx2_latent() { return nullptr; }
 const LatentFns* avx512_latent() { return nullptr; }
 #endif
 #if !defined(__aarch64__)
