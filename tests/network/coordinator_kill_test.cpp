@@ -33,7 +33,6 @@ using dist::testing::Proc;
 using nlohmann::json;
 using test::free_port;
 using test::kill_and_wait;
-using test::run;
 using test::wait_healthy;
 
 constexpr int kJobs = 240;
@@ -189,7 +188,7 @@ void run_kill_test(const std::string& name, const std::string& db_url, int repli
   ASSERT_TRUE(signed_head) << "no replica signed the ledger head";
   EXPECT_EQ(signed_head->public_key, key_hex);
   EXPECT_EQ(signed_head->seq, report.entries);
-  run({bin, "network", "ledger", "--db", files.ledger, "--verify", "--trusted-key", key_hex}, name + "-verify");
+  test::run({bin, "network", "ledger", "--db", files.ledger, "--verify", "--trusted-key", key_hex}, name + "-verify");
 }
 
 TEST(CoordinatorKill, SqliteEveryFinishedJobIsPaidOnceAfterASigkill) { run_kill_test("kill-sqlite", ""); }
