@@ -1,8 +1,7 @@
 #include "network/api_keys.h"
 
-#include <chrono>
-
 #include "network/protocol_names.h"
+#include "platform/wall_clock.h"
 #include "tensor/error.h"
 
 namespace orchard::network {
@@ -20,11 +19,6 @@ CREATE INDEX IF NOT EXISTS api_keys_account ON api_keys(account);
 )sql";
 
 constexpr sql::FileKind kApiKeysKind{"API key store", "orchard-api-keys", "1", kApiKeysSchema};
-
-int64_t api_keys_now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 }  // namespace
 
@@ -46,7 +40,7 @@ std::string ApiKeys::create(const std::string& account) {
   // A collision of 256 random bits would be a broken generator; the PRIMARY KEY makes it an
   // error rather than two accounts sharing a key.
   sql::Stmt ins(*db_, "INSERT INTO api_keys(key_hash, account, created_at) VALUES(?1, ?2, ?3)");
-  ins.bind(1, *api_key_hash(key)).bind(2, account).bind(3, api_keys_now_ms()).step();
+  ins.bind(1, *api_key_hash(key)).bind(2, account).bind(3, platform::unix_time_ms()).step();
   return key;
 }
 
@@ -63,7 +57,7 @@ bool ApiKeys::revoke(std::string_view key) {
   const auto hash = api_key_hash(key);
   if (!hash) return false;
   sql::Stmt s(*db_, "UPDATE api_keys SET revoked_at = ?2 WHERE key_hash = ?1 AND revoked_at IS NULL");
-  return s.bind(1, *hash).bind(2, api_keys_now_ms()).changes() == 1;
+  return s.bind(1, *hash).bind(2, platform::unix_time_ms()).changes() == 1;
 }
 
 std::string api_key_id(std::string_view key_hash) { return "key-" + std::string(key_hash.substr(0, 16)); }
@@ -97,7 +91,7 @@ std::optional<std::string> ApiKeys::revoke_id(std::string_view id) {
     if (!s.step()) return std::nullopt;
     const std::string hash = s.text(0), account = s.text(1);
     sql::Stmt up(*db_, "UPDATE api_keys SET revoked_at = ?2 WHERE key_hash = ?1 AND revoked_at IS NULL");
-    up.bind(1, hash).bind(2, api_keys_now_ms()).step();
+    up.bind(1, hash).bind(2, platform::unix_time_ms()).step();
     return account;
   });
 }

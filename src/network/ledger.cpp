@@ -1,7 +1,6 @@
 #include "network/ledger.h"
 
-#include <chrono>
-
+#include "platform/wall_clock.h"
 #include "tensor/error.h"
 
 namespace orchard::network {
@@ -87,11 +86,6 @@ CREATE TRIGGER signed_heads_no_truncate BEFORE TRUNCATE ON signed_heads
 constexpr const char* kEntryColumns =
     "seq, job_id, attempt, payer, payee, amount, details, created_at, prev_hash, hash";
 
-int64_t ledger_now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 std::string select_entries(const char* where) {
   return std::string("SELECT ") + kEntryColumns + " FROM entries " + where;
 }
@@ -161,7 +155,7 @@ Entry Ledger::append(const std::string& job_id, int64_t attempt, const std::stri
   e.payee = payee;
   e.amount = amount;
   e.details = details.dump();
-  e.created_at = ledger_now_ms();
+  e.created_at = platform::unix_time_ms();
   const Head h = head();
   e.seq = h.seq + 1;
   e.prev_hash = h.hash;
@@ -241,7 +235,7 @@ SignedHead Ledger::sign_head_in(EVP_PKEY* key) {
   EVP_MD_CTX_free(ctx);
   if (!ok) throw Error(where() + ": signing the head failed (OpenSSL)");
   sh.signature = to_hex(sig, sig_len);
-  sh.signed_at = ledger_now_ms();
+  sh.signed_at = platform::unix_time_ms();
   sql::Stmt ins(db(), "INSERT INTO signed_heads(seq, hash, public_key, signature, signed_at) VALUES(?1, ?2, ?3, ?4, ?5)");
   ins.bind(1, sh.seq).bind(2, sh.hash).bind(3, sh.public_key).bind(4, sh.signature).bind(5, sh.signed_at).step();
   return sh;

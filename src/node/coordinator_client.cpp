@@ -2,10 +2,8 @@
 
 #include <httplib.h>
 
-#include <chrono>
-
-#include "protocol/request_signing.h"
 #include "platform/wall_clock.h"
+#include "protocol/request_signing.h"
 
 namespace orchard::node {
 

@@ -14,13 +14,13 @@
 #include <optional>
 
 #include "platform/platform.h"
+#include "platform/wall_clock.h"
 #include "protocol/keys.h"
 #include "protocol/messages.h"
 #include "protocol/node_identity.h"
 #include "protocol/node_info.h"
 #include "protocol/request_signing.h"
 #include "tensor/error.h"
-#include "platform/wall_clock.h"
 
 namespace orchard::node {
 
