@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (ASan + UBSan) into $FUZZ_BUILD_DIR (build-fuzz/; the
 # test suite passes its sanitizer build, which holds them) and fuzzes the GGUF
-# reader for SECONDS (default 60), then the rank handshake, the hostfile parser, the planner's
+# reader for SECONDS (default 60), then the rank handshake, the hostfile parser, cluster
+# announcements, the planner's
 # cluster files, the chat-template interpreter, HTTP request bodies and node registrations (with
 # the wire protocol's other readers) for a third of that each, starting from a
 # scratch copy of fuzz/corpus so the checked-in seeds stay small. Crash inputs land in
@@ -14,7 +15,7 @@ build="${FUZZ_BUILD_DIR:-build-fuzz}"
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DORCHARD_FUZZ=ON "${launcher[@]}" >/dev/null
-cmake --build "$build" --target gguf_fuzz handshake_fuzz hostfile_fuzz cluster_fuzz chat_template_fuzz request_fuzz node_register_fuzz http_request_fuzz -j "${FUZZ_JOBS:-$(nproc)}"
+cmake --build "$build" --target gguf_fuzz handshake_fuzz hostfile_fuzz announcement_fuzz cluster_fuzz chat_template_fuzz request_fuzz node_register_fuzz http_request_fuzz -j "${FUZZ_JOBS:-$(nproc)}"
 
 run_corpus=fuzz/corpus-run/gguf
 mkdir -p "$run_corpus" "$build/artifacts"
@@ -29,7 +30,7 @@ UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
 # (from model files), request bodies, node registrations and HTTP requests as the coordinator
 # reads them, a third of the time each.
 short=$(( seconds / 3 > 5 ? seconds / 3 : 5 ))
-for target in handshake hostfile cluster chat_template request node_register http_request; do
+for target in handshake hostfile announcement cluster chat_template request node_register http_request; do
   dir=fuzz/corpus-run/$target
   mkdir -p "$dir"
   [[ -d fuzz/corpus-$target ]] && cp -n fuzz/corpus-$target/* "$dir"/ 2>/dev/null || true
