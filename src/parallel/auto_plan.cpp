@@ -14,17 +14,14 @@
 #include "tensor/error.h"
 
 namespace orchard::parallel {
-namespace {
 
-// This machine before calibration: a CPU whose kernels stream ~20 GB/s and compute ~100
-// GFLOP/s, with the backend's typical loopback costs. Good enough to order the splits.
-MachineSpec rough_machine() {
+MachineSpec rough_machine(int cores, double memory_gib) {
   MachineSpec m;
   m.id = "this-machine";
   m.name = "this machine (not calibrated)";
   m.measured = true;
-  m.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  m.memory_gib = {static_cast<double>(platform::physical_memory_bytes()) / 1073741824.0};
+  m.cores = std::max(1, cores);
+  m.memory_gib = {memory_gib};
   m.usable_memory = 0.9;
   m.membw_gbs.at_count[m.cores] = 20;
   m.matmul_gflops[DType::F32].at_count[m.cores] = 100;
@@ -32,8 +29,6 @@ MachineSpec rough_machine() {
   m.local_allsum["tcp"][2] = LinkFit{10, 2, 20, 20};
   return m;
 }
-
-}  // namespace
 
 std::string default_node_file() {
   if (const char* f = std::getenv("ORCHARD_NODE_FILE"); f && *f) return f;
@@ -61,7 +56,12 @@ AutoChoice choose_split(dist::Group& world, const std::string& model_path, const
     const std::string node_file = default_node_file();
     const bool calibrated = std::filesystem::exists(node_file);
     if (calibrated) base = measured_node(node_file);
-    else base.machine = rough_machine(), base.memory_gib = base.machine.memory_gib[0], base.name = "this-machine";
+    else {
+      base.machine = rough_machine(static_cast<int>(std::thread::hardware_concurrency()),
+                                   static_cast<double>(platform::physical_memory_bytes()) / 1073741824.0);
+      base.memory_gib = base.machine.memory_gib[0];
+      base.name = "this-machine";
+    }
     base.threads = threads;
     ClusterSpec cl;
     const dist::Config cfg = dist::Config::from_env();

@@ -24,6 +24,10 @@ struct AutoChoice {
 AutoChoice choose_split(dist::Group& world, const std::string& model_path, const std::vector<uint64_t>& budgets,
                         int threads, const PredictOptions& options);
 
+// A machine before calibration: a CPU whose kernels stream ~20 GB/s and compute ~100 GFLOP/s,
+// with the backends' typical loopback costs. Good enough to order the splits.
+MachineSpec rough_machine(int cores, double memory_gib);
+
 // Where `orchard plan --calibrate` writes and the runtime reads this machine's description.
 std::string default_node_file();
 
