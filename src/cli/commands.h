@@ -17,6 +17,7 @@ void register_pull(CLI::App& app);    // also `orchard models`
 void register_network(CLI::App& app); // `orchard network serve|api-key|ledger`
 void register_node(CLI::App& app);    // `orchard node`, `orchard node status`
 void register_doctor(CLI::App& app);  // `orchard doctor`: readiness and links for a cluster
+void register_cluster(CLI::App& app); // `orchard cluster up|status`: discovery, links, a plan
 void register_bench_comm(CLI::App& bench);
 void register_bench_parallel(CLI::App& bench);
 void register_bench_serve(CLI::App& bench);

@@ -4,10 +4,11 @@
 #include <exception>
 
 #include "cli/commands.h"
+#include "platform/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Orchard: run large language models on one machine or a cluster of them"};
-  app.set_version_flag("--version", "orchard 0.1.0");
+  app.set_version_flag("--version", std::string("orchard ") + orchard::kVersion);
   app.require_subcommand(1);
   orchard::cli::register_generate(app);
   orchard::cli::register_info(app);
@@ -22,6 +23,7 @@ int main(int argc, char** argv) {
   orchard::cli::register_network(app);
   orchard::cli::register_node(app);
   orchard::cli::register_doctor(app);
+  orchard::cli::register_cluster(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

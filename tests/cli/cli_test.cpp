@@ -49,6 +49,28 @@ TEST(Cli, HelpListsSubcommandsAndEachHasHelp) {
   }
 }
 
+// Cluster members compare this string: it must be the project's version, not a stale copy.
+TEST(Cli, VersionIsTheProjectsVersion) {
+  CmdResult r = run_merged("--version");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, std::string("orchard ") + ORCHARD_PROJECT_VERSION + "\n");
+}
+
+TEST(Cli, ClusterCommandsHaveHelpAndStatusNamesAMissingAgent) {
+  for (const char* sub : {"cluster --help", "cluster up --help", "cluster status --help"}) {
+    CmdResult h = run_merged(sub);
+    EXPECT_EQ(h.code, 0) << sub;
+    EXPECT_NE(h.out.find("OPTIONS"), std::string::npos) << h.out;
+  }
+  CmdResult none = run_merged("cluster status --port 1");
+  EXPECT_NE(none.code, 0);
+  EXPECT_NE(none.out.find("no agent answers on 127.0.0.1:1 (start one with `orchard cluster up`)"), std::string::npos)
+      << none.out;
+  CmdResult nosecret = run_merged("cluster up --port 0 --probe-port 0 --interface lo");
+  EXPECT_NE(nosecret.code, 0);
+  EXPECT_NE(nosecret.out.find("a secret is needed"), std::string::npos) << nosecret.out;
+}
+
 TEST(Cli, UnknownSubcommandFails) {
   EXPECT_NE(run_merged("frobnicate").code, 0);
   EXPECT_NE(run_merged("").code, 0);

@@ -1,0 +1,407 @@
+#include "serve/cluster_agent.h"
+
+#include <httplib.h>
+#include <openssl/rand.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "dist/group.h"
+#include "dist/link_probe.h"
+#include "dist/net/socket.h"
+#include "model/gguf.h"
+#include "parallel/model_cost.h"
+#include "platform/platform.h"
+#include "platform/version.h"
+#include "platform/wall_clock.h"
+#include "tensor/error.h"
+
+namespace orchard::serve {
+namespace {
+
+using dist::discovery::Announcement;
+using dist::discovery::Member;
+using dist::discovery::Observation;
+
+std::string random_id() {
+  unsigned char b[8];
+  if (RAND_bytes(b, sizeof b) != 1) throw Error("cannot draw a random cluster id (OpenSSL)");
+  char hex[17];
+  for (int i = 0; i < 8; ++i) std::snprintf(hex + 2 * i, 3, "%02x", b[i]);
+  return hex;
+}
+
+std::string host_name() {
+  char h[256] = {};
+  ::gethostname(h, sizeof h - 1);
+  return h;
+}
+
+int64_t now_ms() { return platform::unix_time_ms(); }
+
+}  // namespace
+
+struct ClusterAgent::Http {
+  httplib::Server server;
+};
+
+ClusterAgent::ClusterAgent(ClusterAgentOptions options)
+    : o_(std::move(options)), id_(random_id()), members_(id_, o_.version.empty() ? kVersion : o_.version, o_.timeout_ms) {
+  if (o_.secret.empty())
+    throw Error("cluster: a secret is needed (--secret-file FILE or ORCHARD_SECRET): every member signs its "
+                "announcements with it; make one with `head -c 24 /dev/urandom | base64 > cluster.secret` and copy it "
+                "to each machine");
+  if (o_.version.empty()) o_.version = kVersion;
+  if (o_.name.empty()) o_.name = host_name();
+  if (!o_.log) o_.log = [](const std::string& line) { std::fprintf(stderr, "cluster: %s\n", line.c_str()); };
+  if (!o_.model_path.empty()) {
+    std::error_code ec;
+    model_bytes_ = std::filesystem::file_size(o_.model_path, ec);
+    if (ec) throw Error("cluster: " + o_.model_path + ": " + ec.message());
+    auto file = GGUFFile::open(o_.model_path, GGUFLoad::Map);
+    model_ = std::make_unique<parallel::ModelCost>(parallel::ModelCost::from_gguf(*file));
+  }
+}
+
+ClusterAgent::~ClusterAgent() { stop(); }
+
+void ClusterAgent::say(const std::string& line) const { o_.log(line); }
+
+void ClusterAgent::start() {
+  beacon_ = std::make_unique<dist::discovery::Beacon>(o_.beacon);
+  dist::net::Fd probe = dist::net::listen_on({o_.bind, o_.probe_port});
+  probe_port_ = dist::net::local_port(probe.get());
+  probe_fd_ = probe.release();
+  http_ = std::make_unique<Http>();
+  http_->server.Get("/cluster", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(status().dump(2) + "\n", "application/json");
+  });
+  http_->server.Get("/cluster/links", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(links_json().dump() + "\n", "application/json");
+  });
+  const int port = o_.control_port == 0 ? http_->server.bind_to_any_port(o_.bind)
+                                        : (http_->server.bind_to_port(o_.bind, o_.control_port) ? o_.control_port : -1);
+  if (port <= 0)
+    throw Error("cluster: cannot listen on " + o_.bind + ":" + std::to_string(o_.control_port) +
+                " (another `orchard cluster up` running? give --port)");
+  control_port_ = static_cast<uint16_t>(port);
+  say("'" + o_.name + "' (" + id_ + ", orchard " + o_.version + ") announcing on " +
+      std::to_string(beacon_->interfaces().size()) + " interface(s), status on port " + std::to_string(control_port_));
+  threads_.emplace_back([this] { http_->server.listen_after_bind(); });
+  threads_.emplace_back([this] { dist::serve_link_probes(probe_fd_, stop_); });
+  threads_.emplace_back([this] { listen_loop(); });
+  threads_.emplace_back([this] { announce_loop(); });
+  threads_.emplace_back([this] { measure_loop(); });
+}
+
+void ClusterAgent::stop() {
+  if (stop_.exchange(true) || threads_.empty()) return;
+  try {
+    beacon_->send(dist::discovery::encode_announcement(announcement(true), o_.secret));
+  } catch (const std::exception&) {  // leaving quietly: the others time this one out
+  }
+  http_->server.stop();
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+  ::close(probe_fd_);
+}
+
+Announcement ClusterAgent::announcement(bool leaving) {
+  Announcement a;
+  a.id = id_;
+  a.name = o_.name;
+  a.version = o_.version;
+  a.control_port = control_port_;
+  a.probe_port = probe_port_;
+  for (const auto& i : beacon_->interfaces()) a.addresses.push_back(i.address);
+  a.memory_bytes = platform::physical_memory_bytes();
+  a.available_bytes = platform::available_memory_bytes().value_or(0);
+  a.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  a.model = o_.model_path.empty() ? "" : std::filesystem::path(o_.model_path).filename().string();
+  a.model_bytes = model_bytes_;
+  std::lock_guard lock(mu_);
+  a.seq = ++seq_;
+  a.leaving = leaving;
+  return a;
+}
+
+void ClusterAgent::listen_loop() {
+  std::map<std::string, int64_t> logged_stranger;  // source -> when last logged
+  while (!stop_.load()) {
+    const auto got = beacon_->receive(std::chrono::milliseconds(200));
+    if (!got) continue;
+    const auto d = dist::discovery::decode_announcement(got->datagram, o_.secret);
+    const int64_t now = now_ms();
+    if (!d.announcement) {
+      if (!d.stranger) continue;  // other traffic on the port
+      std::lock_guard lock(mu_);
+      ++strangers_;
+      if (std::find(stranger_sources_.begin(), stranger_sources_.end(), got->from) == stranger_sources_.end() &&
+          stranger_sources_.size() < 16)
+        stranger_sources_.push_back(got->from);
+      if (now - logged_stranger[got->from] > 60000) {
+        logged_stranger[got->from] = now;
+        say("ignored an announcement from " + got->from +
+            " not signed with this cluster's secret (another cluster, or a stranger)");
+      }
+      continue;
+    }
+    Observation o;
+    {
+      std::lock_guard lock(mu_);
+      o = members_.observe(*d.announcement, got->from, got->local, now);
+    }
+    if (!o.message.empty()) say(o.message);
+  }
+}
+
+std::string ClusterAgent::leader_locked() const {
+  // The most memory leads (it can hold the most of a model as rank 0); ties to the smallest id.
+  std::string best = id_;
+  uint64_t best_memory = platform::physical_memory_bytes();
+  for (const auto& [id, m] : members_.members()) {
+    const uint64_t mem = m.announcement.memory_bytes;
+    if (mem > best_memory || (mem == best_memory && id < best)) best = id, best_memory = mem;
+  }
+  return best;
+}
+
+void ClusterAgent::announce_loop() {
+  auto next_plan = std::chrono::steady_clock::now();
+  while (!stop_.load()) {
+    try {
+      beacon_->send(dist::discovery::encode_announcement(announcement(false), o_.secret));
+    } catch (const std::exception& e) {
+      say(std::string("cannot announce: ") + e.what());
+    }
+    std::vector<std::string> gone;
+    std::string leader;
+    {
+      std::lock_guard lock(mu_);
+      gone = members_.expire(now_ms());
+      leader = leader_locked();
+      if (leader != leader_) {
+        leader_ = leader;
+        const auto it = members_.members().find(leader);
+        gone.push_back("leader is " + (leader == id_ ? "this machine ('" + o_.name + "')"
+                                                        : "'" + it->second.announcement.name + "' (" + leader + ")"));
+      }
+    }
+    for (const std::string& line : gone) say(line);
+    if (std::chrono::steady_clock::now() >= next_plan) {
+      plan_once();
+      next_plan = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    }
+    for (int waited = 0; waited < o_.interval_ms && !stop_.load(); waited += 50)
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(50, o_.interval_ms - waited)));
+  }
+}
+
+void ClusterAgent::measure_loop() {
+  while (!stop_.load()) {
+    // The next path heard on and not measured lately.
+    std::optional<Measured> next;
+    uint16_t port = 0;
+    {
+      std::lock_guard lock(mu_);
+      const int64_t now = now_ms();
+      for (const auto& [id, m] : members_.members()) {
+        for (const auto& p : m.paths) {
+          const auto done = std::find_if(measured_.begin(), measured_.end(), [&](const Measured& x) {
+            return x.member == id && x.address == p.address && x.local == p.local;
+          });
+          if (done != measured_.end() && now - done->at_ms < int64_t{o_.remeasure_s} * 1000) continue;
+          next = Measured{id, p.address, p.local, 0, 0, 0, {}};
+          port = m.announcement.probe_port;
+          break;
+        }
+        if (next) break;
+      }
+    }
+    if (!next) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
+    try {
+      const auto m = dist::measure_link({next->address, port}, std::chrono::seconds(10), 20, o_.probe_bytes);
+      next->rtt_us = m.rtt_us;
+      next->mbit_s = m.mbit_s;
+    } catch (const std::exception& e) {
+      next->error = e.what();
+    }
+    next->at_ms = now_ms();
+    std::lock_guard lock(mu_);
+    std::erase_if(measured_, [&](const Measured& x) {
+      return x.member == next->member && x.address == next->address && x.local == next->local;
+    });
+    const auto member = members_.members().find(next->member);
+    const std::string who = member == members_.members().end() ? next->member : "'" + member->second.announcement.name + "'";
+    if (next->error.empty())
+      say("link to " + who + " over " + next->address + " (from " + next->local +
+          "): " + std::to_string(static_cast<int>(next->rtt_us)) + " µs round trip, " +
+          std::to_string(static_cast<int>(next->mbit_s)) + " Mbit/s");
+    else
+      say("link to " + who + " over " + next->address + " failed: " + next->error);
+    measured_.push_back(std::move(*next));
+  }
+}
+
+nlohmann::json ClusterAgent::links_json() const {
+  std::lock_guard lock(mu_);
+  nlohmann::json out = {{"id", id_}, {"links", nlohmann::json::array()}};
+  for (const Measured& m : measured_) {
+    if (!members_.members().count(m.member)) continue;
+    nlohmann::json l = {{"to", m.member}, {"address", m.address}, {"local", m.local}, {"at_ms", m.at_ms}};
+    if (m.error.empty()) l["rtt_us"] = m.rtt_us, l["mbit_s"] = m.mbit_s;
+    else l["error"] = m.error;
+    out["links"].push_back(l);
+  }
+  return out;
+}
+
+void ClusterAgent::plan_once() {
+  // Who is in, and where to ask each member for its measurements.
+  std::vector<parallel::DiscoveredMachine> machines;
+  std::vector<std::pair<std::string, std::string>> ask;  // id, "host:port"
+  std::string leader;
+  {
+    std::lock_guard lock(mu_);
+    leader = leader_;
+    if (leader != id_) {
+      const auto it = members_.members().find(leader);
+      if (it == members_.members().end() || it->second.paths.empty()) return;
+      ask.emplace_back(leader, it->second.paths.front().address + ":" + std::to_string(it->second.announcement.control_port));
+    } else {
+      machines.push_back({id_, o_.name, platform::physical_memory_bytes(),
+                          static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))});
+      std::vector<const Member*> others;
+      for (const auto& [id, m] : members_.members())
+        // A split needs the same model file on every machine (its name and size, for now).
+        if (!m.paths.empty() && m.announcement.model_bytes == model_bytes_) others.push_back(&m);
+      std::sort(others.begin(), others.end(), [](const Member* a, const Member* b) {
+        return a->announcement.memory_bytes != b->announcement.memory_bytes
+                   ? a->announcement.memory_bytes > b->announcement.memory_bytes
+                   : a->announcement.id < b->announcement.id;
+      });
+      for (const Member* m : others) {
+        machines.push_back({m->announcement.id, m->announcement.name, m->announcement.memory_bytes, m->announcement.cores});
+        ask.emplace_back(m->announcement.id,
+                         m->paths.front().address + ":" + std::to_string(m->announcement.control_port));
+      }
+    }
+  }
+  auto fetch = [](const std::string& where, const char* path) -> nlohmann::json {
+    httplib::Client c("http://" + where);
+    c.set_connection_timeout(1, 0);
+    c.set_read_timeout(2, 0);
+    const auto r = c.Get(path);
+    if (!r || r->status != 200) return nullptr;
+    return nlohmann::json::parse(r->body, nullptr, false);
+  };
+  if (leader != id_) {  // a follower shows the leader's plan
+    const nlohmann::json s = fetch(ask.front().second, "/cluster");
+    std::lock_guard lock(mu_);
+    plan_ = s.is_object() && s.contains("plan") ? s["plan"] : nlohmann::json(nullptr);
+    return;
+  }
+  std::vector<parallel::MeasuredPath> paths;
+  auto add = [&](const std::string& from, const nlohmann::json& links) {
+    if (!links.is_object() || !links.contains("links") || !links["links"].is_array()) return;
+    for (const auto& l : links["links"])
+      if (l.is_object() && l.contains("rtt_us") && l.contains("to") && l["to"].is_string() && l.contains("address") &&
+          l["address"].is_string() && l["rtt_us"].is_number() && l.contains("mbit_s") && l["mbit_s"].is_number())
+        paths.push_back({from, l["to"].get<std::string>(), l["address"].get<std::string>(), l["rtt_us"].get<double>(),
+                         l["mbit_s"].get<double>()});
+  };
+  add(id_, links_json());
+  for (const auto& [id, where] : ask) add(id, fetch(where, "/cluster/links"));
+  const std::vector<parallel::MeasuredPath> chosen = parallel::choose_paths(paths);
+  nlohmann::json plan;
+  nlohmann::json links = nlohmann::json::array();
+  for (const auto& p : chosen)
+    links.push_back({{"between", {p.from, p.to}}, {"address", p.address}, {"rtt_us", p.rtt_us}, {"mbit_s", p.mbit_s}});
+  std::string inputs;
+  for (const auto& m : machines) inputs += m.id + ",";
+  inputs += links.dump();
+  {
+    std::lock_guard lock(mu_);
+    if (inputs == plan_inputs_) return;
+  }
+  if (!model_) {
+    plan = {{"error", "no model given (orchard cluster up -m MODEL)"}, {"links", links}};
+  } else {
+    try {
+      const parallel::DiscoveredPlan p = parallel::plan_discovered(*model_, machines, chosen, {});
+      plan = {{"split", p.prediction.candidate.label()},
+              {"machines", p.machines},
+              {"tokens_per_s", p.prediction.tg_tps},
+              {"ttft_ms", p.prediction.ttft_s * 1e3},
+              {"why", p.why},
+              {"links", links}};
+      if (!p.bottleneck.address.empty()) plan["slowest_link"] = p.bottleneck.address;
+    } catch (const std::exception& e) {
+      plan = {{"error", e.what()}, {"links", links}};
+    }
+  }
+  const std::string line = plan.contains("why") ? "plan: " + plan["why"].get<std::string>()
+                                                : "no plan: " + plan["error"].get<std::string>();
+  bool changed = false;
+  {
+    std::lock_guard lock(mu_);
+    // Logged when the plan changes, not each time a link is measured again.
+    const auto what = [](const nlohmann::json& p) {
+      return p.is_object() ? p.value("split", std::string()) + p.value("machines", nlohmann::json()).dump() +
+                                 p.value("error", std::string())
+                           : std::string();
+    };
+    changed = what(plan_) != what(plan);
+    plan_ = plan;
+    plan_inputs_ = inputs;
+  }
+  if (changed) say(line);
+}
+
+nlohmann::json ClusterAgent::status() const {
+  std::lock_guard lock(mu_);
+  const int64_t now = now_ms();
+  nlohmann::json members = nlohmann::json::array();
+  for (const auto& [id, m] : members_.members()) {
+    const Announcement& a = m.announcement;
+    nlohmann::json paths = nlohmann::json::array();
+    for (const auto& p : m.paths) {
+      nlohmann::json j = {{"address", p.address}, {"local", p.local}, {"heard_ms_ago", now - p.last_seen_ms}};
+      for (const Measured& x : measured_)
+        if (x.member == id && x.address == p.address && x.local == p.local) {
+          if (x.error.empty()) j["rtt_us"] = x.rtt_us, j["mbit_s"] = x.mbit_s;
+          else j["error"] = x.error;
+        }
+      paths.push_back(j);
+    }
+    members.push_back({{"id", id},
+                       {"name", a.name},
+                       {"version", a.version},
+                       {"cores", a.cores},
+                       {"memory", a.memory_bytes},
+                       {"available", a.available_bytes},
+                       {"model", a.model},
+                       {"model_bytes", a.model_bytes},
+                       {"control_port", a.control_port},
+                       {"heard_ms_ago", now - m.last_seen_ms},
+                       {"paths", paths}});
+  }
+  nlohmann::json refused = nlohmann::json::array();
+  for (const auto& [id, why] : members_.refused()) refused.push_back(why);
+  return {{"self", {{"id", id_}, {"name", o_.name}, {"version", o_.version}, {"control_port", control_port_}}},
+          {"leader", leader_},
+          {"members", members},
+          {"refused", refused},
+          {"strangers", {{"ignored", strangers_}, {"from", stranger_sources_}}},
+          {"timeout_ms", members_.timeout_ms()},
+          {"plan", plan_}};
+}
+
+}  // namespace orchard::serve
