@@ -17,6 +17,18 @@ struct Out {
   std::string out, err;
 };
 
+// The standard output of a shell command line (a command inside a network namespace, say).
+inline std::string shell_output(const std::string& cmd) {
+  std::string out;
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    pclose(p);
+  }
+  return out;
+}
+
 inline Out run(const std::string& args) {
   const std::string err_path = ::testing::TempDir() + "orchard-run-" + std::to_string(::getpid()) + ".err";
   const std::string cmd = test::orchard_binary() + " " + args + " 2>" + err_path;

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "cli/cli_run.h"
 #include "dist/process_harness.h"
 #include "parallel/discovered_cluster.h"
 #include "parallel/model_cost.h"
@@ -32,14 +33,7 @@ std::string model_path() { return (test::repo_data() / "models" / "stories260K.g
 nlohmann::json cluster_status(const std::string& ns, int port) {
   const std::string cmd = (ns.empty() ? "" : "ip netns exec " + ns + " ") + test::orchard_binary() +
                           " cluster status --json --port " + std::to_string(port) + " 2>/dev/null";
-  std::string out;
-  if (FILE* p = popen(cmd.c_str(), "r")) {
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    pclose(p);
-  }
-  return nlohmann::json::parse(out, nullptr, false);
+  return nlohmann::json::parse(shell_output(cmd), nullptr, false);
 }
 
 // Polls until `done` holds for the agent's status (returned), or `seconds` pass (the last one).

@@ -120,13 +120,7 @@ TEST(Doctor, ASlowLinkIsCalledSlow) {
   // The prober in the other namespace.
   const std::string cmd = "ip netns exec " + net.ns(1) + " " + test::orchard_binary() +
                           " doctor --timeout 20 --probe-mib 4 --peer 10.232.0.1:29600";
-  std::string out;
-  if (FILE* p = popen(cmd.c_str(), "r")) {
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    pclose(p);
-  }
+  const std::string out = shell_output(cmd);
   stop(listener);
   EXPECT_NE(out.find("warn  peer 10.232.0.1:29600"), std::string::npos) << out;
   EXPECT_NE(out.find("slow for a split model"), std::string::npos) << out;
