@@ -1,5 +1,6 @@
 #include "dist/config.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -29,6 +30,30 @@ double env_number(const char* name, double fallback, double lo, double hi) {
 
 }  // namespace
 
+std::map<int, std::string> parse_routes(const std::string& text, int size) {
+  std::map<int, std::string> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t end = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, end - at);
+    const size_t eq = item.find('=');
+    int rank = -1;
+    try {
+      size_t used = 0;
+      if (eq != std::string::npos) rank = std::stoi(item.substr(0, eq), &used);
+      if (used != eq) rank = -1;
+    } catch (const std::logic_error&) {
+      rank = -1;
+    }
+    if (rank < 0 || rank >= size || eq + 1 >= item.size() || out.count(rank))
+      throw CommError("ORCHARD_ROUTES: '" + item + "' is not RANK=ADDRESS with a rank below " + std::to_string(size) +
+                      " given once");
+    out[rank] = item.substr(eq + 1);
+    at = end + 1;
+  }
+  return out;
+}
+
 bool Config::in_job() { return env("ORCHARD_RANK") && env("ORCHARD_SIZE"); }
 
 Config Config::from_env() {
@@ -48,6 +73,7 @@ Config Config::from_env() {
   c.link_gbps = env_number("ORCHARD_LINK_GBPS", 0, 0, 1e4);
   c.ring_bytes = static_cast<size_t>(env_number("ORCHARD_RING_BYTES", 0, 0, 1e12));
   if (const char* v = env("ORCHARD_TCP_CONGESTION")) c.tcp_congestion = v;
+  if (const char* v = env("ORCHARD_ROUTES")) c.routes = parse_routes(v, c.size);
   return c;
 }
 

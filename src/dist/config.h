@@ -12,7 +12,11 @@
 //   ORCHARD_LINK_LATENCY_US        emulated per-message latency (tcp)
 //   ORCHARD_LINK_GBPS              emulated link bandwidth cap (tcp)
 //   ORCHARD_RING_BYTES             tcp: messages at least this big use the ring all_sum
+//   ORCHARD_ROUTES                 "1=10.0.1.2,3=10.0.3.2": the address this rank reaches each
+//                                  listed rank at (machines cabled pairwise, a subnet per cable);
+//                                  with routes every rank listens on all its interfaces
 #include <cstddef>
+#include <map>
 #include <string>
 
 namespace orchard::dist {
@@ -35,11 +39,16 @@ struct Config {
   // back the bursts a collective sends on a LAN or loopback: 2 ranks on loopback, 1-16 MiB, cubic
   // took 0.45-0.85 of BBR's time (docs/benchmarks.md).
   std::string tcp_congestion = "cubic";
+  // Where this rank reaches other ranks, when not at the address each advertises (ORCHARD_ROUTES).
+  std::map<int, std::string> routes;
 
   // Reads the ORCHARD_* variables; throws CommError naming a malformed one.
   static Config from_env();
   // True when the environment describes a multi-rank job.
   static bool in_job();
 };
+
+// "1=10.0.1.2,3=10.0.3.2" -> {1: "10.0.1.2", 3: "10.0.3.2"}; throws CommError naming the item.
+std::map<int, std::string> parse_routes(const std::string& text, int size);
 
 }  // namespace orchard::dist

@@ -176,3 +176,36 @@ TEST(Security, StrangerConnectionIsRefusedWhileTheJobProceeds) {
 
 }  // namespace
 }  // namespace orchard::dist
+
+namespace orchard::dist {
+namespace {
+
+// Machines cabled pairwise reach each other at a different address per cable (ORCHARD_ROUTES),
+// not at the one address a rank advertises. Here every rank advertises an address no machine
+// has (TEST-NET-1) and routes say 127.0.0.1: the group forms only if the routes are used.
+TEST(Routes, RanksReachEachOtherAtTheRoutedAddresses) {
+  Job job("tcp", 3);
+  job.extra = {"ORCHARD_HOST=192.0.2.7", "ORCHARD_ROUTES=0=127.0.0.1,1=127.0.0.1,2=127.0.0.1"};
+  auto procs = job.start("check");
+  ASSERT_TRUE(testing::wait_all(ptrs(procs), Clock::now() + std::chrono::seconds(60)));
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(testing::exit_code(procs[r]), 0) << procs[r].err();
+    EXPECT_NE(procs[r].out().find("all checks passed"), std::string::npos) << procs[r].out();
+  }
+}
+
+TEST(Routes, MalformedRoutesAreNamed) {
+  EXPECT_EQ(parse_routes("1=10.0.1.2,3=10.0.3.2", 4), (std::map<int, std::string>{{1, "10.0.1.2"}, {3, "10.0.3.2"}}));
+  EXPECT_TRUE(parse_routes("", 4).empty());
+  for (const char* bad : {"1", "=10.0.0.1", "4=10.0.0.1", "x=1.2.3.4", "1=", "1=a,1=b", "-1=a", "1x=a"}) {
+    try {
+      parse_routes(bad, 4);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const CommError& e) {
+      EXPECT_NE(std::string(e.what()).find("ORCHARD_ROUTES: '"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace orchard::dist

@@ -163,7 +163,11 @@ std::shared_ptr<Mesh> Mesh::connect(const Config& c, int channels) {
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(c.connect_timeout_s));
   const Endpoint coord = parse_endpoint(c.coordinator, "ORCHARD_COORD");
-  Fd listener = c.rank == 0 ? listen_on(coord) : listen_on(Endpoint{c.host, 0});
+  // With routes the peers come in over different cables, so every interface listens (each
+  // connection is still authenticated by the handshake).
+  const std::string any = "0.0.0.0";
+  Fd listener = c.rank == 0 ? listen_on(c.routes.empty() ? coord : Endpoint{any, coord.port})
+                            : listen_on(Endpoint{c.routes.empty() ? c.host : any, 0});
   const uint16_t my_port = local_port(listener.get());
   const std::string my_host = c.rank == 0 ? coord.host : c.host;
   m->hosts_[c.rank] = my_host + ":" + std::to_string(my_port);
@@ -245,7 +249,8 @@ std::shared_ptr<Mesh> Mesh::connect(const Config& c, int channels) {
       for (int r = 0; r < c.rank; ++r)
         for (int lane = 0; lane < lanes; ++lane) {
           if (r == 0 && lane == 0) continue;
-          const Endpoint e{table[r].host, table[r].port};
+          const auto route = c.routes.find(r);
+          const Endpoint e{route != c.routes.end() ? route->second : std::string(table[r].host), table[r].port};
           conns[r][lane] = connect_to(e, deadline);
           handshake_connect(conns[r][lane].get(), c, lane, my_host, my_port,
                             "rank " + std::to_string(r) + " (" + e.str() + ")", deadline);
