@@ -15,6 +15,8 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "parallel/plan.h"
+#include "platform/platform.h"
 #include "serve/cluster_agent.h"
 #include "tensor/error.h"
 
@@ -107,6 +109,7 @@ void register_cluster(CLI::App& app) {
       "  orchard cluster up --secret-file cluster.secret -m model.gguf\n"
       "Then on any of them:\n"
       "  orchard cluster status\n"
+      "  curl http://127.0.0.1:8080/v1/chat/completions ...   # on the leader, once it serves\n"
       "Members find each other by signed UDP multicast (group 239.255.77.17, port 52180) on every\n"
       "interface, measure every link they were heard on, and the leader plans the split over the\n"
       "fastest path of each pair. docs/mac-cluster.md has the cabling; orchard doctor checks it.");
@@ -116,6 +119,8 @@ void register_cluster(CLI::App& app) {
     std::string secret, secret_file;
     int control_port = 52181, probe_port = 52182, discovery_port = 52180;
     int probe_mib = 4;
+    int rank_port = 52183;
+    bool no_serve = false;
   };
   auto u = std::make_shared<UpOpts>();
   auto* up = cluster->add_subcommand("up", "Announce this machine, find the others, measure links, plan (until stopped)");
@@ -141,6 +146,19 @@ void register_cluster(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(200, 600000));
   up->add_option("--probe-mib", u->probe_mib, "MiB sent to measure each link's bandwidth")
       ->capture_default_str()->check(CLI::Range(1, 1024));
+  up->add_option("--parallel", u->agent.parallel,
+                 "auto (the planner's choice), or pipeline, tensor, hybrid, expert over every member")
+      ->capture_default_str();
+  up->add_flag("--no-serve", u->no_serve, "Only find, measure and plan; start nothing");
+  up->add_option("--api-host", u->agent.rank.api_host, "Where the leader serves the API (as orchard serve --host)")
+      ->capture_default_str();
+  up->add_option("--api-port", u->agent.rank.api_port, "The API's port on the leader")->capture_default_str()
+      ->check(CLI::Range(1, 65535));
+  up->add_option("--rank-port", u->rank_port, "Port rank 0 listens on for the other ranks")->capture_default_str()
+      ->check(CLI::Range(1, 65535));
+  up->add_option("-t,--threads", u->agent.rank.threads, "Threads per rank (0: all cores)")->capture_default_str();
+  up->add_option("-c,--ctx", u->agent.rank.ctx, "Positions per slot (as orchard serve --ctx)");
+  up->add_option("--slots", u->agent.rank.slots, "Requests generated at once (as orchard serve --slots)");
   // For tests of version refusal: announce another version than this build's.
   up->add_option("--announce-version", u->agent.version)->group("");
   up->callback([u] {
@@ -149,6 +167,12 @@ void register_cluster(CLI::App& app) {
     u->agent.probe_port = static_cast<uint16_t>(u->probe_port);
     u->agent.beacon.port = static_cast<uint16_t>(u->discovery_port);
     u->agent.probe_bytes = static_cast<uint64_t>(u->probe_mib) << 20;
+    u->agent.serve = !u->no_serve && !u->agent.model_path.empty();
+    u->agent.rank_port = static_cast<uint16_t>(u->rank_port);
+    u->agent.rank.executable = platform::executable_path();
+    u->agent.rank.model_path = u->agent.model_path;
+    u->agent.rank.secret = u->agent.secret;
+    if (u->agent.parallel != "auto") parallel::parse_kind(u->agent.parallel);  // names a bad one now
     if (u->agent.timeout_ms < 2 * u->agent.interval_ms)
       throw Error("cluster: --timeout-ms must be at least twice --interval-ms (a member misses an announcement now and then)");
     std::signal(SIGINT, stop_cluster);

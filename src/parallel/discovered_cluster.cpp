@@ -39,7 +39,8 @@ std::vector<MeasuredPath> choose_paths(const std::vector<MeasuredPath>& measured
 }
 
 DiscoveredPlan plan_discovered(const ModelCost& model, const std::vector<DiscoveredMachine>& machines,
-                               const std::vector<MeasuredPath>& chosen, const PredictOptions& options) {
+                               const std::vector<MeasuredPath>& chosen, const PredictOptions& options,
+                               std::optional<Kind> kind) {
   if (machines.empty()) throw Error("no machines to plan over");
   std::map<std::pair<std::string, std::string>, const MeasuredPath*> link;
   for (const MeasuredPath& p : chosen) link[pair_of(p)] = &p;
@@ -88,14 +89,18 @@ DiscoveredPlan plan_discovered(const ModelCost& model, const std::vector<Discove
   DiscoveredPlan out;
   bool found = false;
   size_t used = 0;
-  for (size_t k = 1; k <= kept.size(); ++k)
+  for (size_t k = kind ? kept.size() : 1; k <= kept.size(); ++k)
     for (const Prediction& p : rank_plans(model, cluster_of(k), options))
-      if (p.candidate.n_nodes == static_cast<int>(k) && p.fits && p.unsupported.empty()) {
+      if (p.candidate.n_nodes == static_cast<int>(k) && p.fits && p.unsupported.empty() &&
+          (!kind || (p.candidate.kind == *kind && p.candidate.ranks() == static_cast<int>(k)))) {
         if (!found || p.tg_tps > out.prediction.tg_tps) out.prediction = p, used = k, found = true;
         break;
       }
-  if (!found) choose_plan(model, cluster_of(kept.size()), options);  // throws, naming the shortfall
-  if (!found) throw Error("no plan over the discovered machines");
+  if (!found && !kind) choose_plan(model, cluster_of(kept.size()), options);  // throws, naming the shortfall
+  if (!found)
+    throw Error(kind ? std::string("no ") + kind_name(*kind) + " split over the " + std::to_string(kept.size()) +
+                           " machines reachable fits this model"
+                     : "no plan over the discovered machines");
   for (size_t i = 0; i < used; ++i) out.machines.push_back(kept[i]->id);
   if (worst[used - 1]) out.bottleneck = *worst[used - 1];
   char buf[320];

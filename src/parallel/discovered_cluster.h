@@ -4,6 +4,7 @@
 // The planner's cluster has one link for every pair; a split waits on its slowest pair every
 // step, so that link is the slowest of the chosen paths among the machines a plan uses.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,10 +19,14 @@ struct DiscoveredMachine {
   int cores = 0;
 };
 
-// One measured way from machine `from` to machine `to`: over `to`'s `address`.
+// One measured way from machine `from` to machine `to`: over `to`'s `address`, from `from`'s
+// own address `local` on the same link.
 struct MeasuredPath {
   std::string from, to, address;
   double rtt_us = 0, mbit_s = 0;
+  std::string local = {};
+  // Where machine `who` (one of the two ends) reaches the other over this path.
+  const std::string& address_of_other(const std::string& who) const { return who == from ? address : local; }
 };
 
 // The time a path takes to move one step's worth of a split's traffic: half a round trip plus
@@ -41,8 +46,10 @@ struct DiscoveredPlan {
 
 // The planner's choice over `machines` (the leader first) and the chosen paths. A machine
 // without a measured path to each earlier one is left out of multi-machine plans (it can still
-// be chosen alone if it is the leader). Throws orchard::Error when no plan fits.
+// be chosen alone if it is the leader). `kind`: only splits of that kind over every machine
+// reachable (`orchard cluster up --parallel pipeline`). Throws orchard::Error when no plan fits.
 DiscoveredPlan plan_discovered(const ModelCost& model, const std::vector<DiscoveredMachine>& machines,
-                               const std::vector<MeasuredPath>& chosen, const PredictOptions& options);
+                               const std::vector<MeasuredPath>& chosen, const PredictOptions& options,
+                               std::optional<Kind> kind = std::nullopt);
 
 }  // namespace orchard::parallel

@@ -37,6 +37,11 @@ struct NetInterface {
 };
 std::vector<NetInterface> network_interfaces();
 
+// Called in a child process before exec: the child is killed when its parent dies (a cluster
+// member's rank must not outlive the agent that started it). Linux: PR_SET_PDEATHSIG; macOS has
+// no such flag (its implementation would watch the parent with kqueue's NOTE_EXIT).
+void end_with_parent();
+
 // The running executable's absolute path; empty when it cannot be found.
 std::string executable_path();
 // This process's resident memory now and at its peak, in MiB (0 when unknown).

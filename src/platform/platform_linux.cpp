@@ -11,6 +11,7 @@
 #include <sched.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
@@ -21,6 +22,7 @@
 #endif
 
 #include <cerrno>
+#include <csignal>
 #include <climits>
 
 #include <cstdio>
@@ -236,6 +238,8 @@ std::string os_version() {
   if (::uname(&u) != 0) return "Linux";
   return std::string(u.sysname) + " " + u.release;
 }
+
+void end_with_parent() { ::prctl(PR_SET_PDEATHSIG, SIGKILL); }
 
 std::vector<NetInterface> network_interfaces() {
   std::vector<NetInterface> out;

@@ -83,6 +83,13 @@ void ClusterAgent::start() {
   http_->server.Get("/cluster/links", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(links_json().dump() + "\n", "application/json");
   });
+  http_->server.set_payload_max_length(64 * 1024);
+  for (const char* path : {"/cluster/job", "/cluster/stop"})
+    http_->server.Post(path, [this](const httplib::Request& req, httplib::Response& res) {
+      std::string answer;
+      res.status = order(req.path, req.body, req.get_header_value("X-Orchard-Signature"), answer);
+      res.set_content(answer, "application/json");
+    });
   const int port = o_.control_port == 0 ? http_->server.bind_to_any_port(o_.bind)
                                         : (http_->server.bind_to_port(o_.bind, o_.control_port) ? o_.control_port : -1);
   if (port <= 0)
@@ -106,6 +113,10 @@ void ClusterAgent::stop() {
   }
   http_->server.stop();
   for (std::thread& t : threads_) t.join();
+  {
+    std::lock_guard job_lock(job_mu_);
+    stop_job("this machine is leaving");
+  }
   threads_.clear();
   ::close(probe_fd_);
 }
@@ -315,7 +326,8 @@ void ClusterAgent::plan_once() {
       if (l.is_object() && l.contains("rtt_us") && l.contains("to") && l["to"].is_string() && l.contains("address") &&
           l["address"].is_string() && l["rtt_us"].is_number() && l.contains("mbit_s") && l["mbit_s"].is_number())
         paths.push_back({from, l["to"].get<std::string>(), l["address"].get<std::string>(), l["rtt_us"].get<double>(),
-                         l["mbit_s"].get<double>()});
+                         l["mbit_s"].get<double>(),
+                         l.contains("local") && l["local"].is_string() ? l["local"].get<std::string>() : ""});
   };
   add(id_, links_json());
   for (const auto& [id, where] : ask) add(id, fetch(where, "/cluster/links"));
@@ -323,19 +335,26 @@ void ClusterAgent::plan_once() {
   nlohmann::json plan;
   nlohmann::json links = nlohmann::json::array();
   for (const auto& p : chosen)
-    links.push_back({{"between", {p.from, p.to}}, {"address", p.address}, {"rtt_us", p.rtt_us}, {"mbit_s", p.mbit_s}});
+    links.push_back({{"between", {p.from, p.to}}, {"address", p.address}, {"local", p.local}, {"rtt_us", p.rtt_us},
+                     {"mbit_s", p.mbit_s}});
   std::string inputs;
   for (const auto& m : machines) inputs += m.id + ",";
   inputs += links.dump();
+  bool same;
   {
     std::lock_guard lock(mu_);
-    if (inputs == plan_inputs_) return;
+    same = inputs == plan_inputs_;
   }
+  if (same) return lead();
+  std::optional<parallel::DiscoveredPlan> chosen_plan;
   if (!model_) {
     plan = {{"error", "no model given (orchard cluster up -m MODEL)"}, {"links", links}};
   } else {
     try {
-      const parallel::DiscoveredPlan p = parallel::plan_discovered(*model_, machines, chosen, {});
+      const parallel::DiscoveredPlan p = parallel::plan_discovered(
+          *model_, machines, chosen, {},
+          o_.parallel == "auto" ? std::nullopt : std::optional<parallel::Kind>(parallel::parse_kind(o_.parallel)));
+      chosen_plan = p;
       plan = {{"split", p.prediction.candidate.label()},
               {"machines", p.machines},
               {"tokens_per_s", p.prediction.tg_tps},
@@ -359,13 +378,25 @@ void ClusterAgent::plan_once() {
                            : std::string();
     };
     changed = what(plan_) != what(plan);
+    if (changed) plan_since_ms_ = now_ms();
     plan_ = plan;
     plan_inputs_ = inputs;
+    plan_chosen_ = chosen_plan;
+    paths_ = chosen;
   }
   if (changed) say(line);
+  lead();
 }
 
 nlohmann::json ClusterAgent::status() const {
+  nlohmann::json job;
+  {
+    std::lock_guard job_lock(job_mu_);
+    job = {{"state", job_state_}};
+    if (job_) job["id"] = job_->id, job["split"] = job_->split, job["machines"] = job_->machines;
+    if (job_ || rank_.job().size())
+      job["api"] = "http://" + o_.rank.api_host + ":" + std::to_string(o_.rank.api_port);
+  }
   std::lock_guard lock(mu_);
   const int64_t now = now_ms();
   nlohmann::json members = nlohmann::json::array();
@@ -401,7 +432,8 @@ nlohmann::json ClusterAgent::status() const {
           {"refused", refused},
           {"strangers", {{"ignored", strangers_}, {"from", stranger_sources_}}},
           {"timeout_ms", members_.timeout_ms()},
-          {"plan", plan_}};
+          {"plan", plan_},
+          {"job", job}};
 }
 
 }  // namespace orchard::serve

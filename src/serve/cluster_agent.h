@@ -20,6 +20,7 @@
 #include "dist/discovery/beacon.h"
 #include "dist/discovery/membership.h"
 #include "parallel/discovered_cluster.h"
+#include "serve/cluster_job.h"
 
 namespace orchard::serve {
 
@@ -36,6 +37,13 @@ struct ClusterAgentOptions {
   int timeout_ms = 3000;   // a member not heard from this long is gone
   uint64_t probe_bytes = 4ull << 20;
   int remeasure_s = 60;
+  // Running the plan: "auto" (the planner's choice) or a kind forced over every member; `serve`
+  // false only plans. Ranks talk on rank_port; rank 0 on the leader serves the API.
+  std::string parallel = "auto";
+  bool serve = true;
+  uint16_t rank_port = 52183;
+  RankCommand rank;
+  int settle_ms = 2000;  // a plan must hold this long before it is started
   std::function<void(const std::string&)> log;  // default: "cluster: …" on stderr
 };
 
@@ -67,6 +75,13 @@ class ClusterAgent {
   void announce_loop();
   void measure_loop();
   void plan_once();
+  // The split (cluster_agent_job.cpp): the leader starts, replaces and stops jobs; every member
+  // obeys signed orders.
+  void lead();
+  void start_job();
+  void stop_job(const std::string& why);
+  bool serving_idle() const;
+  int order(const std::string& path, const std::string& body, const std::string& signature, std::string& answer);
   dist::discovery::Announcement announcement(bool leaving);
   std::string leader_locked() const;
   void say(const std::string& line) const;
@@ -86,7 +101,23 @@ class ClusterAgent {
   std::string leader_;
   nlohmann::json plan_ = nullptr;
   std::string plan_inputs_;  // what the plan was made from: made again when it changes
+  std::optional<parallel::DiscoveredPlan> plan_chosen_;
+  std::vector<parallel::MeasuredPath> paths_;  // the chosen path of each pair
+  int64_t plan_since_ms_ = 0;
   uint64_t seq_ = 0;
+
+  // The job (its own lock: forks and HTTP calls happen under it, never under mu_).
+  mutable std::mutex job_mu_;
+  RankProcess rank_;
+  struct Job {
+    std::string id, split;
+    std::vector<std::string> machines;           // ids in rank order
+    std::vector<std::string> member_controls;    // host:port of each rank's agent (rank 0: "")
+  };
+  std::optional<Job> job_;                     // the leader's running job
+  std::string job_state_ = "none";             // for status
+  int64_t retry_after_ms_ = 0;
+  std::vector<std::string> seen_jobs_;         // orders already obeyed (replays refused)
 
   std::atomic<bool> stop_{false};
   struct Http;

@@ -3,7 +3,8 @@
 // secret) are ignored and logged, another version is refused by name, and a killed member is
 // forgotten. Once on one machine over loopback, once on four "hosts" (network namespaces) where
 // every pair is joined by two links, one slowed with tc (netem's delay and rate, or tbf's rate
-// where the kernel has no netem).
+// where the kernel has no netem): there the leader serves a pipeline over all four, a member
+// killed mid-stream ends the stream cleanly, and the three left serve again.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -18,6 +19,7 @@
 #include "dist/process_harness.h"
 #include "parallel/discovered_cluster.h"
 #include "parallel/model_cost.h"
+#include "model/engine.h"
 #include "model/gguf.h"
 #include "test_data.h"
 
@@ -199,7 +201,8 @@ TEST(Cluster, FourHostsWithTwoLinksPerPairPlanOverTheFastOnes) {
     std::vector<std::string> argv = {"ip", "netns", "exec", net.ns(i), test::orchard_binary(), "cluster", "up",
                                      "--secret-file", i == 4 ? other : secret, "--name", "host" + std::to_string(i),
                                      "--interval-ms", "200", "--timeout-ms", "1500", "--probe-mib", "2"};
-    if (i < 4) argv.insert(argv.end(), {"-m", model_path()});
+    // A pipeline over all four (a 260K model would run whole on one machine otherwise).
+    if (i < 4) argv.insert(argv.end(), {"-m", model_path(), "--parallel", "pipeline", "-t", "1"});
     if (i == 5) argv.insert(argv.end(), {"--announce-version", "0.0.9"});
     procs.push_back(dist::testing::spawn(argv, {}, "cluster4-host" + std::to_string(i)));
   }
@@ -225,7 +228,7 @@ TEST(Cluster, FourHostsWithTwoLinksPerPairPlanOverTheFastOnes) {
   ASSERT_TRUE(plan.contains("links")) << s.dump(2);
   for (const auto& l : plan["links"])
     EXPECT_EQ(l["address"].get<std::string>().rfind("10.240.", 0), 0u) << plan.dump(2);
-  // ... and is what the planner chooses for those machines and links.
+  // ... and is what the planner chooses for those machines and links (among pipelines).
   ASSERT_TRUE(plan.contains("split")) << plan.dump(2);
   std::vector<parallel::DiscoveredMachine> machines;
   std::vector<parallel::MeasuredPath> chosen;
@@ -242,7 +245,7 @@ TEST(Cluster, FourHostsWithTwoLinksPerPairPlanOverTheFastOnes) {
   for (const auto& [id, name] : ids) machines.push_back({id, name, memory, cores});
   auto file = GGUFFile::open(model_path(), GGUFLoad::Map);
   const parallel::DiscoveredPlan expected =
-      parallel::plan_discovered(parallel::ModelCost::from_gguf(*file), machines, chosen, {});
+      parallel::plan_discovered(parallel::ModelCost::from_gguf(*file), machines, chosen, {}, parallel::Kind::kPipeline);
   EXPECT_EQ(plan["split"], expected.prediction.candidate.label());
   EXPECT_EQ(plan["machines"].get<std::vector<std::string>>(), expected.machines);
   // Host 0 is cabled to the stranger and to the older version: one ignored, one refused by name.
@@ -252,14 +255,68 @@ TEST(Cluster, FourHostsWithTwoLinksPerPairPlanOverTheFastOnes) {
   EXPECT_EQ(s["strangers"]["from"], nlohmann::json::array({"10.242.0.2"}));
   EXPECT_NE(procs[0].err().find("ignored an announcement from 10.242.0.2"), std::string::npos) << procs[0].err();
 
-  // Host 3 dies: the others forget it and plan again without it.
-  ::kill(procs[3].pid, SIGKILL);
-  const nlohmann::json after = status_when(net.ns(0), 52181, [](const nlohmann::json& j) {
-    return j["members"].size() == 2 && j["plan"].is_object() && j["plan"].contains("links") &&
-           j["plan"]["links"].size() == 3;
-  }, 30);
-  EXPECT_EQ(after["members"].size(), 2u) << after.dump(2);
-  for (const auto& m : after["members"]) EXPECT_NE(m["name"], "host3");
+  EXPECT_EQ(plan["split"], "pipeline 4");
+
+  // The leader serves the split: a completion equals the model's greedy text on one machine.
+  int leader_host = -1;
+  for (int i = 0; i < 4; ++i)
+    if (cluster_status(net.ns(i), 52181)["self"]["id"] == leader) leader_host = i;
+  ASSERT_GE(leader_host, 0);
+  const std::string leader_ns = net.ns(leader_host);
+  const nlohmann::json running = status_when(leader_ns, 52181, [](const nlohmann::json& j) {
+    return j["job"]["state"] == "running" && j["job"]["machines"].size() == 4;
+  }, 60);
+  ASSERT_EQ(running["job"]["state"], "running") << running.dump(2) << procs[static_cast<size_t>(leader_host)].err();
+  EngineOptions eo;
+  eo.model_path = model_path();
+  eo.threads = 1;
+  GenerateOptions g;
+  g.max_tokens = 24;
+  g.sampling = SamplerOptions::greedy();
+  const std::string want = Engine::load(eo)->generate("Once upon a time", g).text;
+  auto complete = [&](int seconds) {
+    const std::string cmd = "ip netns exec " + leader_ns +
+                            " curl -s -m 20 http://127.0.0.1:8080/v1/completions -d "
+                            "'{\"prompt\":\"Once upon a time\",\"max_tokens\":24,\"temperature\":0}'";
+    nlohmann::json r;
+    for (const auto until = Clock::now() + std::chrono::seconds(seconds); Clock::now() < until;) {
+      r = nlohmann::json::parse(shell_output(cmd), nullptr, false);
+      if (r.is_object() && r.contains("choices")) return r["choices"][0]["text"].get<std::string>();
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // ranks still loading
+    }
+    return "no answer: " + r.dump();
+  };
+  EXPECT_EQ(complete(60), want);
+
+  // A member dies mid-stream (every process on its host killed): the stream ends cleanly, with
+  // its end or an error naming the rank; the others forget the host, plan again and serve.
+  int victim = 3;
+  while (victim == leader_host) --victim;
+  Proc stream = dist::testing::spawn(
+      {"ip", "netns", "exec", leader_ns, "curl", "-sN", "-m", "60", "http://127.0.0.1:8080/v1/completions", "-d",
+       R"({"prompt":"Once upon a time","max_tokens":1900,"temperature":0,"stream":true})"},
+      {}, "cluster4-stream");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::system(("ip netns pids " + net.ns(victim) + " | xargs -r kill -9").c_str());
+  ASSERT_TRUE(dist::testing::wait_all({&stream}, Clock::now() + std::chrono::seconds(90)));
+  const std::string streamed = stream.out();
+  EXPECT_NE(streamed.find("data: [DONE]"), std::string::npos) << streamed.substr(streamed.size() > 2000 ? streamed.size() - 2000 : 0);
+  EXPECT_TRUE(streamed.find("\"finish_reason\":\"length\"") != std::string::npos ||
+              streamed.find("closed its connection") != std::string::npos ||
+              streamed.find("stopped answering") != std::string::npos)
+      << streamed.substr(streamed.size() > 2000 ? streamed.size() - 2000 : 0);
+  const std::string gone = "host" + std::to_string(victim);
+  const nlohmann::json after = status_when(leader_ns, 52181, [](const nlohmann::json& j) {
+    return j["members"].size() == 2 && j["job"]["state"] == "running" && j["job"]["machines"].size() == 3;
+  }, 60);
+  ASSERT_EQ(after["members"].size(), 2u) << after.dump(2);
+  for (const auto& m : after["members"]) EXPECT_NE(m["name"], gone);
+  EXPECT_EQ(after["job"]["machines"].size(), 3u) << after.dump(2);
+  EXPECT_EQ(after["plan"]["links"].size(), 3u) << after.dump(2);
+  EXPECT_EQ(complete(60), want);
+  const std::string leader_log = procs[static_cast<size_t>(leader_host)].err();
+  EXPECT_NE(leader_log.find("'" + gone + "' ("), std::string::npos) << leader_log;
+  EXPECT_NE(leader_log.find("stopping job"), std::string::npos) << leader_log;
   end_agents(procs);
 }
 
