@@ -144,6 +144,8 @@ void register_cluster(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(50, 60000));
   up->add_option("--timeout-ms", u->agent.timeout_ms, "A member not heard from this long has left")
       ->capture_default_str()->check(CLI::Range(200, 600000));
+  up->add_option("--settle-ms", u->agent.settle_ms, "A new plan must hold this long before the leader starts it")
+      ->capture_default_str()->check(CLI::Range(0, 600000));
   up->add_option("--probe-mib", u->probe_mib, "MiB sent to measure each link's bandwidth")
       ->capture_default_str()->check(CLI::Range(1, 1024));
   up->add_option("--parallel", u->agent.parallel,

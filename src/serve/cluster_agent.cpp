@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <tuple>
 
 #include "dist/group.h"
 #include "dist/link_probe.h"
@@ -72,6 +73,7 @@ ClusterAgent::~ClusterAgent() { stop(); }
 void ClusterAgent::say(const std::string& line) const { o_.log(line); }
 
 void ClusterAgent::start() {
+  started_ms_ = static_cast<uint64_t>(now_ms());
   beacon_ = std::make_unique<dist::discovery::Beacon>(o_.beacon);
   dist::net::Fd probe = dist::net::listen_on({o_.bind, o_.probe_port});
   probe_port_ = dist::net::local_port(probe.get());
@@ -134,6 +136,7 @@ Announcement ClusterAgent::announcement(bool leaving) {
   a.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   a.model = o_.model_path.empty() ? "" : std::filesystem::path(o_.model_path).filename().string();
   a.model_bytes = model_bytes_;
+  a.started_ms = started_ms_;
   std::lock_guard lock(mu_);
   a.seq = ++seq_;
   a.leaving = leaving;
@@ -171,12 +174,16 @@ void ClusterAgent::listen_loop() {
 }
 
 std::string ClusterAgent::leader_locked() const {
-  // The most memory leads (it can hold the most of a model as rank 0); ties to the smallest id.
+  // The most memory leads (it can hold the most of a model as rank 0); among equals the one up
+  // longest, so a machine that comes back does not take over a running cluster; then the id.
+  auto key = [](uint64_t memory, uint64_t started, const std::string& id) {
+    return std::make_tuple(~memory, started, id);  // smaller is better
+  };
   std::string best = id_;
-  uint64_t best_memory = platform::physical_memory_bytes();
+  auto best_key = key(platform::physical_memory_bytes(), started_ms_, id_);
   for (const auto& [id, m] : members_.members()) {
-    const uint64_t mem = m.announcement.memory_bytes;
-    if (mem > best_memory || (mem == best_memory && id < best)) best = id, best_memory = mem;
+    const auto k = key(m.announcement.memory_bytes, m.announcement.started_ms, id);
+    if (k < best_key) best = id, best_key = k;
   }
   return best;
 }

@@ -2,7 +2,7 @@
 // What `orchard cluster up` runs on each machine: announces this machine on every local network
 // and hears the others (dist/discovery), measures the links to each member on every address it
 // was heard on (dist/link_probe), and, on the leader — the member with the most memory, ties to
-// the smallest id, so every member agrees without a vote — asks the planner for the best split
+// the one up longest, then the smallest id, so every member agrees without a vote — asks the planner for the best split
 // over the members and the fastest path of each pair (parallel/discovered_cluster). Its HTTP
 // port answers GET /cluster (members, links, leader, plan: `orchard cluster status`) and GET
 // /cluster/links (this machine's measurements, which the leader collects).
@@ -89,6 +89,7 @@ class ClusterAgent {
   ClusterAgentOptions o_;
   std::string id_;
   uint16_t control_port_ = 0, probe_port_ = 0;
+  uint64_t started_ms_ = 0;
   std::unique_ptr<dist::discovery::Beacon> beacon_;
   uint64_t model_bytes_ = 0;
   std::unique_ptr<parallel::ModelCost> model_;

@@ -29,6 +29,7 @@ Announcement sample(const std::string& id = "00112233aabbccdd") {
   a.rdma = {"rdma_en3"};
   a.model = "stories260K.gguf";
   a.model_bytes = 1185376;
+  a.started_ms = 1796673681000;
   a.seq = 7;
   return a;
 }
@@ -62,6 +63,7 @@ TEST(Announcement, RoundTripsEveryField) {
   EXPECT_EQ(b.rdma, a.rdma);
   EXPECT_EQ(b.model, a.model);
   EXPECT_EQ(b.model_bytes, a.model_bytes);
+  EXPECT_EQ(b.started_ms, a.started_ms);
   EXPECT_EQ(b.seq, a.seq);
   EXPECT_FALSE(b.leaving);
 }

@@ -31,6 +31,7 @@ struct Announcement {
   std::vector<std::string> rdma;  // RDMA device names
   std::string model;              // the model file's name ("" when it serves none)
   uint64_t model_bytes = 0;
+  uint64_t started_ms = 0;  // when the agent started (Unix ms): the longest-standing member leads
   uint64_t seq = 0;      // counts this agent's announcements; a smaller one is a replay
   bool leaving = false;  // the agent is stopping: forget it now rather than at its timeout
 };
