@@ -287,6 +287,28 @@ TEST(Cluster, FourHostsWithTwoLinksPerPairPlanOverTheFastOnes) {
     return "no answer: " + r.dump();
   };
   EXPECT_EQ(complete(60), want);
+  // A chat request too: the same answer as one machine's `orchard serve` gives it.
+  auto chat = [](const std::string& prefix, int port) {
+    const std::string cmd = prefix + "curl -s -m 20 http://127.0.0.1:" + std::to_string(port) +
+                            "/v1/chat/completions -d '{\"messages\":[{\"role\":\"user\",\"content\":"
+                            "\"Tell me a story\"}],\"max_tokens\":24,\"temperature\":0}'";
+    nlohmann::json r;
+    for (const auto until = Clock::now() + std::chrono::seconds(30); Clock::now() < until;) {
+      r = nlohmann::json::parse(shell_output(cmd), nullptr, false);
+      if (r.is_object() && r.contains("choices")) return r["choices"][0]["message"]["content"].get<std::string>();
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+    return "no answer: " + r.dump();
+  };
+  const int single_port = dist::testing::free_port();
+  Proc single = dist::testing::spawn(
+      {test::orchard_binary(), "serve", "-m", model_path(), "--port", std::to_string(single_port), "-t", "1"}, {},
+      "cluster4-single");
+  const std::string single_answer = chat("", single_port);
+  ::kill(single.pid, SIGTERM);
+  dist::testing::wait_all({&single}, Clock::now() + std::chrono::seconds(10));
+  EXPECT_FALSE(single_answer.empty());
+  EXPECT_EQ(chat("ip netns exec " + leader_ns + " ", 8080), single_answer);
 
   // A member dies mid-stream (every process on its host killed): the stream ends cleanly, with
   // its end or an error naming the rank; the others forget the host, plan again and serve.
