@@ -74,7 +74,7 @@ std::string write_secret(const std::string& name, const std::string& secret) {
   return path;
 }
 
-TEST(Cluster, MembersOnOneMachineFindEachOtherRefuseOtherVersionsAndIgnoreStrangers) {
+TEST(ClusterUp, MembersOnOneMachineFindEachOtherRefuseOtherVersionsAndIgnoreStrangers) {
   const std::string secret = write_secret("cluster-secret", "correct horse battery staple");
   const std::string other = write_secret("cluster-other", "another cluster's secret");
   const std::string discovery = std::to_string(dist::testing::free_port());
@@ -191,7 +191,7 @@ class FourHosts {
   bool probed_ = false, netem_ = false;
 };
 
-TEST(Cluster, FourHostsWithTwoLinksPerPairPlanOverTheFastOnes) {
+TEST(ClusterUp, FourHostsWithTwoLinksPerPairPlanOverTheFastOnes) {
   FourHosts net;
   if (const std::string why = net.create(); !why.empty()) GTEST_SKIP() << "network namespaces unavailable: " << why;
   const std::string secret = write_secret("cluster4-secret", "four hosts");
