@@ -64,6 +64,7 @@ void print_status(const nlohmann::json& s) {
                 m["id"].get<std::string>().c_str(), m["version"].get<std::string>().c_str(), m["cores"].get<int>(),
                 size_gib(m["memory"].get<uint64_t>()).c_str(),
                 m["model"].get<std::string>().empty() ? "-" : m["model"].get<std::string>().c_str());
+    if (m.contains("rdma") && !m["rdma"].empty()) std::printf("    RDMA devices: %s\n", m["rdma"].dump().c_str());
     for (const auto& p : m["paths"]) {
       std::string measured = "not measured yet";
       if (p.contains("rtt_us"))

@@ -14,6 +14,7 @@
 #include "dist/group.h"
 #include "dist/link_probe.h"
 #include "dist/net/socket.h"
+#include "dist/rdma/verbs.h"
 #include "model/gguf.h"
 #include "parallel/model_cost.h"
 #include "platform/platform.h"
@@ -74,6 +75,7 @@ void ClusterAgent::say(const std::string& line) const { o_.log(line); }
 
 void ClusterAgent::start() {
   started_ms_ = static_cast<uint64_t>(now_ms());
+  rdma_devices_ = dist::rdma::ib_device_names();  // read once: devices do not come and go
   beacon_ = std::make_unique<dist::discovery::Beacon>(o_.beacon);
   dist::net::Fd probe = dist::net::listen_on({o_.bind, o_.probe_port});
   probe_port_ = dist::net::local_port(probe.get());
@@ -134,6 +136,7 @@ Announcement ClusterAgent::announcement(bool leaving) {
   a.memory_bytes = platform::physical_memory_bytes();
   a.available_bytes = platform::available_memory_bytes().value_or(0);
   a.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  a.rdma = rdma_devices_;
   a.model = o_.model_path.empty() ? "" : std::filesystem::path(o_.model_path).filename().string();
   a.model_bytes = model_bytes_;
   a.started_ms = started_ms_;
@@ -425,6 +428,7 @@ nlohmann::json ClusterAgent::status() const {
                        {"cores", a.cores},
                        {"memory", a.memory_bytes},
                        {"available", a.available_bytes},
+                       {"rdma", a.rdma},
                        {"model", a.model},
                        {"model_bytes", a.model_bytes},
                        {"control_port", a.control_port},

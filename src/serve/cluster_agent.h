@@ -90,6 +90,7 @@ class ClusterAgent {
   std::string id_;
   uint16_t control_port_ = 0, probe_port_ = 0;
   uint64_t started_ms_ = 0;
+  std::vector<std::string> rdma_devices_;
   std::unique_ptr<dist::discovery::Beacon> beacon_;
   uint64_t model_bytes_ = 0;
   std::unique_ptr<parallel::ModelCost> model_;
