@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -92,6 +93,8 @@ void serve_http(serve::Executor& exec, Engine& engine, const ServeOpts& o, const
   sopt.insecure = o.insecure;
   sopt.tls = {o.tls_cert, o.tls_key};
   sopt.http_threads = std::max(o.http_threads, o.slots + o.max_queue + 8);
+  // Set by `orchard cluster up` for the rank 0 it starts: the page shows what the agent knows.
+  if (const char* agent = std::getenv("ORCHARD_CLUSTER_AGENT")) sopt.cluster_agent = agent;
   serve::Server server(service, sopt);
   const int port = server.bind();
   g_server = &server;

@@ -230,7 +230,9 @@ void ClusterAgent::measure_loop() {
     {
       std::lock_guard lock(mu_);
       const int64_t now = now_ms();
-      for (const auto& [id, m] : members_.members()) {
+      for (const auto& member : members_.members()) {  // (clang 14: no structured binding in a lambda)
+        const std::string& id = member.first;
+        const Member& m = member.second;
         for (const auto& p : m.paths) {
           const auto done = std::find_if(measured_.begin(), measured_.end(), [&](const Measured& x) {
             return x.member == id && x.address == p.address && x.local == p.local;

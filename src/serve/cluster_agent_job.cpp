@@ -163,6 +163,7 @@ void ClusterAgent::start_job() {
     }
   }
   RankCommand command = o_.rank;
+  command.agent = "127.0.0.1:" + std::to_string(control_port_);
   rank_.start(command, orders[0]);
   job_ = job;
   job_state_ = "running";

@@ -95,15 +95,16 @@ void RankProcess::start(const RankCommand& c, const JobOrder& order) {
   if (c.slots > 0) argv.insert(argv.end(), {"--slots", std::to_string(c.slots)});
   if (c.ctx > 0) argv.insert(argv.end(), {"--ctx", std::to_string(c.ctx)});
   std::vector<std::string> env;
+  if (order.rank == 0 && !c.agent.empty()) env.push_back("ORCHARD_CLUSTER_AGENT=" + c.agent);
   if (order.size > 1) {
     argv.insert(argv.end(), {"--parallel", order.kind});
     if (order.tp > 0) argv.insert(argv.end(), {"--tp", std::to_string(order.tp)});
     std::string routes;
     for (const auto& [rank, address] : order.routes) routes += (routes.empty() ? "" : ",") + std::to_string(rank) + "=" + address;
-    env = {"ORCHARD_RANK=" + std::to_string(order.rank), "ORCHARD_SIZE=" + std::to_string(order.size),
+    env.insert(env.end(), {"ORCHARD_RANK=" + std::to_string(order.rank), "ORCHARD_SIZE=" + std::to_string(order.size),
            "ORCHARD_COORD=" + order.coordinator, "ORCHARD_HOST=" + order.host, "ORCHARD_JOB=" + order.job,
            "ORCHARD_BACKEND=tcp", "ORCHARD_ROUTES=" + routes, "ORCHARD_SECRET=" + c.secret,
-           "ORCHARD_TIMEOUT_S=5", "ORCHARD_CONNECT_TIMEOUT_S=30"};
+           "ORCHARD_TIMEOUT_S=5", "ORCHARD_CONNECT_TIMEOUT_S=30"});
   }
   const pid_t pid = ::fork();
   if (pid < 0) throw Error(std::string("cannot start a rank: fork failed: ") + std::strerror(errno));

@@ -42,6 +42,7 @@ struct RankCommand {
   int threads = 0, slots = 0;
   int64_t ctx = 0;
   std::string secret;
+  std::string agent;  // "127.0.0.1:port" of the agent, for rank 0's page
 };
 
 // One rank's process. Stopping sends SIGTERM, then SIGKILL after `grace_s`.

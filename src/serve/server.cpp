@@ -129,7 +129,17 @@ Server::Server(Service& service, ServerOptions options)
     res.set_content(service_.metrics().render(), "text/plain; version=0.0.4; charset=utf-8");
   });
   h.Get("/api/cluster", [this](const httplib::Request&, httplib::Response& res) {
-    send_json(res, service_.cluster_json());
+    nlohmann::json j = service_.cluster_json();
+    if (!opts_.cluster_agent.empty()) {
+      // The agent answers on this machine within a second; without it the page still shows the ranks.
+      httplib::Client agent("http://" + opts_.cluster_agent);
+      agent.set_connection_timeout(1, 0);
+      agent.set_read_timeout(1, 0);
+      const auto r = agent.Get("/cluster");
+      const nlohmann::json d = r && r->status == 200 ? nlohmann::json::parse(r->body, nullptr, false) : nlohmann::json();
+      j["discovery"] = d.is_object() ? d : nlohmann::json{{"error", "the cluster agent did not answer"}};
+    }
+    send_json(res, j);
   });
   h.Get("/", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(kWebPage, "text/html; charset=utf-8");

@@ -23,6 +23,9 @@ struct ServerOptions {
   // the machine and read what it generates) unless this says it is meant.
   bool insecure = false;
   TlsFiles tls;  // both set: HTTPS (tls_server.h)
+  // "host:port" of the `orchard cluster up` agent that started this server (its rank 0):
+  // /api/cluster then carries what the agent knows (members, links, plan) for the page.
+  std::string cluster_agent;
 };
 
 // True for addresses only this machine reaches: 127.0.0.0/8, ::1, "localhost".

@@ -76,6 +76,30 @@ export async function eventually(check, ms = 10_000, what = 'condition') {
   }
 }
 
+// Starts `orchard <args>` and resolves once its stderr matches `ready` (the match is returned).
+export async function startOrchard(args, ready, what) {
+  const child = spawn(binary, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  const proc = { child, log: '', exited: once(child, 'exit') };
+  const match = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${what} not ready within 60 s: ${proc.log}`)), 60_000);
+    child.stderr.on('data', (data) => {
+      proc.log += data;
+      const m = ready.exec(proc.log);
+      if (m) { clearTimeout(timer); resolve(m); }
+    });
+    proc.exited.then(([code]) => { clearTimeout(timer); reject(new Error(`${what} exited (${code}): ${proc.log}`)); });
+  }).catch((e) => { child.kill('SIGKILL'); throw e; });
+  proc.stop = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    const [code, signal] = await proc.exited;
+    clearTimeout(timer);
+    if (code !== 0) throw new Error(`${what} ended with ${signal ?? code} after SIGTERM: ${proc.log}`);
+  };
+  return { proc, match };
+}
+
 // Starts another `orchard serve` (beside the one run.sh started) with extra options, for tests
 // that need a differently configured server. Resolves once it listens.
 export async function startServer(args) {

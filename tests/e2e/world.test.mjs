@@ -7,8 +7,7 @@
 // Started by run.sh like the other e2e tests (it uses ORCHARD_BINARY and ORCHARD_MODEL; the
 // `orchard serve` run.sh starts is not used here).
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
-import { once } from 'node:events';
+import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -18,35 +17,11 @@ import { promisify } from 'node:util';
 
 import { chromium } from 'playwright-core';
 
-import { artifactsDir, binary, eventually, modelPath } from './harness.mjs';
+import { artifactsDir, binary, eventually, modelPath, startOrchard as start } from './harness.mjs';
 
 const pageSource = readFileSync(
   path.join(path.dirname(fileURLToPath(import.meta.url)), '../../src/network/web/world.html'), 'utf8');
 const chromiumPath = process.env.ORCHARD_CHROMIUM || '/usr/bin/chromium';
-
-// Starts `orchard <args>` and resolves once its stderr matches `ready` (the match is returned).
-async function start(args, ready, what) {
-  const child = spawn(binary, args, { stdio: ['ignore', 'ignore', 'pipe'] });
-  const proc = { child, log: '', exited: once(child, 'exit') };
-  const match = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${what} not ready within 60 s: ${proc.log}`)), 60_000);
-    child.stderr.on('data', (data) => {
-      proc.log += data;
-      const m = ready.exec(proc.log);
-      if (m) { clearTimeout(timer); resolve(m); }
-    });
-    proc.exited.then(([code]) => { clearTimeout(timer); reject(new Error(`${what} exited (${code}): ${proc.log}`)); });
-  }).catch((e) => { child.kill('SIGKILL'); throw e; });
-  proc.stop = async () => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    child.kill('SIGTERM');
-    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-    const [code, signal] = await proc.exited;
-    clearTimeout(timer);
-    if (code !== 0) throw new Error(`${what} ended with ${signal ?? code} after SIGTERM: ${proc.log}`);
-  };
-  return { proc, match };
-}
 
 // HH:MM local time `minutes` from now.
 function clockIn(minutes) {
