@@ -148,7 +148,10 @@ void check_interfaces(Report& r) {
 }
 
 void check_ports(const DoctorOptions& o, Report& r) {
-  for (auto [port, what] : {std::pair{o.serve_port, "orchard serve"}, std::pair{o.port, "doctor probes"}}) {
+  // (orchard cluster up's defaults: its status, link probes and rank 0; its announcements are UDP 52180)
+  for (auto [port, what] : {std::pair{o.serve_port, "orchard serve"}, std::pair{o.port, "doctor probes"},
+                            std::pair{52181, "cluster up's status"}, std::pair{52182, "cluster up's link probes"},
+                            std::pair{52183, "cluster up's ranks"}}) {
     if (port_free(port)) r.line("ok", "port " + std::to_string(port), std::string("free for ") + what);
     else r.line("warn", "port " + std::to_string(port), std::string("in use (") + what + " would need another port)",
                 "stop what holds it (`ss -ltnp sport = :" + std::to_string(port) + "`), or pick another port");
