@@ -152,6 +152,9 @@ void register_cluster(CLI::App& app) {
   up->add_option("--parallel", u->agent.parallel,
                  "auto (the planner's choice), or pipeline, tensor, hybrid, expert over every member")
       ->capture_default_str();
+  up->add_option("--backend", u->agent.backend,
+                 "Ranks talk over tcp, rdma, or auto (rdma when every machine of the split has an RDMA device)")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "tcp", "rdma"}));
   up->add_flag("--no-serve", u->no_serve, "Only find, measure and plan; start nothing");
   up->add_option("--api-host", u->agent.rank.api_host, "Where the leader serves the API (as orchard serve --host)")
       ->capture_default_str();

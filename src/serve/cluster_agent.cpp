@@ -13,6 +13,7 @@
 
 #include "dist/group.h"
 #include "dist/link_probe.h"
+#include "dist/make_group.h"
 #include "dist/net/socket.h"
 #include "dist/rdma/verbs.h"
 #include "model/gguf.h"
@@ -75,7 +76,8 @@ void ClusterAgent::say(const std::string& line) const { o_.log(line); }
 
 void ClusterAgent::start() {
   started_ms_ = static_cast<uint64_t>(now_ms());
-  rdma_devices_ = dist::rdma::ib_device_names();  // read once: devices do not come and go
+  // Read once (devices do not come and go); announced only where this build can use them.
+  if (dist::rdma_available()) rdma_devices_ = dist::rdma::ib_device_names();
   beacon_ = std::make_unique<dist::discovery::Beacon>(o_.beacon);
   dist::net::Fd probe = dist::net::listen_on({o_.bind, o_.probe_port});
   probe_port_ = dist::net::local_port(probe.get());
@@ -405,7 +407,8 @@ nlohmann::json ClusterAgent::status() const {
   {
     std::lock_guard job_lock(job_mu_);
     job = {{"state", job_state_}};
-    if (job_) job["id"] = job_->id, job["split"] = job_->split, job["machines"] = job_->machines;
+    if (job_)
+      job["id"] = job_->id, job["split"] = job_->split, job["machines"] = job_->machines, job["backend"] = job_->backend;
     if (job_ || rank_.job().size())
       job["api"] = "http://" + o_.rank.api_host + ":" + std::to_string(o_.rank.api_port);
   }

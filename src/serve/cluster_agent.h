@@ -40,6 +40,7 @@ struct ClusterAgentOptions {
   // Running the plan: "auto" (the planner's choice) or a kind forced over every member; `serve`
   // false only plans. Ranks talk on rank_port; rank 0 on the leader serves the API.
   std::string parallel = "auto";
+  std::string backend = "auto";  // auto: rdma when every machine of the job has a device, else tcp
   bool serve = true;
   uint16_t rank_port = 52183;
   RankCommand rank;
@@ -112,7 +113,7 @@ class ClusterAgent {
   mutable std::mutex job_mu_;
   RankProcess rank_;
   struct Job {
-    std::string id, split;
+    std::string id, split, backend;
     std::vector<std::string> machines;           // ids in rank order
     std::vector<std::string> member_controls;    // host:port of each rank's agent (rank 0: "")
   };

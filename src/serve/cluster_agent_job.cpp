@@ -98,12 +98,18 @@ void ClusterAgent::start_job() {
   parallel::DiscoveredPlan plan;
   std::vector<parallel::MeasuredPath> paths;
   std::map<std::string, std::string> controls;  // member id -> "host:port" of its agent
+  std::vector<std::vector<std::string>> devices;
   {
     std::lock_guard lock(mu_);
     plan = *plan_chosen_;
     paths = paths_;
     for (const auto& [id, m] : members_.members())
       if (!m.paths.empty()) controls[id] = m.paths.front().address + ":" + std::to_string(m.announcement.control_port);
+    for (const std::string& id : plan.machines) {
+      const auto it = members_.members().find(id);
+      devices.push_back(id == id_ ? rdma_devices_ : it != members_.members().end() ? it->second.announcement.rdma
+                                                                                  : std::vector<std::string>{});
+    }
   }
   const size_t n = plan.machines.size();
   // route(i, j): where rank i reaches rank j, over the chosen path of their pair.
@@ -121,6 +127,7 @@ void ClusterAgent::start_job() {
   job.id = fresh_job_id();
   job.split = plan.prediction.candidate.label();
   job.machines = plan.machines;
+  job.backend = n > 1 ? job_backend(o_.backend, devices) : "";
   job.member_controls.assign(n, "");
   const int64_t issued = clock_ms();
   std::vector<JobOrder> orders(n);
@@ -136,6 +143,7 @@ void ClusterAgent::start_job() {
                : 0;
     o.model_bytes = model_bytes_;
     o.issued_ms = issued;
+    if (n > 1) o.backend = job.backend;
     if (n > 1) {
       o.coordinator = (r == 0 ? route(1, 0) : route(r, 0)) + ":" + std::to_string(o_.rank_port);
       o.host = r == 0 ? route(1, 0) : route(0, r);
@@ -144,7 +152,8 @@ void ClusterAgent::start_job() {
     }
   }
   job_state_ = "starting";
-  say("starting " + job.split + " over " + std::to_string(n) + " machine(s) as job " + job.id);
+  say("starting " + job.split + " over " + std::to_string(n) + " machine(s) as job " + job.id +
+      (n > 1 ? " (" + job.backend + ")" : ""));
   // The members' ranks first (they wait for rank 0), then this machine's rank 0.
   for (size_t r = 1; r < n; ++r) {
     const auto it = controls.find(plan.machines[r]);

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -48,7 +49,7 @@ nlohmann::json JobOrder::to_json() const {
   nlohmann::json r = nlohmann::json::object();
   for (const auto& [rank, address] : routes) r[std::to_string(rank)] = address;
   return {{"job", job},   {"leader", leader}, {"rank", rank}, {"size", size},
-          {"coordinator", coordinator}, {"host", host}, {"routes", r}, {"kind", kind},
+          {"coordinator", coordinator}, {"host", host}, {"routes", r}, {"kind", kind}, {"backend", backend},
           {"tp", tp},     {"model_bytes", model_bytes}, {"issued_ms", issued_ms}};
 }
 
@@ -62,6 +63,8 @@ JobOrder JobOrder::from_json(const nlohmann::json& j) {
   o.coordinator = field<std::string>(j, "coordinator");
   o.host = field<std::string>(j, "host");
   o.kind = field<std::string>(j, "kind");
+  o.backend = field<std::string>(j, "backend");
+  if (o.backend != "tcp" && o.backend != "rdma") throw Error("job order: backend '" + o.backend + "' is not tcp or rdma");
   o.tp = field<int>(j, "tp");
   o.model_bytes = field<uint64_t>(j, "model_bytes");
   o.issued_ms = field<int64_t>(j, "issued_ms");
@@ -78,6 +81,16 @@ JobOrder JobOrder::from_json(const nlohmann::json& j) {
     }
   }
   return o;
+}
+
+std::string job_backend(const std::string& option, const std::vector<std::vector<std::string>>& devices) {
+  if (option != "auto" && option != "tcp" && option != "rdma")
+    throw Error("--backend must be auto, tcp or rdma, not '" + option + "'");
+  const bool everywhere = !devices.empty() && std::all_of(devices.begin(), devices.end(),
+                                                          [](const std::vector<std::string>& d) { return !d.empty(); });
+  if (option == "rdma" && !everywhere) throw Error("--backend rdma, but a machine of the job has no RDMA device");
+  if (option == "auto") return everywhere ? "rdma" : "tcp";
+  return option;
 }
 
 std::string sign_order(const std::string& body, const std::string& secret) { return hmac_hex(body, secret); }
@@ -103,7 +116,7 @@ void RankProcess::start(const RankCommand& c, const JobOrder& order) {
     for (const auto& [rank, address] : order.routes) routes += (routes.empty() ? "" : ",") + std::to_string(rank) + "=" + address;
     env.insert(env.end(), {"ORCHARD_RANK=" + std::to_string(order.rank), "ORCHARD_SIZE=" + std::to_string(order.size),
            "ORCHARD_COORD=" + order.coordinator, "ORCHARD_HOST=" + order.host, "ORCHARD_JOB=" + order.job,
-           "ORCHARD_BACKEND=tcp", "ORCHARD_ROUTES=" + routes, "ORCHARD_SECRET=" + c.secret,
+           "ORCHARD_BACKEND=" + order.backend, "ORCHARD_ROUTES=" + routes, "ORCHARD_SECRET=" + c.secret,
            "ORCHARD_TIMEOUT_S=5", "ORCHARD_CONNECT_TIMEOUT_S=30"});
   }
   const pid_t pid = ::fork();

@@ -20,6 +20,7 @@ struct JobOrder {
   std::string host;         // this rank's own address (names it in errors)
   std::map<int, std::string> routes;  // where this rank reaches each other rank
   std::string kind;                   // pipeline, tensor, hybrid or expert ("" for one machine)
+  std::string backend = "tcp";        // tcp, or rdma when every machine of the job has a device
   int tp = 0;
   uint64_t model_bytes = 0;  // the file the leader planned for; a member with another refuses
   int64_t issued_ms = 0;     // orders older than a minute are refused (replays)
@@ -28,6 +29,11 @@ struct JobOrder {
   // Throws orchard::Error naming the field.
   static JobOrder from_json(const nlohmann::json& j);
 };
+
+// The backend a job runs over: `option` "tcp" or "rdma" as given, or "auto": rdma when every
+// machine of the job announced an RDMA device (RDMA over Thunderbolt 5, InfiniBand, RoCE), else
+// tcp. Throws orchard::Error for an unknown option or rdma asked of a machine without a device.
+std::string job_backend(const std::string& option, const std::vector<std::vector<std::string>>& devices);
 
 // HMAC-SHA256 of `body` with the secret, in hex: the X-Orchard-Signature of an order.
 std::string sign_order(const std::string& body, const std::string& secret);
