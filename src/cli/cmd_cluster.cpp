@@ -60,9 +60,10 @@ void print_status(const nlohmann::json& s) {
   std::printf("members (a silent one is forgotten after %lld ms):\n", s["timeout_ms"].get<long long>());
   if (s["members"].empty()) std::printf("  none heard yet\n");
   for (const auto& m : s["members"]) {
-    std::printf("  %-16s %s  orchard %s, %d cores, %s, model %s\n", m["name"].get<std::string>().c_str(),
+    std::printf("  %-16s %s  orchard %s, %d cores, %s, %s, model %s\n", m["name"].get<std::string>().c_str(),
                 m["id"].get<std::string>().c_str(), m["version"].get<std::string>().c_str(), m["cores"].get<int>(),
                 size_gib(m["memory"].get<uint64_t>()).c_str(),
+                m.value("calibrated", false) ? "calibrated" : "not calibrated",
                 m["model"].get<std::string>().empty() ? "-" : m["model"].get<std::string>().c_str());
     if (m.contains("rdma") && !m["rdma"].empty()) std::printf("    RDMA devices: %s\n", m["rdma"].dump().c_str());
     for (const auto& p : m["paths"]) {

@@ -71,7 +71,7 @@ DiscoveredPlan plan_discovered(const ModelCost& model, const std::vector<Discove
       NodeSpec n;
       n.name = m->name.empty() ? m->id : m->name;
       const double gib = static_cast<double>(m->memory_bytes) / 1073741824.0;
-      n.machine = rough_machine(m->cores, gib);
+      n.machine = m->calibrated ? *m->calibrated : rough_machine(m->cores, gib);
       n.memory_gib = gib;
       n.ranks = 1;
       cl.nodes.push_back(std::move(n));

@@ -17,6 +17,9 @@ struct DiscoveredMachine {
   std::string id, name;
   uint64_t memory_bytes = 0;
   int cores = 0;
+  // What `orchard plan --calibrate` measured on it, when it was calibrated; else the planner
+  // assumes rough CPU rates for its cores (auto_plan.h's rough_machine).
+  std::optional<MachineSpec> calibrated = std::nullopt;
 };
 
 // One measured way from machine `from` to machine `to`: over `to`'s `address`, from `from`'s

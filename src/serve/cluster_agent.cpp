@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <map>
 #include <tuple>
 
@@ -17,6 +19,8 @@
 #include "dist/net/socket.h"
 #include "dist/rdma/verbs.h"
 #include "model/gguf.h"
+#include "parallel/auto_plan.h"
+#include "parallel/catalog.h"
 #include "parallel/model_cost.h"
 #include "platform/platform.h"
 #include "platform/version.h"
@@ -61,6 +65,18 @@ ClusterAgent::ClusterAgent(ClusterAgentOptions options)
   if (o_.version.empty()) o_.version = kVersion;
   if (o_.name.empty()) o_.name = host_name();
   if (!o_.log) o_.log = [](const std::string& line) { std::fprintf(stderr, "cluster: %s\n", line.c_str()); };
+  // This machine's calibration, for the leader's planner (`orchard plan --calibrate` wrote it).
+  if (const std::string file = parallel::default_node_file(); std::filesystem::exists(file)) {
+    try {
+      std::ifstream in(file);
+      std::stringstream text;
+      text << in.rdbuf();
+      machine_ = parallel::machine_from_json(nlohmann::json::parse(text.str()), file);
+      machine_json_ = text.str();
+    } catch (const std::exception& e) {
+      o_.log(std::string("ignoring the calibration in ") + file + ": " + e.what());
+    }
+  }
   if (!o_.model_path.empty()) {
     std::error_code ec;
     model_bytes_ = std::filesystem::file_size(o_.model_path, ec);
@@ -88,6 +104,10 @@ void ClusterAgent::start() {
   });
   http_->server.Get("/cluster/links", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(links_json().dump() + "\n", "application/json");
+  });
+  http_->server.Get("/cluster/machine", [this](const httplib::Request&, httplib::Response& res) {
+    if (machine_json_.empty()) res.status = 404;
+    else res.set_content(machine_json_, "application/json");
   });
   http_->server.set_payload_max_length(64 * 1024);
   for (const char* path : {"/cluster/job", "/cluster/stop"})
@@ -142,6 +162,7 @@ Announcement ClusterAgent::announcement(bool leaving) {
   a.model = o_.model_path.empty() ? "" : std::filesystem::path(o_.model_path).filename().string();
   a.model_bytes = model_bytes_;
   a.started_ms = started_ms_;
+  a.calibrated = !machine_json_.empty();
   std::lock_guard lock(mu_);
   a.seq = ++seq_;
   a.leaving = leaving;
@@ -292,6 +313,7 @@ void ClusterAgent::plan_once() {
   // Who is in, and where to ask each member for its measurements.
   std::vector<parallel::DiscoveredMachine> machines;
   std::vector<std::pair<std::string, std::string>> ask;  // id, "host:port"
+  std::vector<std::string> calibrate;                     // calibrated members
   std::string leader;
   {
     std::lock_guard lock(mu_);
@@ -302,7 +324,7 @@ void ClusterAgent::plan_once() {
       ask.emplace_back(leader, it->second.paths.front().address + ":" + std::to_string(it->second.announcement.control_port));
     } else {
       machines.push_back({id_, o_.name, platform::physical_memory_bytes(),
-                          static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))});
+                          static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), machine_});
       std::vector<const Member*> others;
       for (const auto& [id, m] : members_.members())
         // A split needs the same model file on every machine (its name and size, for now).
@@ -313,7 +335,9 @@ void ClusterAgent::plan_once() {
                    : a->announcement.id < b->announcement.id;
       });
       for (const Member* m : others) {
-        machines.push_back({m->announcement.id, m->announcement.name, m->announcement.memory_bytes, m->announcement.cores});
+        machines.push_back({m->announcement.id, m->announcement.name, m->announcement.memory_bytes, m->announcement.cores,
+                            std::nullopt});
+        if (m->announcement.calibrated) calibrate.push_back(m->announcement.id);
         ask.emplace_back(m->announcement.id,
                          m->paths.front().address + ":" + std::to_string(m->announcement.control_port));
       }
@@ -344,7 +368,24 @@ void ClusterAgent::plan_once() {
                          l.contains("local") && l["local"].is_string() ? l["local"].get<std::string>() : ""});
   };
   add(id_, links_json());
-  for (const auto& [id, where] : ask) add(id, fetch(where, "/cluster/links"));
+  for (const auto& [id, where] : ask) {
+    add(id, fetch(where, "/cluster/links"));
+    // A member's calibration, fetched the first time it is seen calibrated.
+    if (std::find(calibrate.begin(), calibrate.end(), id) == calibrate.end() || calibrations_.count(id)) continue;
+    const nlohmann::json spec = fetch(where, "/cluster/machine");
+    try {
+      calibrations_[id] = parallel::machine_from_json(spec, "member " + id + "'s calibration");
+    } catch (const std::exception& e) {
+      calibrations_[id] = std::nullopt;
+      say(std::string("planning member ") + id + " as uncalibrated: " + e.what());
+    }
+  }
+  for (auto& m : machines)
+    if (const auto it = calibrations_.find(m.id); it != calibrations_.end() && it->second) m.calibrated = it->second;
+  for (auto it = calibrations_.begin(); it != calibrations_.end();)  // forget members that left
+    it = std::any_of(machines.begin(), machines.end(), [&](const auto& m) { return m.id == it->first; })
+             ? std::next(it)
+             : calibrations_.erase(it);
   const std::vector<parallel::MeasuredPath> chosen = parallel::choose_paths(paths);
   nlohmann::json plan;
   nlohmann::json links = nlohmann::json::array();
@@ -352,7 +393,7 @@ void ClusterAgent::plan_once() {
     links.push_back({{"between", {p.from, p.to}}, {"address", p.address}, {"local", p.local}, {"rtt_us", p.rtt_us},
                      {"mbit_s", p.mbit_s}});
   std::string inputs;
-  for (const auto& m : machines) inputs += m.id + ",";
+  for (const auto& m : machines) inputs += m.id + (m.calibrated ? "+" : "") + ",";
   inputs += links.dump();
   bool same;
   {
@@ -375,6 +416,10 @@ void ClusterAgent::plan_once() {
               {"ttft_ms", p.prediction.ttft_s * 1e3},
               {"why", p.why},
               {"links", links}};
+      // Which machines the planner knew by their calibration (the others: rough CPU rates).
+      plan["calibrated"] = nlohmann::json::array();
+      for (const auto& m : machines)
+        if (m.calibrated) plan["calibrated"].push_back(m.id);
       if (!p.bottleneck.address.empty()) plan["slowest_link"] = p.bottleneck.address;
     } catch (const std::exception& e) {
       plan = {{"error", e.what()}, {"links", links}};
@@ -434,6 +479,7 @@ nlohmann::json ClusterAgent::status() const {
                        {"memory", a.memory_bytes},
                        {"available", a.available_bytes},
                        {"rdma", a.rdma},
+                       {"calibrated", a.calibrated},
                        {"model", a.model},
                        {"model_bytes", a.model_bytes},
                        {"control_port", a.control_port},

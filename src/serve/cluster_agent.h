@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -92,6 +93,10 @@ class ClusterAgent {
   uint16_t control_port_ = 0, probe_port_ = 0;
   uint64_t started_ms_ = 0;
   std::vector<std::string> rdma_devices_;
+  std::string machine_json_;  // this machine's `orchard plan --calibrate` file ("" when none)
+  std::optional<parallel::MachineSpec> machine_;
+  // Members' calibrations, fetched once per member (the leader's planning).
+  std::map<std::string, std::optional<parallel::MachineSpec>> calibrations_;
   std::unique_ptr<dist::discovery::Beacon> beacon_;
   uint64_t model_bytes_ = 0;
   std::unique_ptr<parallel::ModelCost> model_;

@@ -90,7 +90,14 @@ TEST(ClusterUp, MembersOnOneMachineFindEachOtherRefuseOtherVersionsAndIgnoreStra
     procs.push_back(dist::testing::spawn(argv, {}, "cluster-" + name));
   };
   agent("alpha", secret, {"-m", model_path()});
+  // beta was calibrated (`orchard plan --calibrate`): the others learn it, the leader plans with it.
+  const std::string node_file = ::testing::TempDir() + "cluster-node-" + std::to_string(::getpid()) + ".json";
+  ASSERT_EQ(std::system((test::orchard_binary() + " plan --calibrate -o " + node_file +
+                         " --calibrate-types Q8_0 --calibrate-ranks 2 --seconds 0.02 > /dev/null 2>&1").c_str()),
+            0);
+  ::setenv("ORCHARD_NODE_FILE", node_file.c_str(), 1);
   agent("beta", secret, {"-m", model_path()});
+  ::unsetenv("ORCHARD_NODE_FILE");
   agent("gamma", secret, {"-m", model_path()});
   agent("stranger", other, {});
   agent("elder", secret, {"--announce-version", "0.0.9"});
@@ -101,8 +108,19 @@ TEST(ClusterUp, MembersOnOneMachineFindEachOtherRefuseOtherVersionsAndIgnoreStra
   }, 30);
   ASSERT_TRUE(every_path_measured(s, 2, 1)) << s.dump(2) << procs[0].err();
   std::set<std::string> names;
-  for (const auto& m : s["members"]) names.insert(m["name"].get<std::string>());
+  for (const auto& m : s["members"]) {
+    names.insert(m["name"].get<std::string>());
+    EXPECT_EQ(m["calibrated"].get<bool>(), m["name"] == "beta") << m.dump(2);
+  }
   EXPECT_EQ(names, (std::set<std::string>{"beta", "gamma"}));
+  // The leader planned beta with its calibration (fetched from beta's agent, or its own file).
+  std::string beta_id;
+  for (const auto& m : s["members"])
+    if (m["name"] == "beta") beta_id = m["id"];
+  const nlohmann::json planned = status_when("", ports[0], [&](const nlohmann::json& j) {
+    return j["plan"].is_object() && j["plan"].contains("calibrated") && j["plan"]["calibrated"].size() == 1;
+  }, 15);
+  EXPECT_EQ(planned["plan"]["calibrated"], nlohmann::json::array({beta_id})) << planned.dump(2);
   ASSERT_EQ(s["refused"].size(), 1u) << s.dump(2);
   EXPECT_NE(s["refused"][0].get<std::string>().find("'elder'"), std::string::npos) << s.dump(2);
   EXPECT_NE(s["refused"][0].get<std::string>().find("it runs orchard 0.0.9, this machine runs orchard 0.1.0"),

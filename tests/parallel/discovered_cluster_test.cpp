@@ -82,5 +82,32 @@ TEST(DiscoveredCluster, AMachineWithoutMeasuredLinksIsLeftOutAndSmallModelsStayW
   EXPECT_THROW(plan_discovered(big, machines, choose_paths(two_links_per_pair()), {}), orchard::Error);
 }
 
+TEST(DiscoveredCluster, ACalibratedMachineIsPlannedWithItsMeasuredRates) {
+  const ModelCost model = ModelCost::from_shape(model_spec("llama-2-70b", DType::Q4_0));
+  MachineSpec fast = rough_machine(8, 24);
+  fast.membw_gbs.at_count[8] = 200;  // ten times the rough figure
+  std::vector<DiscoveredMachine> machines = {
+      {"a", "mac-a", 24ull << 30, 8}, {"b", "mac-b", 24ull << 30, 8}, {"c", "mac-c", 24ull << 30, 8}};
+  const std::vector<MeasuredPath> chosen = choose_paths(two_links_per_pair());
+  const DiscoveredPlan rough = plan_discovered(model, machines, chosen, {});
+  for (auto& m : machines) m.calibrated = fast;
+  const DiscoveredPlan measured = plan_discovered(model, machines, chosen, {});
+  EXPECT_GT(measured.prediction.tg_tps, rough.prediction.tg_tps * 2);
+  ClusterSpec cl;
+  for (const DiscoveredMachine& m : machines) {
+    NodeSpec n;
+    n.name = m.name;
+    n.machine = fast;
+    n.memory_gib = 24;
+    cl.nodes.push_back(n);
+  }
+  cl.local_backend = "tcp";
+  cl.link.spec.latency_us = 63 / 2.0;
+  cl.link.spec.gbs = 9000 / 8000.0;
+  const Prediction expected = choose_plan(model, cl, {});
+  EXPECT_EQ(measured.prediction.candidate.label(), expected.candidate.label());
+  EXPECT_DOUBLE_EQ(measured.prediction.tg_tps, expected.tg_tps);
+}
+
 }  // namespace
 }  // namespace orchard::parallel

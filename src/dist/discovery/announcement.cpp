@@ -104,6 +104,7 @@ std::string encode_announcement(const Announcement& a, const std::string& secret
                             {"model", a.model},
                             {"model_bytes", a.model_bytes},
                             {"started_ms", a.started_ms},
+                            {"calibrated", a.calibrated},
                             {"seq", a.seq},
                             {"leaving", a.leaving}};
   const std::string out = sign_announcement_json(j.dump(), secret);
@@ -151,6 +152,7 @@ DecodedAnnouncement decode_announcement(std::string_view datagram, const std::st
       !read_field(j, "available", a.available_bytes, e) || !read_field(j, "cores", a.cores, e) ||
       !read_field(j, "rdma", a.rdma, e, false) || !read_field(j, "model", a.model, e, false) ||
       !read_field(j, "model_bytes", a.model_bytes, e, false) || !read_field(j, "started_ms", a.started_ms, e, false) ||
+      !read_field(j, "calibrated", a.calibrated, e, false) ||
       !read_field(j, "seq", a.seq, e) ||
       !read_field(j, "leaving", a.leaving, e, false))
     return d;

@@ -32,6 +32,7 @@ struct Announcement {
   std::string model;              // the model file's name ("" when it serves none)
   uint64_t model_bytes = 0;
   uint64_t started_ms = 0;  // when the agent started (Unix ms): the longest-standing member leads
+  bool calibrated = false;  // its agent answers GET /cluster/machine with `orchard plan --calibrate`'s file
   uint64_t seq = 0;      // counts this agent's announcements; a smaller one is a replay
   bool leaving = false;  // the agent is stopping: forget it now rather than at its timeout
 };
