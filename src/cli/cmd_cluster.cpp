@@ -93,6 +93,17 @@ void print_status(const nlohmann::json& s) {
     for (const auto& id : plan["machines"]) order += (order.empty() ? "" : ", ") + who(id);
     std::printf("  machines, rank order: %s\n", order.c_str());
   }
+  const auto& job = s["job"];
+  if (job.is_object() && job.contains("split")) {
+    std::string order;
+    for (const auto& id : job["machines"]) order += (order.empty() ? "" : ", ") + who(id);
+    std::string backend = job.value("backend", std::string());
+    if (backend.empty()) backend = "one machine";
+    std::printf("running: %s over %s (%s), job %s, API %s\n", job["split"].get<std::string>().c_str(), order.c_str(),
+                backend.c_str(), job["id"].get<std::string>().c_str(), job.value("api", std::string()).c_str());
+  } else if (job.is_object()) {
+    std::printf("running: %s\n", job.value("state", std::string("none")).c_str());
+  }
   if (plan.is_object() && plan.contains("links"))
     for (const auto& l : plan["links"])
       std::printf("  link %s - %s over %s: %.0f µs round trip, %.0f Mbit/s\n", who(l["between"][0]).c_str(),
