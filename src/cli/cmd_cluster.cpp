@@ -18,6 +18,7 @@
 #include "parallel/plan.h"
 #include "platform/platform.h"
 #include "serve/cluster_agent.h"
+#include "serve/server.h"
 #include "tensor/error.h"
 
 namespace orchard::cli {
@@ -134,6 +135,7 @@ void register_cluster(CLI::App& app) {
     int probe_mib = 4;
     int rank_port = 52183;
     bool no_serve = false;
+    std::string api_key_file;
   };
   auto u = std::make_shared<UpOpts>();
   auto* up = cluster->add_subcommand("up", "Announce this machine, find the others, measure links, plan (until stopped)");
@@ -172,6 +174,9 @@ void register_cluster(CLI::App& app) {
       ->capture_default_str();
   up->add_option("--api-port", u->agent.rank.api_port, "The API's port on the leader")->capture_default_str()
       ->check(CLI::Range(1, 65535));
+  up->add_option("--api-key-file", u->api_key_file, "File whose first line is the key the API requires (Bearer)");
+  up->add_flag("--insecure", u->agent.rank.insecure,
+               "Allow an --api-host beyond loopback without a key (anyone reaching it may use the cluster)");
   up->add_option("--rank-port", u->rank_port, "Port rank 0 listens on for the other ranks")->capture_default_str()
       ->check(CLI::Range(1, 65535));
   up->add_option("-t,--threads", u->agent.rank.threads, "Threads per rank (0: all cores)")->capture_default_str();
@@ -191,6 +196,16 @@ void register_cluster(CLI::App& app) {
     u->agent.rank.model_path = u->agent.model_path;
     u->agent.rank.secret = u->agent.secret;
     if (u->agent.parallel != "auto") parallel::parse_kind(u->agent.parallel);  // names a bad one now
+    if (!u->api_key_file.empty()) {
+      std::ifstream in(u->api_key_file);
+      if (!in || !std::getline(in, u->agent.rank.api_key) || u->agent.rank.api_key.empty())
+        throw Error("cluster: cannot read an API key from " + u->api_key_file);
+    }
+    // Refused now rather than by every rank 0 the leader would start.
+    if (u->agent.serve && !serve::is_loopback_host(u->agent.rank.api_host) && u->agent.rank.api_key.empty() &&
+        !u->agent.rank.insecure)
+      throw Error("cluster: --api-host " + u->agent.rank.api_host +
+                  " serves beyond this machine: give --api-key-file FILE (or --insecure to let anyone use it)");
     if (u->agent.timeout_ms < 2 * u->agent.interval_ms)
       throw Error("cluster: --timeout-ms must be at least twice --interval-ms (a member misses an announcement now and then)");
     std::signal(SIGINT, stop_cluster);

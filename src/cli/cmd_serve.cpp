@@ -90,6 +90,8 @@ void serve_http(serve::Executor& exec, Engine& engine, const ServeOpts& o, const
   sopt.host = o.host;
   sopt.port = o.port;
   sopt.api_key = o.api_key;
+  // (`orchard cluster up` hands its rank 0 the key this way, off the command line.)
+  if (const char* key = std::getenv("ORCHARD_API_KEY"); sopt.api_key.empty() && key && *key) sopt.api_key = key;
   sopt.insecure = o.insecure;
   sopt.tls = {o.tls_cert, o.tls_key};
   sopt.http_threads = std::max(o.http_threads, o.slots + o.max_queue + 8);
@@ -194,7 +196,7 @@ void register_serve(CLI::App& app) {
                   "ms batch tokens that come faster than anyone reads, for more throughput)")
       ->check(CLI::Range(0.0, 1000.0))
       ->capture_default_str();
-  cmd->add_option("--api-key", o->api_key, "Require this key (Authorization: Bearer KEY)");
+  cmd->add_option("--api-key", o->api_key, "Require this key (Authorization: Bearer KEY; or set ORCHARD_API_KEY)");
   cmd->add_option("--tls-cert", o->tls_cert, "Serve HTTPS with this certificate (PEM)")->type_name("FILE");
   cmd->add_option("--tls-key", o->tls_key, "The certificate's private key (PEM)")->type_name("FILE");
   cmd->add_flag("--insecure", o->insecure,

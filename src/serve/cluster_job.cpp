@@ -109,6 +109,8 @@ void RankProcess::start(const RankCommand& c, const JobOrder& order) {
   if (c.ctx > 0) argv.insert(argv.end(), {"--ctx", std::to_string(c.ctx)});
   std::vector<std::string> env;
   if (order.rank == 0 && !c.agent.empty()) env.push_back("ORCHARD_CLUSTER_AGENT=" + c.agent);
+  if (order.rank == 0 && !c.api_key.empty()) env.push_back("ORCHARD_API_KEY=" + c.api_key);
+  if (c.insecure) argv.push_back("--insecure");
   if (order.size > 1) {
     argv.insert(argv.end(), {"--parallel", order.kind});
     if (order.tp > 0) argv.insert(argv.end(), {"--tp", std::to_string(order.tp)});

@@ -49,6 +49,8 @@ struct RankCommand {
   int64_t ctx = 0;
   std::string secret;
   std::string agent;  // "127.0.0.1:port" of the agent, for rank 0's page
+  std::string api_key;  // rank 0 requires it (ORCHARD_API_KEY, off the command line)
+  bool insecure = false;  // rank 0 may serve beyond loopback without a key
 };
 
 // One rank's process. Stopping sends SIGTERM, then SIGKILL after `grace_s`.

@@ -69,6 +69,13 @@ TEST(Cli, ClusterCommandsHaveHelpAndStatusNamesAMissingAgent) {
   CmdResult nosecret = run_merged("cluster up --port 0 --probe-port 0 --interface lo");
   EXPECT_NE(nosecret.code, 0);
   EXPECT_NE(nosecret.out.find("a secret is needed"), std::string::npos) << nosecret.out;
+  ORCHARD_REQUIRE_FILES("models/stories260K.gguf");
+  CmdResult open = run_merged("cluster up --secret s --interface lo --api-host 0.0.0.0 -m " +
+                              test::data_file("models/stories260K.gguf").string());
+  EXPECT_NE(open.code, 0);
+  EXPECT_NE(open.out.find("--api-host 0.0.0.0 serves beyond this machine: give --api-key-file FILE"),
+            std::string::npos)
+      << open.out;
 }
 
 TEST(Cli, UnknownSubcommandFails) {
