@@ -42,11 +42,16 @@ constexpr int64_t kOrderMaxAgeMs = 5 * 60 * 1000;
 }  // namespace
 
 bool ClusterAgent::serving_idle() const {
-  httplib::Client c("127.0.0.1", o_.rank.api_port);
+  // Where rank 0 listens: its own address, or loopback when it listens on every interface.
+  const std::string host = o_.rank.api_host == "0.0.0.0" ? "127.0.0.1" : o_.rank.api_host;
+  httplib::Client c(host, o_.rank.api_port);
   c.set_connection_timeout(1, 0);
   c.set_read_timeout(2, 0);
-  const auto r = c.Get("/metrics");
-  if (!r || r->status != 200) return true;  // nothing served: nothing to interrupt
+  httplib::Headers headers;
+  if (!o_.rank.api_key.empty()) headers.emplace("Authorization", "Bearer " + o_.rank.api_key);
+  const auto r = c.Get("/metrics", headers);
+  if (!r) return true;  // nothing served: nothing to interrupt
+  if (r->status != 200) return false;  // an answer it cannot read: assume requests are in flight
   return metric(r->body, "orchard_slots_active") == 0 && metric(r->body, "orchard_queue_depth") == 0;
 }
 
