@@ -177,7 +177,7 @@ void ClusterAgent::start_job() {
     }
   }
   RankCommand command = o_.rank;
-  command.agent = "127.0.0.1:" + std::to_string(control_port_);
+  command.agent = (o_.bind == "0.0.0.0" ? std::string("127.0.0.1") : o_.bind) + ":" + std::to_string(control_port_);
   rank_.start(command, orders[0]);
   job_ = job;
   job_state_ = "running";
