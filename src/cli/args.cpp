@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <sstream>
 
 #include "platform/platform.h"
@@ -15,6 +17,21 @@ std::vector<std::string> split_commas(const std::string& text) {
   for (std::string item; std::getline(ss, item, ',');)
     if (!item.empty()) out.push_back(item);
   return out;
+}
+
+std::string read_first_line(const std::string& path, const std::string& what, const std::string& command) {
+  std::ifstream in(path);
+  if (!in) throw Error(command + ": cannot read " + what + " " + path);
+  std::string line;
+  std::getline(in, line);
+  if (line.empty()) throw Error(command + ": " + what + " " + path + " is empty");
+  return line;
+}
+
+std::string read_secret(const std::string& file, const std::string& command) {
+  if (!file.empty()) return read_first_line(file, "secret file", command);
+  const char* env = std::getenv("ORCHARD_SECRET");
+  return env ? env : "";
 }
 
 std::string self_executable() {

@@ -9,14 +9,13 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "parallel/plan.h"
-#include "platform/platform.h"
 #include "serve/cluster_agent.h"
 #include "serve/server.h"
 #include "tensor/error.h"
@@ -26,20 +25,6 @@ namespace {
 
 std::atomic<bool> g_cluster_stop{false};
 void stop_cluster(int) { g_cluster_stop = true; }
-
-std::string read_secret(const std::string& secret, const std::string& file) {
-  if (!secret.empty()) return secret;
-  if (!file.empty()) {
-    std::ifstream in(file);
-    if (!in) throw Error("cluster: cannot read secret file " + file);
-    std::string s;
-    std::getline(in, s);
-    if (s.empty()) throw Error("cluster: secret file " + file + " is empty");
-    return s;
-  }
-  const char* env = std::getenv("ORCHARD_SECRET");
-  return env ? env : "";
-}
 
 std::string size_gib(uint64_t bytes) {
   char b[32];
@@ -185,22 +170,18 @@ void register_cluster(CLI::App& app) {
   // For tests of version refusal: announce another version than this build's.
   up->add_option("--announce-version", u->agent.version)->group("");
   up->callback([u] {
-    u->agent.secret = read_secret(u->secret, u->secret_file);
+    u->agent.secret = u->secret.empty() ? read_secret(u->secret_file, "cluster") : u->secret;
     u->agent.control_port = static_cast<uint16_t>(u->control_port);
     u->agent.probe_port = static_cast<uint16_t>(u->probe_port);
     u->agent.beacon.port = static_cast<uint16_t>(u->discovery_port);
     u->agent.probe_bytes = static_cast<uint64_t>(u->probe_mib) << 20;
     u->agent.serve = !u->no_serve && !u->agent.model_path.empty();
     u->agent.rank_port = static_cast<uint16_t>(u->rank_port);
-    u->agent.rank.executable = platform::executable_path();
+    u->agent.rank.executable = self_executable();
     u->agent.rank.model_path = u->agent.model_path;
     u->agent.rank.secret = u->agent.secret;
     if (u->agent.parallel != "auto") parallel::parse_kind(u->agent.parallel);  // names a bad one now
-    if (!u->api_key_file.empty()) {
-      std::ifstream in(u->api_key_file);
-      if (!in || !std::getline(in, u->agent.rank.api_key) || u->agent.rank.api_key.empty())
-        throw Error("cluster: cannot read an API key from " + u->api_key_file);
-    }
+    if (!u->api_key_file.empty()) u->agent.rank.api_key = read_first_line(u->api_key_file, "API key file", "cluster");
     // Refused now rather than by every rank 0 the leader would start.
     if (u->agent.serve && !serve::is_loopback_host(u->agent.rank.api_host) && u->agent.rank.api_key.empty() &&
         !u->agent.rank.insecure)

@@ -1,9 +1,9 @@
 // `orchard launch`: start N local ranks, or one rank per host of a hostfile
 // over ssh, with the ORCHARD_* environment every backend reads.
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "dist/hostfile.h"
 #include "dist/launcher.h"
@@ -52,14 +52,7 @@ void register_launch(CLI::App& app) {
     } else if (o->launch.ranks < 1) {
       throw Error("launch: give -n N (local ranks) or --hostfile FILE");
     }
-    if (!o->secret_file.empty()) {
-      std::ifstream in(o->secret_file);
-      if (!in) throw Error("launch: cannot read secret file " + o->secret_file);
-      std::getline(in, o->launch.secret);
-      if (o->launch.secret.empty()) throw Error("launch: secret file " + o->secret_file + " is empty");
-    } else if (const char* s = std::getenv("ORCHARD_SECRET")) {
-      o->launch.secret = s;
-    }
+    o->launch.secret = read_secret(o->secret_file, "launch");
     o->launch.prefix = !o->no_prefix;
     o->launch.bind = !o->no_bind;
     const int rc = dist::launch(o->launch);

@@ -1,7 +1,6 @@
 #include "serve/cluster_agent.h"
 
 #include <httplib.h>
-#include <openssl/rand.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,13 +8,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <map>
+#include <sstream>
 #include <tuple>
 
 #include "dist/group.h"
 #include "dist/link_probe.h"
 #include "dist/make_group.h"
+#include "dist/net/auth.h"
 #include "dist/net/socket.h"
 #include "dist/rdma/verbs.h"
 #include "model/gguf.h"
@@ -34,21 +34,11 @@ using dist::discovery::Announcement;
 using dist::discovery::Member;
 using dist::discovery::Observation;
 
-std::string random_id() {
-  unsigned char b[8];
-  if (RAND_bytes(b, sizeof b) != 1) throw Error("cannot draw a random cluster id (OpenSSL)");
-  char hex[17];
-  for (int i = 0; i < 8; ++i) std::snprintf(hex + 2 * i, 3, "%02x", b[i]);
-  return hex;
-}
-
 std::string host_name() {
   char h[256] = {};
   ::gethostname(h, sizeof h - 1);
   return h;
 }
-
-int64_t now_ms() { return platform::unix_time_ms(); }
 
 }  // namespace
 
@@ -57,7 +47,7 @@ struct ClusterAgent::Http {
 };
 
 ClusterAgent::ClusterAgent(ClusterAgentOptions options)
-    : o_(std::move(options)), id_(random_id()), members_(id_, o_.version.empty() ? kVersion : o_.version, o_.timeout_ms) {
+    : o_(std::move(options)), id_(dist::net::random_hex(8)), members_(id_, o_.version.empty() ? kVersion : o_.version, o_.timeout_ms) {
   if (o_.secret.empty())
     throw Error("cluster: a secret is needed (--secret-file FILE or ORCHARD_SECRET): every member signs its "
                 "announcements with it; make one with `head -c 24 /dev/urandom | base64 > cluster.secret` and copy it "
@@ -91,7 +81,7 @@ ClusterAgent::~ClusterAgent() { stop(); }
 void ClusterAgent::say(const std::string& line) const { o_.log(line); }
 
 void ClusterAgent::start() {
-  started_ms_ = static_cast<uint64_t>(now_ms());
+  started_ms_ = static_cast<uint64_t>(platform::unix_time_ms());
   // Read once (devices do not come and go); announced only where this build can use them.
   if (dist::rdma_available()) rdma_devices_ = dist::rdma::ib_device_names();
   beacon_ = std::make_unique<dist::discovery::Beacon>(o_.beacon);
@@ -175,7 +165,7 @@ void ClusterAgent::listen_loop() {
     const auto got = beacon_->receive(std::chrono::milliseconds(200));
     if (!got) continue;
     const auto d = dist::discovery::decode_announcement(got->datagram, o_.secret);
-    const int64_t now = now_ms();
+    const int64_t now = platform::unix_time_ms();
     if (!d.announcement) {
       if (!d.stranger) continue;  // other traffic on the port
       std::lock_guard lock(mu_);
@@ -226,7 +216,7 @@ void ClusterAgent::announce_loop() {
     std::string leader;
     {
       std::lock_guard lock(mu_);
-      gone = members_.expire(now_ms());
+      gone = members_.expire(platform::unix_time_ms());
       leader = leader_locked();
       if (leader != leader_) {
         leader_ = leader;
@@ -252,13 +242,13 @@ void ClusterAgent::measure_loop() {
     uint16_t port = 0;
     {
       std::lock_guard lock(mu_);
-      const int64_t now = now_ms();
+      const int64_t now = platform::unix_time_ms();
       for (const auto& member : members_.members()) {  // (clang 14: no structured binding in a lambda)
         const std::string& id = member.first;
         const Member& m = member.second;
         for (const auto& p : m.paths) {
           const auto done = std::find_if(measured_.begin(), measured_.end(), [&](const Measured& x) {
-            return x.member == id && x.address == p.address && x.local == p.local;
+            return x.of(id, p.address, p.local);
           });
           if (done != measured_.end() && now - done->at_ms < int64_t{o_.remeasure_s} * 1000) continue;
           next = Measured{id, p.address, p.local, 0, 0, 0, {}};
@@ -279,10 +269,10 @@ void ClusterAgent::measure_loop() {
     } catch (const std::exception& e) {
       next->error = e.what();
     }
-    next->at_ms = now_ms();
+    next->at_ms = platform::unix_time_ms();
     std::lock_guard lock(mu_);
     std::erase_if(measured_, [&](const Measured& x) {
-      return x.member == next->member && x.address == next->address && x.local == next->local;
+      return x.of(next->member, next->address, next->local);
     });
     const auto member = members_.members().find(next->member);
     const std::string who = member == members_.members().end() ? next->member : "'" + member->second.announcement.name + "'";
@@ -437,7 +427,7 @@ void ClusterAgent::plan_once() {
                            : std::string();
     };
     changed = what(plan_) != what(plan);
-    if (changed) plan_since_ms_ = now_ms();
+    if (changed) plan_since_ms_ = platform::unix_time_ms();
     plan_ = plan;
     plan_inputs_ = inputs;
     plan_chosen_ = chosen_plan;
@@ -458,7 +448,7 @@ nlohmann::json ClusterAgent::status() const {
       job["api"] = "http://" + o_.rank.api_host + ":" + std::to_string(o_.rank.api_port);
   }
   std::lock_guard lock(mu_);
-  const int64_t now = now_ms();
+  const int64_t now = platform::unix_time_ms();
   nlohmann::json members = nlohmann::json::array();
   for (const auto& [id, m] : members_.members()) {
     const Announcement& a = m.announcement;
@@ -466,7 +456,7 @@ nlohmann::json ClusterAgent::status() const {
     for (const auto& p : m.paths) {
       nlohmann::json j = {{"address", p.address}, {"local", p.local}, {"heard_ms_ago", now - p.last_seen_ms}};
       for (const Measured& x : measured_)
-        if (x.member == id && x.address == p.address && x.local == p.local) {
+        if (x.of(id, p.address, p.local)) {
           if (x.error.empty()) j["rtt_us"] = x.rtt_us, j["mbit_s"] = x.mbit_s;
           else j["error"] = x.error;
         }

@@ -72,6 +72,9 @@ class ClusterAgent {
     double rtt_us = 0, mbit_s = 0;
     int64_t at_ms = 0;
     std::string error;
+    bool of(const std::string& m, const std::string& a, const std::string& l) const {
+      return member == m && address == a && local == l;
+    }
   };
   void listen_loop();
   void announce_loop();

@@ -3,11 +3,11 @@
 // at once; a better plan: when the running one is idle), and every member obeys the leader's
 // signed orders by starting or stopping its rank's `orchard serve`.
 #include <httplib.h>
-#include <openssl/rand.h>
 
 #include <algorithm>
 #include <cstdio>
 
+#include "dist/net/auth.h"
 #include "parallel/plan.h"
 #include "platform/wall_clock.h"
 #include "serve/cluster_agent.h"
@@ -15,16 +15,6 @@
 
 namespace orchard::serve {
 namespace {
-
-int64_t clock_ms() { return platform::unix_time_ms(); }
-
-std::string fresh_job_id() {
-  unsigned char b[6];
-  if (RAND_bytes(b, sizeof b) != 1) throw Error("cannot draw a job id (OpenSSL)");
-  char hex[13];
-  for (int i = 0; i < 6; ++i) std::snprintf(hex + 2 * i, 3, "%02x", b[i]);
-  return std::string("cluster-") + hex;
-}
 
 // The value of a Prometheus line "name N" in `text`, or -1.
 double metric(const std::string& text, const std::string& name) {
@@ -74,7 +64,7 @@ void ClusterAgent::lead() {
     if (job_) stop_job("this machine no longer leads");
     return;
   }
-  const int64_t now = clock_ms();
+  const int64_t now = platform::unix_time_ms();
   const bool rank0_died = job_ && !rank_.running();
   if (job_ && (members_gone || rank0_died)) {
     stop_job(members_gone ? "a member of the running split left" : "rank 0 " + rank_.exit_text());
@@ -94,7 +84,7 @@ void ClusterAgent::lead() {
     start_job();
   } catch (const std::exception& e) {
     say(std::string("cannot start the split: ") + e.what() + " (trying again in 5 s)");
-    retry_after_ms_ = clock_ms() + 5000;
+    retry_after_ms_ = platform::unix_time_ms() + 5000;
     stop_job("its start failed");
   }
 }
@@ -129,12 +119,12 @@ void ClusterAgent::start_job() {
     throw Error("no measured path between members " + a + " and " + b);
   };
   Job job;
-  job.id = fresh_job_id();
+  job.id = "cluster-" + dist::net::random_hex(6);
   job.split = plan.prediction.candidate.label();
   job.machines = plan.machines;
   job.backend = n > 1 ? job_backend(o_.backend, devices) : "";
   job.member_controls.assign(n, "");
-  const int64_t issued = clock_ms();
+  const int64_t issued = platform::unix_time_ms();
   std::vector<JobOrder> orders(n);
   for (size_t r = 0; r < n; ++r) {
     JobOrder& o = orders[r];
@@ -188,7 +178,7 @@ void ClusterAgent::start_job() {
 void ClusterAgent::stop_job(const std::string& why) {
   if (job_) {
     say("stopping job " + job_->id + ": " + why);
-    const std::string body = nlohmann::json{{"job", job_->id}, {"issued_ms", clock_ms()}}.dump();
+    const std::string body = nlohmann::json{{"job", job_->id}, {"issued_ms", platform::unix_time_ms()}}.dump();
     for (const std::string& where : job_->member_controls) {
       if (where.empty()) continue;
       httplib::Client c("http://" + where);
@@ -213,7 +203,7 @@ int ClusterAgent::order(const std::string& path, const std::string& body, const 
   const nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
   if (!j.is_object() || !j.contains("issued_ms") || !j["issued_ms"].is_number_integer())
     return refuse(400, "not an order");
-  if (std::llabs(clock_ms() - j["issued_ms"].get<int64_t>()) > kOrderMaxAgeMs)
+  if (std::llabs(platform::unix_time_ms() - j["issued_ms"].get<int64_t>()) > kOrderMaxAgeMs)
     return refuse(400, "issued too long ago (a replay, or this machine's clock is off)");
   std::lock_guard job_lock(job_mu_);
   if (path == "/cluster/stop") {

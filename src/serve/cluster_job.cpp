@@ -1,8 +1,5 @@
 #include "serve/cluster_job.h"
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,25 +9,12 @@
 #include <cstring>
 #include <thread>
 
+#include "dist/net/auth.h"
 #include "platform/platform.h"
 #include "tensor/error.h"
 
 namespace orchard::serve {
 namespace {
-
-std::string hmac_hex(const std::string& body, const std::string& secret) {
-  unsigned char mac[32];
-  unsigned len = 0;
-  static const unsigned char kEmptyKey = 0;
-  const void* key = secret.empty() ? static_cast<const void*>(&kEmptyKey) : secret.data();
-  if (!HMAC(EVP_sha256(), key, static_cast<int>(secret.size()), reinterpret_cast<const unsigned char*>(body.data()),
-            body.size(), mac, &len))
-    throw Error("HMAC-SHA256 failed (OpenSSL)");
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < len; ++i) out += digits[mac[i] >> 4], out += digits[mac[i] & 15];
-  return out;
-}
 
 template <class T>
 T field(const nlohmann::json& j, const char* key) {
@@ -93,11 +77,10 @@ std::string job_backend(const std::string& option, const std::vector<std::vector
   return option;
 }
 
-std::string sign_order(const std::string& body, const std::string& secret) { return hmac_hex(body, secret); }
+std::string sign_order(const std::string& body, const std::string& secret) { return dist::net::hmac_hex(secret, body); }
 
 bool order_signed(const std::string& body, const std::string& signature, const std::string& secret) {
-  const std::string want = hmac_hex(body, secret);
-  return signature.size() == want.size() && CRYPTO_memcmp(signature.data(), want.data(), want.size()) == 0;
+  return dist::net::hex_macs_equal(dist::net::hmac_hex(secret, body), signature);
 }
 
 void RankProcess::start(const RankCommand& c, const JobOrder& order) {

@@ -1,12 +1,9 @@
 #include "dist/discovery/announcement.h"
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-
-#include <array>
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "dist/net/auth.h"
 #include "tensor/error.h"
 
 namespace orchard::dist::discovery {
@@ -15,37 +12,10 @@ namespace {
 constexpr std::string_view kMagic = "ORCHARD-CLUSTER ";
 constexpr size_t kMacHex = 64;
 
-std::array<uint8_t, 32> mac_of(const std::string& secret, std::string_view text) {
-  std::array<uint8_t, 32> out{};
-  unsigned len = 0;
-  static const uint8_t kEmptyKey = 0;
-  const void* key = secret.empty() ? static_cast<const void*>(&kEmptyKey) : secret.data();
-  if (!HMAC(EVP_sha256(), key, static_cast<int>(secret.size()), reinterpret_cast<const uint8_t*>(text.data()),
-            text.size(), out.data(), &len) ||
-      len != out.size())
-    throw Error("HMAC-SHA256 failed (OpenSSL)");
-  return out;
-}
-
-std::string hex(const std::array<uint8_t, 32>& bytes) {
-  static const char* digits = "0123456789abcdef";
-  std::string s;
-  for (uint8_t b : bytes) s += digits[b >> 4], s += digits[b & 15];
-  return s;
-}
-
-bool parse_hex(std::string_view text, std::array<uint8_t, 32>& out) {
-  auto nibble = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return -1;
-  };
-  for (size_t i = 0; i < out.size(); ++i) {
-    const int hi = nibble(text[2 * i]), lo = nibble(text[2 * i + 1]);
-    if (hi < 0 || lo < 0) return false;
-    out[i] = static_cast<uint8_t>(hi << 4 | lo);
-  }
-  return true;
+// 64 lowercase hex digits, as hmac_hex writes a MAC.
+bool is_mac_text(std::string_view text) {
+  return text.size() == kMacHex &&
+         std::all_of(text.begin(), text.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 // The field `key` of `j` as T, or an error naming it. `need`: absent is an error.
@@ -115,7 +85,7 @@ std::string encode_announcement(const Announcement& a, const std::string& secret
 }
 
 std::string sign_announcement_json(std::string_view json, const std::string& secret) {
-  return std::string(kMagic) + hex(mac_of(secret, json)) + " " + std::string(json);
+  return std::string(kMagic) + net::hmac_hex(secret, json) + " " + std::string(json);
 }
 
 DecodedAnnouncement decode_announcement(std::string_view datagram, const std::string& secret) {
@@ -125,14 +95,13 @@ DecodedAnnouncement decode_announcement(std::string_view datagram, const std::st
     d.error = "not an orchard announcement";
     return d;
   }
-  std::array<uint8_t, 32> claimed{};
-  if (!parse_hex(datagram.substr(kMagic.size(), kMacHex), claimed)) {
+  const std::string_view claimed = datagram.substr(kMagic.size(), kMacHex);
+  if (!is_mac_text(claimed)) {
     d.error = "not an orchard announcement";
     return d;
   }
   const std::string_view text = datagram.substr(kMagic.size() + kMacHex + 1);
-  const auto mac = mac_of(secret, text);
-  if (CRYPTO_memcmp(mac.data(), claimed.data(), mac.size()) != 0) {
+  if (!net::hex_macs_equal(net::hmac_hex(secret, text), claimed)) {
     d.error = "not signed with this cluster's secret";
     d.stranger = true;
     return d;
