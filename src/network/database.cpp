@@ -27,7 +27,21 @@ Stmt& Stmt::set(int i, Param p) {
   return *this;
 }
 
+void Stmt::send() {
+  if (ran_) throw Error(c_.name() + ": statement sent twice (" + sql_ + ")");
+  sent_ = std::make_shared<std::optional<Result>>();
+  c_.send(sql_, params_, sent_);
+  ran_ = true;
+}
+
 void Stmt::ensure_run() {
+  if (sent_) {
+    if (!*sent_) c_.flush();
+    // A statement after a failed one in the same round trip never ran (the failure was thrown).
+    if (!*sent_) throw Error(c_.name() + ": statement not run: one sent before it failed (" + sql_ + ")");
+    result_ = std::move(**sent_);
+    sent_.reset();
+  }
   if (ran_) return;
   result_ = c_.run(sql_, params_);
   ran_ = true;

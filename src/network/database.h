@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -69,6 +70,21 @@ class Connection {
   virtual void exec(const std::string& sql) = 0;
   // Runs one statement with `?N` parameters and returns all its rows.
   virtual Result run(const std::string& sql, const std::vector<Param>& params) = 0;
+  // Runs a statement whose result may wait: inside a transaction PostgreSQL holds it back and
+  // sends it with the next statement that must answer, or with the COMMIT, all in one round
+  // trip (libpq's pipeline mode), and fills `into` then; a failure it meets is thrown there,
+  // inside the same transaction. Elsewhere, and on SQLite (no round trips), it runs at once.
+  virtual void send(const std::string& sql, const std::vector<Param>& params, std::shared_ptr<std::optional<Result>> into) {
+    Result r = run(sql, params);
+    if (into) *into = std::move(r);
+  }
+  // Runs what send() holds back now.
+  virtual void flush() {}
+  // Inside a write: its COMMIT may return before the commit is on disk. A crash can lose it
+  // (never the database's consistency), but only while nothing rests on it: any later commit
+  // that waits for the disk puts it there first, both databases keeping one log in order. For
+  // work that is simply done again when lost. PostgreSQL only; SQLite's commit is cheap.
+  virtual void commit_lazily() {}
 
   // Runs `body` in a transaction and returns what it returns; rolls back when it throws. A call
   // inside another transaction joins it (the outer one commits, and retries).
@@ -138,13 +154,17 @@ auto Connection::transaction(bool write, F body) -> decltype(body()) {
 }
 
 // A statement in the style of SQLite's API: bind parameters, then step() through its rows. It
-// runs on the first step() (or changes()), fetching every row at once.
+// runs on the first step() (or changes()), fetching every row at once — or, after send(), with
+// whatever the connection sends next (Connection::send): statements sent one after another
+// cost PostgreSQL one round trip together.
 class Stmt {
  public:
   Stmt(Connection& c, std::string sql) : c_(c), sql_(std::move(sql)) {}
   Stmt& bind(int i, const std::string& v) { return set(i, Param{Param::Text, 0, 0, v}); }
   Stmt& bind(int i, int64_t v) { return set(i, Param{Param::Int, v, 0, {}}); }
   Stmt& bind(int i, double v) { return set(i, Param{Param::Real, 0, v, {}}); }
+  // Runs it with the connection's next round trip; its rows, if read, are there after it.
+  void send();
   // True while a row is available.
   bool step();
   int64_t changes();
@@ -161,6 +181,7 @@ class Stmt {
   std::string sql_;
   std::vector<Param> params_;
   Result result_;
+  std::shared_ptr<std::optional<Result>> sent_;  // where send() has the answer put
   bool ran_ = false;
   size_t next_ = 0;  // the row step() moves to
 };

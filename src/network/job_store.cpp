@@ -479,12 +479,23 @@ JobStore::JobStore(std::unique_ptr<sql::Connection> db, const StoreOptions& o) :
 
 NodeIndex& JobStore::index_in() {
   IndexState& ix = *index_;
-  // The change log first: the rows read after it are at least that new, so a change logged
-  // while they are read is read again next time, not skipped.
+  // Three reads in one round trip (with what was sent before them): the change log's top
+  // first, so the rows read after it are at least that new and a change logged while they are
+  // read is read again next time, not skipped; then the nodes logged since the last look, and
+  // the rows written since (only those: the same description text skips re-planning).
   sql::Stmt top(db(), "SELECT coalesce((SELECT max(seq) FROM node_changes), 0), (SELECT below FROM node_changes_pruned)");
+  top.send();
+  sql::Stmt changed(db(), std::string("SELECT ") + kViewColumns +
+                              " FROM nodes WHERE id IN (SELECT node_id FROM node_changes WHERE seq > ?1)");
+  if (ix.seq >= 0) changed.bind(1, ix.change_seq).send();
+  auto written_since = [&](int64_t seq) {
+    auto s = std::make_unique<sql::Stmt>(db(), std::string("SELECT ") + kViewColumns + " FROM nodes WHERE seq > ?1");
+    s->bind(1, seq).send();
+    return s;
+  };
+  auto written = written_since(ix.seq);
   top.step();
   const int64_t changes_top = top.i64(0), pruned_below = top.i64(1);
-  // Only the rows written since the last look; the same description text skips re-planning.
   auto read = [&](sql::Stmt& s, bool by_seq) {
     while (s.step()) {
       if (by_seq) ix.seq = std::max(ix.seq, s.i64(1));
@@ -493,34 +504,30 @@ NodeIndex& JobStore::index_in() {
       ix.nodes.update(read_view(s, !known || *known != text), text);
     }
   };
-  // Every node again when the changes since the last look were pruned (or at the first look).
-  if (ix.change_seq < pruned_below) ix.seq = -1;
-  if (ix.seq >= 0 && changes_top > ix.change_seq) {
-    sql::Stmt c(db(), std::string("SELECT ") + kViewColumns +
-                          " FROM nodes WHERE id IN (SELECT node_id FROM node_changes WHERE seq > ?1 AND seq <= ?2)");
-    c.bind(1, ix.change_seq).bind(2, changes_top);
-    read(c, false);
+  if (ix.seq >= 0 && ix.change_seq < pruned_below) {
+    // The changes since the last look were pruned: every node again.
+    ix.seq = -1;
+    written = written_since(-1);
+  } else if (ix.seq >= 0) {
+    read(changed, false);
   }
   ix.change_seq = changes_top;
-  sql::Stmt s(db(), std::string("SELECT ") + kViewColumns + " FROM nodes WHERE seq > ?1");
-  s.bind(1, ix.seq);
-  read(s, true);
+  read(*written, true);
   return ix.nodes;
 }
 
 std::pair<int64_t, int64_t> JobStore::nodes_changed_in(const std::vector<std::string>& node_ids) {
   if (node_ids.empty()) return {0, 0};
-  sql::Stmt top(db(), std::string("SELECT ") + kNextChange + " - 1");
-  top.step();
-  const int64_t before = top.i64(0);
-  std::string sql = "INSERT INTO node_changes(seq, node_id) VALUES";
-  for (size_t i = 0; i < node_ids.size(); ++i) sql += std::string(i ? ", " : " ") + "(?1, ?" + std::to_string(i + 2) + ")";
+  // One statement: the number taken and the rows logged under it together.
+  std::string sql = std::string("INSERT INTO node_changes(seq, node_id) SELECT ") + kNextChange + ", column1 FROM (VALUES";
+  for (size_t i = 0; i < node_ids.size(); ++i) sql += std::string(i ? ", " : " ") + "(?" + std::to_string(i + 1) + ")";
+  sql += ") AS logged RETURNING seq";
   sql::Stmt s(db(), sql);
-  s.bind(1, before + 1);
-  for (size_t i = 0; i < node_ids.size(); ++i) s.bind(static_cast<int>(i) + 2, node_ids[i]);
+  for (size_t i = 0; i < node_ids.size(); ++i) s.bind(static_cast<int>(i) + 1, node_ids[i]);
   s.step();
+  const int64_t logged = s.i64(0);
   prune_changes_in();
-  return {before, before + 1};
+  return {logged - 1, logged};
 }
 
 void JobStore::touch_node_in(const std::string& node_id) { nodes_changed_in({node_id}); }

@@ -379,7 +379,7 @@ class JobStore {
   };
   static Queued queued_from(sql::Stmt& row, int at);  // kQueuedColumns, from column `at` on
   // Places `jobs` in order and writes the outcome in a fixed number of statements.
-  std::vector<AssignResult> place_in(const std::vector<Queued>& jobs, int64_t now_ms);
+  std::vector<AssignResult> place_in(const std::vector<Queued>& jobs, NodeIndex& index, int64_t now_ms);
   struct NewAttempt {
     std::string job_id, node_id, plan, size_class, hardware;
     int64_t attempt = 0, dedicated = 0;

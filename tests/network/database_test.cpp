@@ -1,6 +1,7 @@
 // The stores' database interface on both backends: transactions roll back what a throwing
 // function wrote, a transaction inside another joins it, parameters and NULLs read back the
-// same, and a PostgreSQL URL's password never shows in an error.
+// same, statements sent ahead run in order and fail inside their transaction, a lazy commit is
+// lazy for its own transaction only, and a PostgreSQL URL's password never shows in an error.
 #include "network/database.h"
 
 #include <gtest/gtest.h>
@@ -59,6 +60,80 @@ TEST_P(DatabaseTest, ValuesReadBackAsBound) {
   EXPECT_EQ(s.f64(2), 0.1 + 0.2);  // exactly: 17 digits each way
   EXPECT_FALSE(s.step());
   EXPECT_THROW(s.i64(0), Error);  // past the last row
+}
+
+TEST_P(DatabaseTest, SentStatementsRunInOrderWithTheNextOneRead) {
+  auto c = sql::open_database(fresh("db-sent"), kScratch);
+  c->write([&] {
+    sql::Stmt a(*c, "INSERT INTO items(id, name) VALUES(?1, ?2)");
+    a.bind(1, int64_t{1}).bind(2, std::string("a")).send();
+    sql::Stmt between(*c, "SELECT count(*) FROM items");
+    between.send();
+    sql::Stmt b(*c, "INSERT INTO items(id, name) VALUES(2, 'b') RETURNING id");
+    b.send();
+    sql::Stmt all(*c, "SELECT name FROM items ORDER BY id");
+    ASSERT_TRUE(all.step());
+    EXPECT_EQ(all.text(0), "a");
+    ASSERT_TRUE(all.step());
+    EXPECT_EQ(all.text(0), "b");
+    ASSERT_TRUE(between.step());
+    EXPECT_EQ(between.i64(0), 1);  // after the first insert, before the second
+    ASSERT_TRUE(b.step());
+    EXPECT_EQ(b.i64(0), 2);
+    EXPECT_THROW(b.send(), Error);  // once only
+  });
+  EXPECT_EQ(count(*c), 2);
+  // Outside a transaction a sent statement runs at once.
+  sql::Stmt(*c, "DELETE FROM items WHERE id = 2").send();
+  EXPECT_EQ(count(*c), 1);
+}
+
+TEST_P(DatabaseTest, ASentStatementsFailureIsThrownInsideItsTransaction) {
+  auto c = sql::open_database(fresh("db-sent-fails"), kScratch);
+  // PostgreSQL holds a sent statement back: a syntax error is thrown only by the read after it,
+  // and everything the transaction did is undone. (SQLite throws at once: also inside.)
+  bool sent = false;
+  try {
+    c->write([&] {
+      sql::Stmt(*c, "INSERT INTO items(id, name) VALUES(1, 'a')").send();
+      sql::Stmt(*c, "INSERT INTO items(id, name) VALUES(1, 'the same id')").send();
+      sent = true;
+      sql::Stmt after(*c, "SELECT count(*) FROM items");
+      after.step();
+      ADD_FAILURE() << "read past a failed statement";
+    });
+    ADD_FAILURE() << "no error";
+  } catch (const sql::SqlError& e) {
+    if (!sqlite()) {
+      EXPECT_NE(std::string(e.what()).find("the same id"), std::string::npos) << e.what();  // which one
+    }
+  }
+  EXPECT_EQ(sent, !sqlite());
+  EXPECT_FALSE(c->in_transaction());
+  EXPECT_EQ(count(*c), 0);
+  c->write([&] { sql::Stmt(*c, "INSERT INTO items(id, name) VALUES(1, 'a')").send(); });  // the connection goes on
+  EXPECT_EQ(count(*c), 1);
+}
+
+TEST_P(DatabaseTest, ALazyCommitIsLazyForItsOwnTransactionOnly) {
+  auto c = sql::open_database(fresh("db-lazy"), kScratch);
+  auto synchronous_commit = [&] {
+    sql::Stmt s(*c, "SHOW synchronous_commit");
+    s.step();
+    return s.text(0);
+  };
+  c->write([&] {
+    c->commit_lazily();
+    sql::Stmt(*c, "INSERT INTO items(id, name) VALUES(1, 'a')").send();
+    if (!sqlite()) {
+      EXPECT_EQ(synchronous_commit(), "off");
+    }
+  });
+  EXPECT_EQ(count(*c), 1);
+  c->commit_lazily();  // outside a transaction: nothing to do
+  if (!sqlite()) {
+    EXPECT_EQ(synchronous_commit(), "on");
+  }
 }
 
 TEST_P(DatabaseTest, AStoreOfAnotherKindIsRefused) {
