@@ -1,8 +1,8 @@
 // Placing jobs: one job (`assign`), or a scheduler's pass over the oldest queued ones
 // (`assign_queued`, also what a node's poll runs when nothing is assigned to it). Either way
 // one transaction and a fixed number of statements whatever the count — the jobs read once,
-// the nodes written since the last look read once, then one INSERT of the attempts and one
-// UPDATE each of the jobs and of the nodes that took them. Per job that was six statements; to
+// the nodes changed since the last look read once, then one INSERT of the attempts, one UPDATE
+// of the jobs and one INSERT logging the nodes that took them. Per job that was six statements; to
 // PostgreSQL a network away each one is a round trip, and even on one machine each costs two
 // process wake-ups: the statements go in three round trips (Connection::send), the reads with
 // BEGIN, the writes together, and COMMIT.
