@@ -18,6 +18,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "network/database.h"
 
@@ -171,13 +172,27 @@ inline std::string fresh_location(Backend backend, const std::string& name, std:
 }
 
 // A test run once per backend: `fresh(name)` is a new store location on this run's backend.
+// A passing test's SQLite files are removed after it (a failing one's stay, to look at).
 class BackendTest : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
     if (GetParam() == Backend::PostgreSQL) PostgresServer::require();
   }
-  std::string fresh(const std::string& name) { return fresh_location(GetParam(), name, nullptr); }
+  void TearDown() override {
+    if (HasFailure()) return;
+    std::error_code ignored;
+    for (const std::string& p : files_)
+      for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(p + suffix, ignored);
+  }
+  std::string fresh(const std::string& name) {
+    std::string at = fresh_location(GetParam(), name, nullptr);
+    if (sqlite()) files_.push_back(at);
+    return at;
+  }
   bool sqlite() const { return GetParam() == Backend::SQLite; }
+
+ private:
+  std::vector<std::string> files_;
 };
 
 }  // namespace orchard::network::test
