@@ -20,6 +20,19 @@ constexpr const char* kQueuedColumns =
     "id, model, n_ctx, prompt_tokens, max_tokens, model_sha256, exclude_owners, only_node, kind, "
     "(SELECT coalesce(max(a.attempt), 0) + 1 FROM attempts a WHERE a.job_id = jobs.id)";
 
+// A placement's transaction. Its commit does not wait for the disk (a third of a pass on
+// PostgreSQL): a placement a crash loses leaves its job queued, placed again after the restart
+// — and none is lost once acted on, as the node's fetch of its work waits for the disk, which
+// puts the placement there first. Inside another transaction, that one decides.
+template <class F>
+auto placement_write(sql::Connection& db, F body) {
+  const bool own = !db.in_transaction();
+  return db.write([&] {
+    if (own) db.commit_lazily();
+    return body();
+  });
+}
+
 // "?first, ?first+1, …" for `n` parameters.
 std::string parameters(int first, size_t n) {
   std::string out;
@@ -59,25 +72,14 @@ AssignResult JobStore::assign_in(const std::string& job_id, int64_t now_ms) {
 }
 
 AssignResult JobStore::assign(const std::string& job_id, int64_t now_ms) {
-  const bool own = !db().in_transaction();
-  return db().write([&] {
-    if (own) db().commit_lazily();  // see assign_queued
-    return assign_in(job_id, now_ms);
-  });
+  return placement_write(db(), [&] { return assign_in(job_id, now_ms); });
 }
 
 std::vector<AssignResult> JobStore::assign_queued(int64_t now_ms) {
   // The batch in one transaction: one commit for all of them, which is what lets a coordinator
   // place thousands a second. The batch is small (assign_batch), so the write lock is not held
-  // long against another coordinator. The commit does not wait for the disk (a third of a
-  // pass on PostgreSQL): a placement a crash loses leaves its job queued, placed again after
-  // the restart — and none is lost once acted on, as the node's fetch of its work waits for
-  // the disk, which puts the placement there first.
-  const bool own = !db().in_transaction();
-  return db().write([&] {
-    if (own) db().commit_lazily();
-    return assign_queued_in(now_ms);
-  });
+  // long against another coordinator.
+  return placement_write(db(), [&] { return assign_queued_in(now_ms); });
 }
 
 std::vector<AssignResult> JobStore::assign_queued_in(int64_t now_ms) {

@@ -488,12 +488,9 @@ NodeIndex& JobStore::index_in() {
   sql::Stmt changed(db(), std::string("SELECT ") + kViewColumns +
                               " FROM nodes WHERE id IN (SELECT node_id FROM node_changes WHERE seq > ?1)");
   if (ix.seq >= 0) changed.bind(1, ix.change_seq).send();
-  auto written_since = [&](int64_t seq) {
-    auto s = std::make_unique<sql::Stmt>(db(), std::string("SELECT ") + kViewColumns + " FROM nodes WHERE seq > ?1");
-    s->bind(1, seq).send();
-    return s;
-  };
-  auto written = written_since(ix.seq);
+  const std::string written_since = std::string("SELECT ") + kViewColumns + " FROM nodes WHERE seq > ?1";
+  sql::Stmt written(db(), written_since);
+  written.bind(1, ix.seq).send();
   top.step();
   const int64_t changes_top = top.i64(0), pruned_below = top.i64(1);
   auto read = [&](sql::Stmt& s, bool by_seq) {
@@ -504,15 +501,18 @@ NodeIndex& JobStore::index_in() {
       ix.nodes.update(read_view(s, !known || *known != text), text);
     }
   };
-  if (ix.seq >= 0 && ix.change_seq < pruned_below) {
-    // The changes since the last look were pruned: every node again.
-    ix.seq = -1;
-    written = written_since(-1);
-  } else if (ix.seq >= 0) {
-    read(changed, false);
-  }
+  const bool pruned = ix.seq >= 0 && ix.change_seq < pruned_below;
+  if (ix.seq >= 0 && !pruned) read(changed, false);
   ix.change_seq = changes_top;
-  read(*written, true);
+  if (!pruned) {
+    read(written, true);
+    return ix.nodes;
+  }
+  // The changes since the last look were pruned: every node again.
+  ix.seq = -1;
+  sql::Stmt all(db(), written_since);
+  all.bind(1, ix.seq);
+  read(all, true);
   return ix.nodes;
 }
 

@@ -123,6 +123,7 @@ class PostgresConnection : public Connection {
     std::lock_guard lock(mu_);
     reconnect_if_lost();
     held_.clear();
+    begin_held_ = true;
     if (!write) {
       held_.push_back({"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", {}, nullptr, true});
       return;
@@ -141,9 +142,10 @@ class PostgresConnection : public Connection {
   int transaction_tries() const override { return 5; }
   void rollback() noexcept override {
     std::lock_guard lock(mu_);
-    const bool begun = held_.empty() || !held_.front().plain || held_.front().sql.rfind("BEGIN", 0) != 0;
     held_.clear();
-    if (begun && PQstatus(conn_) == CONNECTION_OK) PQclear(PQexec(conn_, "ROLLBACK"));
+    // A BEGIN never sent began nothing to roll back.
+    if (!begin_held_ && PQstatus(conn_) == CONNECTION_OK) PQclear(PQexec(conn_, "ROLLBACK"));
+    begin_held_ = false;
   }
 
  private:
@@ -194,6 +196,7 @@ class PostgresConnection : public Connection {
     if (held_.empty()) return;
     std::vector<Held> batch;
     batch.swap(held_);
+    begin_held_ = false;
     if (PQstatus(conn_) != CONNECTION_OK)
       throw SqlError(name_ + ": lost the connection to PostgreSQL: " + trimmed(PQerrorMessage(conn_)), false);
     if (PQenterPipelineMode(conn_) != 1) throw SqlError(name_ + ": cannot pipeline: " + trimmed(PQerrorMessage(conn_)), false);
@@ -331,6 +334,7 @@ class PostgresConnection : public Connection {
     bool plain = false;
   };
   std::vector<Held> held_;
+  bool begin_held_ = false;  // the transaction's BEGIN is still in held_
   std::mutex mu_;  // one command at a time (a transaction's callers keep theirs together)
 };
 
