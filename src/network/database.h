@@ -85,6 +85,13 @@ class Connection {
   // that waits for the disk puts it there first, both databases keeping one log in order. For
   // work that is simply done again when lost. PostgreSQL only; SQLite's commit is cheap.
   virtual void commit_lazily() {}
+  // Inside a transaction of a few rows each reached through an index, run many times a second
+  // (a placement pass): each statement text is planned once, not at every call, and a table is
+  // read whole only where no index serves. On PostgreSQL planning was a quarter of such a
+  // transaction's time. Its statements must then be written so that a plan made without their
+  // parameters' values still takes the index: `seq > ?1` may pick one row or all of them.
+  // PostgreSQL only (SQLite plans cheaply); until the transaction ends.
+  virtual void plan_once() {}
 
   // Runs `body` in a transaction and returns what it returns; rolls back when it throws. A call
   // inside another transaction joins it (the outer one commits, and retries).
@@ -165,6 +172,8 @@ class Stmt {
   Stmt& bind(int i, double v) { return set(i, Param{Param::Real, 0, v, {}}); }
   // Runs it with the connection's next round trip; its rows, if read, are there after it.
   void send();
+  // Whether it ran and its answer is here: step() would not wait for a round trip.
+  bool answered() const { return ran_ && (!sent_ || sent_->has_value()); }
   // True while a row is available.
   bool step();
   int64_t changes();

@@ -4,8 +4,8 @@
 // the nodes changed since the last look read once, then one INSERT of the attempts, one UPDATE
 // of the jobs and one INSERT logging the nodes that took them. Per job that was six statements; to
 // PostgreSQL a network away each one is a round trip, and even on one machine each costs two
-// process wake-ups: the statements go in three round trips (Connection::send), the reads with
-// BEGIN, the writes together, and COMMIT.
+// process wake-ups: the statements go in two round trips (Connection::send), the reads with
+// BEGIN, and the writes with COMMIT.
 #include <set>
 
 #include "network/job_store.h"
@@ -23,12 +23,13 @@ constexpr const char* kQueuedColumns =
 // A placement's transaction. Its commit does not wait for the disk (a third of a pass on
 // PostgreSQL): a placement a crash loses leaves its job queued, placed again after the restart
 // — and none is lost once acted on, as the node's fetch of its work waits for the disk, which
-// puts the placement there first. Inside another transaction, that one decides.
+// puts the placement there first. Its statements are planned once (each reads by index), not
+// at every pass. Inside another transaction, that one decides.
 template <class F>
 auto placement_write(sql::Connection& db, F body) {
   const bool own = !db.in_transaction();
   return db.write([&] {
-    if (own) db.commit_lazily();
+    if (own) db.commit_lazily(), db.plan_once();
     return body();
   });
 }
@@ -162,14 +163,13 @@ std::vector<AssignResult> JobStore::place_in(const std::vector<Queued>& jobs, No
     ins.bind(b + 5, a.size_class).bind(b + 6, a.hardware).bind(b + 7, a.dedicated).bind(b + 8, now_ms);
     ins.bind(b + 9, now_ms + options_.lease_ms).bind(b + 10, a.predicted_tps);
   }
-  ins.send();  // these two go with the change log's statement below: one round trip
+  ins.send();  // these go with the change log's statement below and the COMMIT: one round trip
   sql::Stmt up(db(), "UPDATE jobs SET state = 'assigned', waiting = '' WHERE id IN (" + parameters(1, attempts.size()) + ")");
   for (size_t i = 0; i < attempts.size(); ++i) up.bind(static_cast<int>(i) + 1, attempts[i].job_id);
   up.send();
   // The nodes' live attempts changed: other coordinators' indexes read them again. This one
   // counted them already (add_job), so when it had read the log up to here it skips them.
-  const auto [top, logged] = nodes_changed_in(std::vector<std::string>(nodes.begin(), nodes.end()));
-  if (index_->change_seq == top) index_->change_seq = logged;
+  nodes_changed_in(std::vector<std::string>(nodes.begin(), nodes.end()), true);
   return out;
 }
 

@@ -17,7 +17,8 @@ constexpr const char* kJobsFormat = "orchard-jobs";
 // 4: nodes.seq, for the placement index (node_index.h); a version 2 or 3 store is upgraded.
 // 5: a node's pending memory challenge and the memory it proved (memory_proofs.cpp).
 // 6: node_changes, the log of nodes whose live attempts changed (below).
-constexpr const char* kJobsVersion = "7";
+// 7: attempts without foreign keys. 8: the queue's index holds queued jobs only.
+constexpr const char* kJobsVersion = "8";
 
 // Live attempts ('assigned', 'running') are the ones holding a lease; the partial UNIQUE index
 // lets a job have one at a time whatever the code above does. `info` is the node's description
@@ -185,9 +186,18 @@ CREATE INDEX attempts_node ON attempts(node_id, state);
 CREATE UNIQUE INDEX attempts_one_live ON attempts(job_id) WHERE state IN ('assigned', 'running');
 )sql";
 
-const std::string& schema_v7() {
-  static const std::string s =
-      std::string(kJobsSchema) + kVerification + kNodeSeq + kMemoryProofs + kNodeChanges + kAttemptsWithoutForeignKeys;
+// What version 8 changed: the queue's index holds the queued jobs alone, in the order placement
+// takes them. Indexed by (state, queued_at), every job placed got a second index entry (its new
+// state), so no jobs UPDATE was cheap, and the queued ones were read through the dead entries
+// of those placed since the last vacuum, then sorted by id.
+constexpr const char* kQueuedOnly = R"sql(
+DROP INDEX jobs_queue;
+CREATE INDEX jobs_queued ON jobs(queued_at, id) WHERE state = 'queued';
+)sql";
+
+const std::string& schema_v8() {
+  static const std::string s = std::string(kJobsSchema) + kVerification + kNodeSeq + kMemoryProofs + kNodeChanges +
+                               kAttemptsWithoutForeignKeys + kQueuedOnly;
   return s;
 }
 
@@ -266,9 +276,10 @@ JobStore JobStore::open(const std::string& location, const StoreOptions& options
       options.queue_timeout_ms <= 0 || options.assign_batch < 1 || options.audit_window_ms < 0 ||
       options.change_window_ms <= 0 || !(options.abandon_factor >= 0 && options.abandon_factor < 1))
     throw Error(location + ": job store options out of range (positive times and counts, abandon_factor in [0, 1))");
-  sql::FileKind kind{"job store", kJobsFormat, kJobsVersion, schema_v7().c_str()};
+  sql::FileKind kind{"job store", kJobsFormat, kJobsVersion, schema_v8().c_str()};
   static constexpr sql::FileKind::Upgrade kUpgrades[] = {
-      {"2", kVerification}, {"3", kNodeSeq}, {"4", kMemoryProofs}, {"5", kNodeChanges}, {"6", kAttemptsWithoutForeignKeys}};
+      {"2", kVerification}, {"3", kNodeSeq}, {"4", kMemoryProofs}, {"5", kNodeChanges}, {"6", kAttemptsWithoutForeignKeys},
+      {"7", kQueuedOnly}};
   kind.upgrades = kUpgrades;
   auto db = sql::open_database(location, kind);
   if (!options.wait_for_disk) db->set_wait_for_disk(false);
@@ -479,14 +490,25 @@ JobStore::JobStore(std::unique_ptr<sql::Connection> db, const StoreOptions& o) :
 
 NodeIndex& JobStore::index_in() {
   IndexState& ix = *index_;
+  // The index counted its own last placements: past their log entry if nothing came between.
+  // (Not answered yet, inside the same transaction: the reads below take those nodes again.)
+  if (ix.counted) {
+    if (ix.counted->answered() && ix.counted->step() && ix.change_seq == ix.counted->i64(0) - 1)
+      ix.change_seq = ix.counted->i64(0);
+    ix.counted.reset();
+  }
   // Three reads in one round trip (with what was sent before them): the change log's top
   // first, so the rows read after it are at least that new and a change logged while they are
   // read is read again next time, not skipped; then the nodes logged since the last look, and
   // the rows written since (only those: the same description text skips re-planning).
   sql::Stmt top(db(), "SELECT coalesce((SELECT max(seq) FROM node_changes), 0), (SELECT below FROM node_changes_pruned)");
   top.send();
-  sql::Stmt changed(db(), std::string("SELECT ") + kViewColumns +
-                              " FROM nodes WHERE id IN (SELECT node_id FROM node_changes WHERE seq > ?1)");
+  // On PostgreSQL as a list of ids, not a join: a placement plans it once (plan_once), not
+  // knowing how few rows `seq > ?1` picks, and as a join that plan hashed every node.
+  sql::Stmt changed(db(), std::string("SELECT ") + kViewColumns + " FROM nodes WHERE id " +
+                              (db().dialect() == sql::Dialect::PostgreSQL
+                                   ? "= ANY(ARRAY(SELECT node_id FROM node_changes WHERE seq > ?1))"
+                                   : "IN (SELECT node_id FROM node_changes WHERE seq > ?1)"));
   if (ix.seq >= 0) changed.bind(1, ix.change_seq).send();
   const std::string written_since = std::string("SELECT ") + kViewColumns + " FROM nodes WHERE seq > ?1";
   sql::Stmt written(db(), written_since);
@@ -516,18 +538,18 @@ NodeIndex& JobStore::index_in() {
   return ix.nodes;
 }
 
-std::pair<int64_t, int64_t> JobStore::nodes_changed_in(const std::vector<std::string>& node_ids) {
-  if (node_ids.empty()) return {0, 0};
-  // One statement: the number taken and the rows logged under it together.
+void JobStore::nodes_changed_in(const std::vector<std::string>& node_ids, bool counted) {
+  if (node_ids.empty()) return;
+  // One statement: the number taken and the rows logged under it together. Nothing here waits
+  // for its answer, so a placement's writes and its COMMIT go in one round trip.
   std::string sql = std::string("INSERT INTO node_changes(seq, node_id) SELECT ") + kNextChange + ", column1 FROM (VALUES";
   for (size_t i = 0; i < node_ids.size(); ++i) sql += std::string(i ? ", " : " ") + "(?" + std::to_string(i + 1) + ")";
   sql += ") AS logged RETURNING seq";
-  sql::Stmt s(db(), sql);
-  for (size_t i = 0; i < node_ids.size(); ++i) s.bind(static_cast<int>(i) + 1, node_ids[i]);
-  s.step();
-  const int64_t logged = s.i64(0);
+  auto s = std::make_unique<sql::Stmt>(db(), sql);
+  for (size_t i = 0; i < node_ids.size(); ++i) s->bind(static_cast<int>(i) + 1, node_ids[i]);
+  s->send();
+  if (counted) index_->counted = std::move(s);
   prune_changes_in();
-  return {logged - 1, logged};
 }
 
 void JobStore::touch_node_in(const std::string& node_id) { nodes_changed_in({node_id}); }

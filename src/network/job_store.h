@@ -426,8 +426,11 @@ class JobStore {
   // node_changes (a write to the node's own row sets its seq instead, kNextSeq).
   void touch_node_in(const std::string& node_id);
   void touch_job_nodes_in(const std::string& job_id);  // the nodes holding the job's live attempts
-  // Returns the log's top before and the number these rows were logged under.
-  std::pair<int64_t, int64_t> nodes_changed_in(const std::vector<std::string>& node_ids);
+  // Logs the nodes as changed, in one statement sent with the next round trip. `counted`: this
+  // store's index has counted the change already (NodeIndex::add_job), so when the number it
+  // was logged under comes back, an index that had read the log up to just below it moves past
+  // it instead of reading these nodes back (index_in).
+  void nodes_changed_in(const std::vector<std::string>& node_ids, bool counted = false);
   void prune_changes_in();
   static constexpr const char* kNextChange =
       "coalesce((SELECT max(seq) FROM node_changes), (SELECT below FROM node_changes_pruned), 0) + 1";
@@ -447,6 +450,7 @@ class JobStore {
     NodeIndex nodes;
     int64_t seq = -1;         // the highest nodes.seq it has read (−1: none yet)
     int64_t change_seq = -1;  // the highest node_changes.seq it has read
+    std::unique_ptr<sql::Stmt> counted;  // the log of changes it counted itself (nodes_changed_in)
   };
   // Shared with the connection's rollback hook, which empties it: it may have read rows the
   // rolled-back transaction wrote (their seq numbers are handed out again).

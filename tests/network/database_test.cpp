@@ -136,6 +136,35 @@ TEST_P(DatabaseTest, ALazyCommitIsLazyForItsOwnTransactionOnly) {
   }
 }
 
+TEST_P(DatabaseTest, PlanningOnceHoldsForItsOwnTransactionOnly) {
+  auto c = sql::open_database(fresh("db-plan-once"), kScratch);
+  auto setting = [&](const char* name) {
+    sql::Stmt s(*c, std::string("SHOW ") + name);
+    s.step();
+    return s.text(0);
+  };
+  for (int i = 0; i < 2; ++i)  // the second time, its statements' plans are the kept ones
+    c->write([&] {
+      c->plan_once();
+      sql::Stmt add(*c, "INSERT INTO items(id, name) VALUES(?1, ?2)");
+      add.bind(1, int64_t{i + 1}).bind(2, std::string("x")).send();
+      sql::Stmt read(*c, "SELECT name FROM items WHERE id > ?1 ORDER BY id");
+      read.bind(1, int64_t{i});
+      ASSERT_TRUE(read.step());
+      EXPECT_EQ(read.text(0), "x");
+      EXPECT_FALSE(read.step());
+      if (!sqlite()) {
+        EXPECT_EQ(setting("plan_cache_mode"), "force_generic_plan");
+        EXPECT_EQ(setting("enable_seqscan"), "off");
+      }
+    });
+  EXPECT_EQ(count(*c), 2);
+  if (!sqlite()) {
+    EXPECT_EQ(setting("plan_cache_mode"), "force_custom_plan");
+    EXPECT_EQ(setting("enable_seqscan"), "on");
+  }
+}
+
 TEST_P(DatabaseTest, AStoreOfAnotherKindIsRefused) {
   const std::string at = fresh("db-kind");
   sql::open_database(at, kScratch);

@@ -65,7 +65,7 @@ INSTANTIATE_TEST_SUITE_P(Backends, JobStoreTest, ::testing::Values(test::Backend
 
 // The number of live attempts of `job`, read straight from the database.
 int64_t live_attempts(const std::string& path, const std::string& job) {
-  auto db = sql::open_database(path, {"job store", "orchard-jobs", "7", ""});
+  auto db = sql::open_database(path, {"job store", "orchard-jobs", "8", ""});
   sql::Stmt s(*db, "SELECT count(*) FROM attempts WHERE job_id = ?1 AND state IN ('assigned', 'running')");
   s.bind(1, job).step();
   return s.i64(0);
@@ -482,7 +482,7 @@ TEST_P(JobStoreTest, TheFileRefusesASecondLiveAttempt) {
   store.submit(request("job-u"), kT0);
   ASSERT_EQ(store.assign("job-u", kT0).state, JobState::Assigned);
   EXPECT_EQ(store.assign("job-u", kT0).reason, "not queued: already assigned");
-  auto db = sql::open_database(path, {"job store", "orchard-jobs", "7", ""});
+  auto db = sql::open_database(path, {"job store", "orchard-jobs", "8", ""});
   EXPECT_THROW(db->exec("INSERT INTO attempts(job_id, attempt, node_id, state, plan, size_class, hardware, dedicated, "
                          "started_at, lease_deadline) VALUES('job-u', 2, 'n1', 'running', 'single', 'small', 'desktop', 0, 0, 0)"),
                sql::SqlError);

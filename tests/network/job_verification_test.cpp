@@ -488,9 +488,12 @@ TEST_P(JobVerificationTest, AVersionTwoStoreIsUpgradedWithItsCompletedJobsDue) {
   }
   {
     // Back to version 2's shape: it is brought to 3 (audits), to 4 (nodes.seq), to 5 (memory
-    // checks), to 6 (the node change log), then to 7 (attempts rebuilt without foreign keys).
-    auto db = sql::open_database(where, {"job store", "orchard-jobs", "7", ""});
+    // checks), to 6 (the node change log), to 7 (attempts rebuilt without foreign keys), then to 8
+    // (the queue index of queued jobs only).
+    auto db = sql::open_database(where, {"job store", "orchard-jobs", "8", ""});
     db->write([&] {
+      db->exec("DROP INDEX jobs_queued");
+      db->exec("CREATE INDEX jobs_queue ON jobs(state, queued_at)");
       db->exec("DROP TABLE node_changes");
       db->exec("DROP TABLE node_changes_pruned");
       db->exec("DROP INDEX nodes_seq");
@@ -504,11 +507,11 @@ TEST_P(JobVerificationTest, AVersionTwoStoreIsUpgradedWithItsCompletedJobsDue) {
       db->exec("UPDATE meta SET value = '2' WHERE key = 'version'");
     });
   }
-  EXPECT_THROW(sql::open_database(where, {"job store", "orchard-jobs", "7", ""}), Error) << "it is version 2 now";
+  EXPECT_THROW(sql::open_database(where, {"job store", "orchard-jobs", "8", ""}), Error) << "it is version 2 now";
   auto st = JobStore::open(where, options(0));
   {
     // Version 7 rebuilt the attempts: the old job's attempt came through whole.
-    auto db = sql::open_database(where, {"job store", "orchard-jobs", "7", ""});
+    auto db = sql::open_database(where, {"job store", "orchard-jobs", "8", ""});
     sql::Stmt a(*db, "SELECT node_id, state, prompt_tokens FROM attempts WHERE job_id = 'job-old'");
     ASSERT_TRUE(a.step());
     EXPECT_EQ(a.text(0), "n1");
@@ -522,7 +525,7 @@ TEST_P(JobVerificationTest, AVersionTwoStoreIsUpgradedWithItsCompletedJobsDue) {
   EXPECT_TRUE(st.register_node(node("n1", "alice"), kVerifyT0 + 30, {}, MemoryDemand{10, 32, kVerifyT0 + 40}))
       << "version 5's columns are there";
   // Version 6's log: the placement of job-new was logged for n1.
-  auto db = sql::open_database(where, {"job store", "orchard-jobs", "7", ""});
+  auto db = sql::open_database(where, {"job store", "orchard-jobs", "8", ""});
   sql::Stmt changes(*db, "SELECT count(*) FROM node_changes WHERE node_id = 'n1'");
   changes.step();
   EXPECT_GE(changes.i64(0), 1);

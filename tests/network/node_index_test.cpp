@@ -179,7 +179,7 @@ TEST_P(StoreIndexTest, ACoordinatorBehindThePrunedChangesReadsEveryNodeAgain) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   {
-    auto db = sql::open_database(at, {"job store", "orchard-jobs", "7", ""});
+    auto db = sql::open_database(at, {"job store", "orchard-jobs", "8", ""});
     sql::Stmt pruned(*db, "SELECT below, (SELECT count(*) FROM node_changes WHERE node_id = 'slow') FROM node_changes_pruned");
     ASSERT_TRUE(pruned.step());
     EXPECT_GT(pruned.i64(0), 0) << "the log was pruned";

@@ -99,6 +99,16 @@ class PostgresConnection : public Connection {
     held_.push_back({"SET LOCAL synchronous_commit = off", {}, nullptr, true});
   }
 
+  // A generic plan, made once per statement and kept for the session, used only inside such
+  // transactions (elsewhere custom plans, session_settings). With sequential scans off it
+  // takes an index even when it was made while a table was small.
+  void plan_once() override {
+    if (!in_transaction()) return;
+    std::lock_guard lock(mu_);
+    held_.push_back({"SET LOCAL plan_cache_mode = force_generic_plan", {}, nullptr, true});
+    held_.push_back({"SET LOCAL enable_seqscan = off", {}, nullptr, true});
+  }
+
   // The store's schema, made when absent, first on the search path. Holds a session lock while
   // `then` runs, so replicas starting together do not both create the tables.
   template <class F>
@@ -269,10 +279,11 @@ class PostgresConnection : public Connection {
     PQclear(PQexec(conn_, "SELECT pg_advisory_unlock_all()"));
   }
 
-  // Prepared statements are planned for their parameters at every call: a generic plan does not
-  // know that `seq > $1` asks for the last few of 100,000 rows and reads them all, and one made
-  // while a table was still small (PostgreSQL settles on it after five runs) keeps scanning it
-  // when it is not: the placement pass's UPDATE of 32 jobs by id took 7 ms instead of 0.5.
+  // Prepared statements are planned for their parameters at every call (plan_once aside): a
+  // generic plan does not know that `seq > $1` asks for the last few of 100,000 rows and reads
+  // them all, and one made while a table was still small (PostgreSQL settles on it after five
+  // runs) keeps scanning it when it is not: the placement pass's UPDATE of 32 jobs by id took
+  // 7 ms instead of 0.5.
   // No JIT compilation: a statement costed high (a generic plan's guess, or a coordinator's
   // first read of every node) was compiled for 15–45 ms, longer than it then ran.
   void session_settings() {
