@@ -485,7 +485,11 @@ std::vector<NodeView> JobStore::nodes() {
 }
 
 JobStore::JobStore(std::unique_ptr<sql::Connection> db, const StoreOptions& o) : db_(std::move(db)), options_(o) {
-  db_->on_rollback = [index = index_] { *index = IndexState{}; };
+  db_->on_rollback = [index = index_] {
+    const int64_t read = index->rows_read;
+    *index = IndexState{};
+    index->rows_read = read;
+  };
 }
 
 NodeIndex& JobStore::index_in() {
@@ -517,6 +521,7 @@ NodeIndex& JobStore::index_in() {
   const int64_t changes_top = top.i64(0), pruned_below = top.i64(1);
   auto read = [&](sql::Stmt& s, bool by_seq) {
     while (s.step()) {
+      ++ix.rows_read;
       if (by_seq) ix.seq = std::max(ix.seq, s.i64(1));
       std::string text = s.text(2);
       const std::string* known = ix.nodes.info_text(s.text(0));

@@ -358,6 +358,9 @@ class JobStore {
   // Reads every node into the placement index now (else the first placement does): a
   // coordinator starting on a network's store, a benchmark before it times placements.
   void warm_index();
+  // Node rows the placement index has read since the store was opened (warm_index, the changes
+  // each placement reads first): what a coordinator pays to follow the database.
+  int64_t index_rows_read() const { return index_->rows_read; }
   // How many jobs are in each state (states with none are absent), for the world page.
   std::map<JobState, int64_t> job_counts();
 
@@ -451,6 +454,7 @@ class JobStore {
     int64_t seq = -1;         // the highest nodes.seq it has read (−1: none yet)
     int64_t change_seq = -1;  // the highest node_changes.seq it has read
     std::unique_ptr<sql::Stmt> counted;  // the log of changes it counted itself (nodes_changed_in)
+    int64_t rows_read = 0;
   };
   // Shared with the connection's rollback hook, which empties it: it may have read rows the
   // rolled-back transaction wrote (their seq numbers are handed out again).

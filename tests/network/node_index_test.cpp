@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "network/job_store.h"
@@ -145,6 +146,37 @@ TEST_P(StoreIndexTest, AnotherCoordinatorsWritesReachThisOnesPlacements) {
   EXPECT_EQ(b.assign_queued(t).at(0).node_id, "slow");
   // The same views either way.
   EXPECT_EQ(b.nodes().size(), 2u);
+}
+
+// A coordinator's own placements change only what its index has counted already: its next
+// passes read no node back (the number its change log took comes back with the commit and
+// lets it skip them), while another coordinator's index reads each node they went to.
+TEST_P(StoreIndexTest, ACoordinatorDoesNotReadItsOwnPlacementsBack) {
+  const std::string at = fresh("own");
+  auto a = JobStore::open(at);
+  auto b = JobStore::open(at);
+  const int64_t t = 1'000'000;
+  for (const char* id : {"n1", "n2", "n3"}) {
+    NodeInfo n = single(id, 64, 100);
+    n.max_jobs = 2;  // room for the six jobs below
+    a.register_node(n, t);
+  }
+  a.warm_index();
+  b.warm_index();
+  const int64_t a_warm = a.index_rows_read(), b_warm = b.index_rows_read();
+  EXPECT_EQ(a_warm, 3);
+  std::set<std::string> used;
+  for (int i = 0; i < 5; ++i) {
+    const AssignResult r = a.assign(submit(a, t), t);
+    ASSERT_EQ(r.state, JobState::Assigned);
+    used.insert(r.node_id);
+  }
+  submit(a, t);
+  EXPECT_EQ(a.assign_queued(t).size(), 1u);
+  EXPECT_EQ(a.index_rows_read(), a_warm) << "a re-read nodes whose only change was its own placements";
+  EXPECT_TRUE(b.assign_queued(t).empty());
+  EXPECT_GE(b.index_rows_read() - b_warm, static_cast<int64_t>(used.size()));
+  EXPECT_LE(b.index_rows_read() - b_warm, 3);
 }
 
 // The log of nodes whose jobs changed is pruned after its window. A coordinator that last
