@@ -189,10 +189,13 @@ CREATE UNIQUE INDEX attempts_one_live ON attempts(job_id) WHERE state IN ('assig
 // What version 8 changed: the queue's index holds the queued jobs alone, in the order placement
 // takes them. Indexed by (state, queued_at), every job placed got a second index entry (its new
 // state), so no jobs UPDATE was cheap, and the queued ones were read through the dead entries
-// of those placed since the last vacuum, then sorted by id.
+// of those placed since the last vacuum, then sorted by id. A ban's cancelling of the audits of
+// the banned node's work, which that index served by state, has one of its own (audit jobs only,
+// so a client's job costs it nothing).
 constexpr const char* kQueuedOnly = R"sql(
 DROP INDEX jobs_queue;
 CREATE INDEX jobs_queued ON jobs(queued_at, id) WHERE state = 'queued';
+CREATE INDEX jobs_audits ON jobs(audit_of) WHERE kind = 'audit';
 )sql";
 
 const std::string& schema_v8() {

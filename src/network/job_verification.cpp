@@ -133,11 +133,13 @@ bool JobStore::ban_in(const std::string& node_id, const std::string& reason, int
                    "AND state IN ('queued', 'assigned', 'running') AND audit_of IN "
                    "(SELECT job_id FROM attempts WHERE node_id = ?1 AND state = 'done')");
   audits.bind(1, node_id).bind(2, now_ms).step();
-  sql::Stmt their_nodes(db(), log_live_nodes_sql("job_id IN (SELECT id FROM jobs WHERE state = 'cancelled')"));
+  // From the few live attempts to their jobs by key, not from every cancelled job ever.
+  const std::string job_cancelled = "EXISTS (SELECT 1 FROM jobs j WHERE j.id = attempts.job_id AND j.state = 'cancelled')";
+  sql::Stmt their_nodes(db(), log_live_nodes_sql(job_cancelled));
   their_nodes.step();
   sql::Stmt orphans(db(),
-                    "UPDATE attempts SET state = 'cancelled', ended_at = ?1 WHERE state IN ('assigned', 'running') "
-                    "AND job_id IN (SELECT id FROM jobs WHERE state = 'cancelled')");
+                    "UPDATE attempts SET state = 'cancelled', ended_at = ?1 WHERE state IN ('assigned', 'running') AND " +
+                        job_cancelled);
   orphans.bind(1, now_ms).step();
   sql::Stmt forfeit(db(),
                     "UPDATE settlements SET state = 'forfeited', settled_at = ?2, note = ?3 "

@@ -260,8 +260,15 @@ TEST_P(JobVerificationTest, TwoAuditorsAgreeingBanTheNodeAndForfeitItsPendingPay
   EXPECT_EQ(std::find(waiting.begin(), waiting.end(), "job-1"), waiting.end()) << "job-1 waits for the verdict";
   EXPECT_NE(std::find(waiting.begin(), waiting.end(), "job-2"), waiting.end()) << "job-2 is not audited";
   EXPECT_EQ(st.unjudged_audits(), std::vector<std::string>{d1.confirmation}) << "done, its verdict not recorded yet";
+  // An audit of n1's other work is running on n4 when the ban comes: it decides nothing now.
+  const auto audit2 = st.submit_audit("job-2", kVerifyT0 + 41);
+  ASSERT_TRUE(audit2);
+  const auto running = st.next_job_for("n4", kVerifyT0 + 42);
+  ASSERT_TRUE(running && running->job_id == *audit2);
   const AuditDecision d2 = st.record_audit(second, AuditOutcome::Failed, "greedy: token 3 of 6 is 4.1 below the best logit", kVerifyT0 + 43);
   EXPECT_EQ(d2.banned_node, "n1");
+  EXPECT_EQ(st.job(*audit2).state, JobState::Cancelled);
+  EXPECT_FALSE(st.next_job_for("n4", kVerifyT0 + 44)) << "its cancelled audit is not handed out again";
   EXPECT_TRUE(st.unjudged_audits().empty());
   // Recording a verdict again (a retry after a failure half-way) changes nothing.
   const AuditDecision again = st.record_audit(first, AuditOutcome::Failed, "again", kVerifyT0 + 44);
@@ -276,8 +283,7 @@ TEST_P(JobVerificationTest, TwoAuditorsAgreeingBanTheNodeAndForfeitItsPendingPay
   EXPECT_THROW(st.register_node(node("n1", "mallory"), kVerifyT0 + 51), Banned);
   st.submit(verify_request("job-3"), kVerifyT0 + 60);
   const AssignResult r = st.assign("job-3", kVerifyT0 + 60);
-  EXPECT_NE(r.node_id, "n1");
-  EXPECT_FALSE(r.node_id.empty()) << r.reason;
+  EXPECT_EQ(r.node_id, "n4") << "n4's cancelled audit freed its slot; " << r.reason;
   const NodeView banned = st.nodes().front();
   EXPECT_EQ(banned.info.id, "n1");
   EXPECT_FALSE(banned.banned.empty());
@@ -493,6 +499,7 @@ TEST_P(JobVerificationTest, AVersionTwoStoreIsUpgradedWithItsCompletedJobsDue) {
     auto db = sql::open_database(where, {"job store", "orchard-jobs", "8", ""});
     db->write([&] {
       db->exec("DROP INDEX jobs_queued");
+      db->exec("DROP INDEX jobs_audits");
       db->exec("CREATE INDEX jobs_queue ON jobs(state, queued_at)");
       db->exec("DROP TABLE node_changes");
       db->exec("DROP TABLE node_changes_pruned");
