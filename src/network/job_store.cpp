@@ -17,7 +17,8 @@ constexpr const char* kJobsFormat = "orchard-jobs";
 // 4: nodes.seq, for the placement index (node_index.h); a version 2 or 3 store is upgraded.
 // 5: a node's pending memory challenge and the memory it proved (memory_proofs.cpp).
 // 6: node_changes, the log of nodes whose live attempts changed (below).
-// 7: attempts without foreign keys. 8: the queue's index holds queued jobs only.
+// 7: attempts without foreign keys. 8: the queue's index holds queued jobs only; audit jobs are
+// indexed by the job they audit.
 constexpr const char* kJobsVersion = "8";
 
 // Live attempts ('assigned', 'running') are the ones holding a lease; the partial UNIQUE index
